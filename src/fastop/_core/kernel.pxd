@@ -1,0 +1,50 @@
+# The kernel ABI: how a Cython kernel is described so that eager dispatch, the
+# static executor and the profiler can call it without Python in the loop.
+from fastop._core.storage cimport fastop_view, fastop_attrs, DenseTensor, FASTOP_NUM_DTYPES
+
+# Status codes returned by infer/kernel functions (0 = ok). CKernel turns them into
+# exceptions that name the op, its inputs, their shapes and dtypes.
+cdef enum:
+    K_OK = 0
+    K_ERR_BROADCAST = 1     # input shapes do not broadcast
+    K_ERR_DTYPE = 2         # inputs' dtypes differ / dtype not accepted
+    K_ERR_ATTR = 3          # an attribute is invalid for these inputs (e.g. axis)
+    K_ERR_SHAPE = 4         # shapes incompatible in an op-specific way (matmul inner dims)
+    K_ERR_VALUE = 5         # a value is out of range (e.g. a label >= n_classes)
+    K_ERR_MEMORY = 6
+
+# infer: fill out[i].dtype, .ndim, .shape from the inputs (data untouched). A dim of
+# -1 means "unknown" (static graphs before a feed); infer propagates it.
+ctypedef int (*infer_fn)(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
+                         const fastop_attrs* attrs) noexcept nogil
+# kernel: compute outs from ins; views are already validated by infer and allocated.
+ctypedef int (*kernel_fn)(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                          const fastop_attrs* attrs) noexcept nogil
+
+
+cdef class CKernel:
+    cdef readonly str name
+    cdef readonly tuple input_names
+    cdef readonly tuple output_names
+    cdef readonly tuple attr_names
+    cdef infer_fn infer
+    cdef kernel_fn fns[FASTOP_NUM_DTYPES]
+    cdef readonly int dispatch_input      # whose dtype selects fns[...]
+    cdef readonly Py_ssize_t parallel_grain  # release the GIL at this many elements
+    cdef object packer                    # attrs dict -> (ints, floats); None: no attrs
+
+    cdef int pack(self, dict attrs, fastop_attrs* out) except -1
+    cdef kernel_fn resolve(self, int dtype) except NULL
+    cdef int infer_views(self, fastop_view** ins, int n_in, fastop_view* outs,
+                         const fastop_attrs* attrs) except -1
+    cdef tuple run(self, tuple inputs, object out, const fastop_attrs* attrs, type out_cls)
+
+
+cdef CKernel make_kernel(str name, tuple input_names, tuple output_names, infer_fn infer,
+                         kernel_fn f_bool, kernel_fn f_i32, kernel_fn f_i64,
+                         kernel_fn f_f32, kernel_fn f_f64,
+                         int dispatch_input=*, tuple attr_names=*, object packer=*,
+                         Py_ssize_t parallel_grain=*)
+
+cdef int get_num_threads() noexcept nogil
+cdef bint use_threads(Py_ssize_t work) noexcept nogil

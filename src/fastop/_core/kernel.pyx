@@ -1,0 +1,303 @@
+"""CKernel: a Cython kernel described once, callable three ways.
+
+* from Python, as a raw kernel (``fastop._core.elementwise.tanh(x, out=y)``);
+* from eager dispatch, through :meth:`CKernel.run` (Cython, no Python in the loop);
+* from the static executor, which reads ``infer`` and ``fns`` (C function pointers)
+  into its plan once and calls them without the GIL.
+
+The registry (``fastop.ops``) wraps a CKernel into an op definition; its shape/dtype
+inference doubles as the op's meta function, so static graphs and kernels agree.
+"""
+from libc.string cimport memset
+from fastop._core.storage cimport (DenseTensor, DType, fastop_view, fastop_attrs,
+                                   FASTOP_MAX_NDIM, FASTOP_NUM_DTYPES, alloc_tensor,
+                                   as_dense, dtype_from_code, dtype_code, itemsize_of)
+
+cimport openmp
+
+__all__ = ["CKernel", "set_num_threads", "get_num_threads"]
+
+cdef enum:
+    MAX_OPERANDS = 16
+
+cdef int _num_threads = 1
+cdef Py_ssize_t _thread_threshold = 1 << 15
+
+
+def set_num_threads(int n) -> None:
+    """Threads used by fastop's own kernels (elementwise, reductions). BLAS is set
+    separately by ``fastop._core.blas.set_num_threads``."""
+    global _num_threads
+    if n < 1:
+        raise ValueError(f"set_num_threads: expected n >= 1, got {n}")
+    _num_threads = min(n, openmp.omp_get_num_procs())
+
+
+def _get_num_threads() -> int:
+    return _num_threads
+
+
+cdef int get_num_threads() noexcept nogil:
+    return _num_threads
+
+
+cdef bint use_threads(Py_ssize_t work) noexcept nogil:
+    """Whether a loop of `work` elements is worth splitting over threads."""
+    return _num_threads > 1 and work >= _thread_threshold
+
+
+def _init_threads():
+    import os
+    global _num_threads
+    env = os.environ.get("FASTOP_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
+    _num_threads = int(env) if env and env.isdigit() and int(env) > 0 \
+        else openmp.omp_get_num_procs()
+
+_init_threads()
+
+_REASONS = {
+    K_ERR_BROADCAST: "input shapes do not broadcast together",
+    K_ERR_DTYPE: "input dtypes are not accepted",
+    K_ERR_ATTR: "an attribute is invalid for these inputs",
+    K_ERR_SHAPE: "input shapes are incompatible",
+    K_ERR_VALUE: "an input value is out of range",
+    K_ERR_MEMORY: "out of memory",
+}
+
+
+cdef class CKernel:
+    """A Cython kernel with its shape inference and one C function per dtype."""
+
+    def __cinit__(self):
+        memset(self.fns, 0, sizeof(self.fns))
+        self.infer = NULL
+
+    # -- describing ------------------------------------------------------------
+    @property
+    def n_in(self) -> int:
+        return len(self.input_names)
+
+    @property
+    def n_out(self) -> int:
+        return len(self.output_names)
+
+    @property
+    def dtypes(self) -> tuple:
+        """Names of the dtypes (of the dispatch input) this kernel accepts."""
+        return tuple(dtype_from_code(i).name for i in range(FASTOP_NUM_DTYPES)
+                     if self.fns[i] is not NULL)
+
+    def __repr__(self):
+        return (f"<CKernel {self.name}({', '.join(self.input_names)}) -> "
+                f"({', '.join(self.output_names)}) dtypes={list(self.dtypes)}>")
+
+    # -- Cython API --------------------------------------------------------------
+    cdef int pack(self, dict attrs, fastop_attrs* out) except -1:
+        out.n_ints = 0
+        if self.packer is None:
+            if attrs:
+                raise TypeError(f"{self.name}: takes no attributes, got {sorted(attrs)}")
+            return 0
+        unknown = set(attrs) - set(self.attr_names)
+        if unknown:
+            raise TypeError(f"{self.name}: unknown attribute(s) {sorted(unknown)}; "
+                            f"expected some of {list(self.attr_names)}")
+        ints, floats = self.packer(attrs)
+        if len(ints) > 2 * FASTOP_MAX_NDIM or len(floats) > 4:
+            raise ValueError(f"{self.name}: too many attribute values")
+        out.n_ints = len(ints)
+        for i, v in enumerate(ints):
+            out.ints[i] = v
+        for i, v in enumerate(floats):
+            out.f[i] = v
+        return 0
+
+    cdef kernel_fn resolve(self, int dtype) except NULL:
+        cdef kernel_fn fn = self.fns[dtype]
+        if fn is NULL:
+            raise TypeError(f"{self.name}: dtype {dtype_from_code(dtype).name} is not "
+                            f"supported for input '{self.input_names[self.dispatch_input]}'; "
+                            f"expected one of {list(self.dtypes)}")
+        return fn
+
+    cdef int infer_views(self, fastop_view** ins, int n_in, fastop_view* outs,
+                         const fastop_attrs* attrs) except -1:
+        cdef int status, n_out = len(self.output_names)
+        with nogil:
+            status = self.infer(ins, n_in, outs, n_out, attrs)
+        if status != K_OK:
+            self._raise(status, [(_shape_list(ins[i]), dtype_from_code(ins[i].dtype).name)
+                                 for i in range(n_in)])
+        return 0
+
+    def _raise(self, int status, list described):
+        parts = ", ".join(f"{name}: shape {shape} {dtype}" for name, (shape, dtype)
+                          in zip(self.input_names, described))
+        exc = TypeError if status == K_ERR_DTYPE else ValueError
+        raise exc(f"{self.name}: {_REASONS.get(status, f'error {status}')}; got {parts}")
+
+    cdef tuple run(self, tuple inputs, object out, const fastop_attrs* attrs, type out_cls):
+        """Validate, allocate (unless `out` is given) and compute; return the outputs."""
+        cdef int n_in = len(inputs), n_out = len(self.output_names), i, j, status
+        cdef fastop_view* in_views[MAX_OPERANDS]
+        cdef fastop_view out_meta[MAX_OPERANDS]
+        cdef fastop_view* out_views[MAX_OPERANDS]
+        cdef DenseTensor t
+        if n_in != len(self.input_names):
+            raise TypeError(f"{self.name}: expected {len(self.input_names)} inputs "
+                            f"({', '.join(self.input_names)}), got {n_in}")
+        for i in range(n_in):
+            t = <DenseTensor>inputs[i]
+            in_views[i] = &t.view
+        self.infer_views(in_views, n_in, out_meta, attrs)
+        cdef kernel_fn fn = self.resolve(in_views[self.dispatch_input].dtype)
+        cdef list results = []
+        if out is None:
+            for i in range(n_out):
+                t = alloc_tensor(out_cls, out_meta[i].ndim, out_meta[i].shape, out_meta[i].dtype)
+                results.append(t)
+                out_views[i] = &t.view
+        else:
+            outs = out if isinstance(out, (tuple, list)) else (out,)
+            if len(outs) != n_out:
+                raise TypeError(f"{self.name}: out= needs {n_out} tensors "
+                                f"({', '.join(self.output_names)}), got {len(outs)}")
+            for i in range(n_out):
+                t = _as_out(self, outs[i], i)
+                if t.view.ndim != out_meta[i].ndim or t.view.dtype != out_meta[i].dtype or \
+                        any(t.view.shape[j] != out_meta[i].shape[j] for j in range(t.view.ndim)):
+                    raise ValueError(
+                        f"{self.name}: out '{self.output_names[i]}' must have shape "
+                        f"{_shape_list(&out_meta[i])} and dtype "
+                        f"{dtype_from_code(out_meta[i].dtype).name}, got shape {t.shape} "
+                        f"and dtype {t.dtype.name}")
+                results.append(t)
+                out_views[i] = &t.view
+        if out_views[0].size >= self.parallel_grain:
+            with nogil:
+                status = fn(in_views, n_in, out_views, n_out, attrs)
+        else:
+            status = fn(in_views, n_in, out_views, n_out, attrs)
+        if status != K_OK:
+            self._raise(status, [(inp.shape, inp.dtype.name) for inp in inputs])
+        return tuple(results)
+
+    # -- Python API ----------------------------------------------------------------
+    def __call__(self, *inputs, out=None, **attrs):
+        """Run the kernel on DenseTensors (numpy arrays and scalars are wrapped).
+
+        Python scalars take the dtype of the dispatch input. With ``out=`` the result
+        is written there (in place when ``out`` is an input).
+        """
+        cdef fastop_attrs packed
+        self.pack(attrs, &packed)
+        cdef tuple dense = _as_inputs(self, inputs)
+        cdef tuple results = self.run(dense, out, &packed, DenseTensor)
+        return results[0] if len(results) == 1 else results
+
+    def run_py(self, tuple inputs, dict attrs, type out_cls=DenseTensor):
+        """Run on DenseTensors (or wrappable values) with an attrs dict; a tuple of
+        outputs of type `out_cls`. Used by the registry's generic invoke path."""
+        cdef fastop_attrs packed
+        self.pack(attrs, &packed)
+        return self.run(_as_inputs(self, inputs), None, &packed, out_cls)
+
+    def meta(self, *metas, **attrs):
+        """Infer output (shape, dtype) pairs from input (shape, dtype) pairs.
+
+        Unknown dims may be None or -1; they come back as None.
+        """
+        cdef fastop_attrs packed
+        cdef fastop_view views[MAX_OPERANDS]
+        cdef fastop_view* in_views[MAX_OPERANDS]
+        cdef fastop_view outs[MAX_OPERANDS]
+        cdef int i, j
+        if len(metas) != len(self.input_names):
+            raise TypeError(f"{self.name}: expected {len(self.input_names)} inputs "
+                            f"({', '.join(self.input_names)}), got {len(metas)}")
+        self.pack(attrs, &packed)
+        for i, (shape, dtype) in enumerate(metas):
+            if len(shape) > FASTOP_MAX_NDIM:
+                raise ValueError(f"{self.name}: at most {FASTOP_MAX_NDIM} dims")
+            views[i].ndim = len(shape)
+            views[i].dtype = dtype_code(dtype)
+            views[i].size = 1
+            for j, d in enumerate(shape):
+                views[i].shape[j] = -1 if d is None or d < 0 else d
+            in_views[i] = &views[i]
+        self.infer_views(in_views, len(metas), outs, &packed)
+        return [([None if outs[i].shape[j] < 0 else outs[i].shape[j]
+                  for j in range(outs[i].ndim)], dtype_from_code(outs[i].dtype))
+                for i in range(len(self.output_names))]
+
+
+cdef list _shape_list(const fastop_view* v):
+    return [v.shape[i] for i in range(v.ndim)]
+
+
+cdef DenseTensor _as_out(CKernel k, object obj, int i):
+    if isinstance(obj, DenseTensor):
+        if (<DenseTensor>obj).readonly:
+            raise ValueError(f"{k.name}: out '{k.output_names[i]}' is read-only")
+        return <DenseTensor>obj
+    try:
+        from fastop._core.storage import from_numpy
+        t = from_numpy(obj)
+    except TypeError:
+        raise TypeError(f"{k.name}: out '{k.output_names[i]}' must be a tensor or a "
+                        f"writable numpy array, got {type(obj).__name__}") from None
+    if (<DenseTensor>t).readonly:
+        raise ValueError(f"{k.name}: out '{k.output_names[i]}' is read-only")
+    return <DenseTensor>t
+
+
+cdef tuple _as_inputs(CKernel k, tuple inputs):
+    """Wrap non-tensor inputs; Python scalars take the dispatch input's dtype."""
+    cdef int i, n = len(inputs), ref_dtype = -1
+    for x in inputs:
+        if isinstance(x, DenseTensor):
+            pass
+        else:
+            break
+    else:
+        return inputs
+    converted = list(inputs)
+    for i in range(n):
+        x = converted[i]
+        if not isinstance(x, (int, float, bool)):
+            try:
+                converted[i] = as_dense(x)
+            except TypeError as e:
+                raise TypeError(f"{k.name}: input '{k.input_names[i] if i < len(k.input_names) else i}'"
+                                f" must be a tensor or array, got {type(x).__name__} ({e})") from None
+    if 0 <= k.dispatch_input < n and isinstance(converted[k.dispatch_input], DenseTensor):
+        ref_dtype = (<DenseTensor>converted[k.dispatch_input]).view.dtype
+    for i in range(n):
+        x = converted[i]
+        if isinstance(x, (int, float, bool)):
+            converted[i] = as_dense(x, ref_dtype if ref_dtype >= 0 else -1)
+    return tuple(converted)
+
+
+cdef CKernel make_kernel(str name, tuple input_names, tuple output_names, infer_fn infer,
+                         kernel_fn f_bool, kernel_fn f_i32, kernel_fn f_i64,
+                         kernel_fn f_f32, kernel_fn f_f64,
+                         int dispatch_input=0, tuple attr_names=(), object packer=None,
+                         Py_ssize_t parallel_grain=4096):
+    """Describe a kernel: name, operand names, inference, one function per dtype
+    (NULL where unsupported), and how attributes pack into fastop_attrs."""
+    cdef CKernel k = CKernel.__new__(CKernel)
+    k.name = name
+    k.input_names = input_names
+    k.output_names = output_names
+    k.attr_names = attr_names
+    k.infer = infer
+    k.fns[0] = f_bool
+    k.fns[1] = f_i32
+    k.fns[2] = f_i64
+    k.fns[3] = f_f32
+    k.fns[4] = f_f64
+    k.dispatch_input = dispatch_input
+    k.packer = packer
+    k.parallel_grain = parallel_grain
+    return k

@@ -1,0 +1,73 @@
+# The contract of fastop's tensor storage: the C view every kernel sees, the dtype
+# codes, and the DenseTensor class that owns or borrows memory. cimport it; never
+# reach into another module's internals.
+from libc.stddef cimport ptrdiff_t
+
+cdef extern from "tensor_view.h":
+    enum: FASTOP_MAX_NDIM
+    enum:
+        FASTOP_BOOL
+        FASTOP_INT32
+        FASTOP_INT64
+        FASTOP_FLOAT32
+        FASTOP_FLOAT64
+        FASTOP_NUM_DTYPES
+    ctypedef struct fastop_view:
+        char* data
+        int dtype
+        int ndim
+        ptrdiff_t size
+        ptrdiff_t shape[FASTOP_MAX_NDIM]
+        ptrdiff_t strides[FASTOP_MAX_NDIM]
+    ctypedef struct fastop_attrs:
+        int n_ints
+        ptrdiff_t ints[2 * FASTOP_MAX_NDIM]
+        double f[4]
+
+ctypedef fused numeric_t:
+    float
+    double
+    int
+    long long
+
+ctypedef fused floating_t:
+    float
+    double
+
+cdef inline ptrdiff_t itemsize_of(int dtype) noexcept nogil:
+    """Bytes per element of a dtype code."""
+    if dtype == FASTOP_BOOL:
+        return 1
+    if dtype == FASTOP_INT32 or dtype == FASTOP_FLOAT32:
+        return 4
+    return 8
+
+cdef bint view_is_contiguous(const fastop_view* v) noexcept nogil
+cdef void view_set_contiguous_strides(fastop_view* v) noexcept nogil
+cdef void view_copy(const fastop_view* src, fastop_view* dst) noexcept nogil
+
+
+cdef class DType:
+    cdef readonly int code
+    cdef readonly str name
+    cdef readonly Py_ssize_t itemsize
+    cdef readonly object numpy_dtype
+
+
+cdef class DenseTensor:
+    cdef fastop_view view
+    # What keeps the memory alive: None when this tensor owns `_alloc`; otherwise the
+    # owning DenseTensor, a held Py_buffer, or a DLPack capsule owner.
+    cdef object owner
+    cdef void* _alloc
+    cdef readonly bint readonly
+
+    cdef DenseTensor _new_view(self)
+    cpdef DenseTensor contiguous(self)
+
+
+cdef DType dtype_from_code(int code)
+cdef int dtype_code(object dtype) except -1
+cdef DenseTensor alloc_tensor(type cls, int ndim, const ptrdiff_t* shape, int dtype)
+cdef DenseTensor alloc_like(type cls, const fastop_view* like)
+cdef DenseTensor as_dense(object obj, int dtype=*)

@@ -1,0 +1,766 @@
+# cython: freethreading_compatible = False
+"""Tensor storage: a strided n-d view over 64-byte-aligned memory it owns, or over
+another object's buffer (numpy array, DLPack producer) that it keeps alive.
+
+DenseTensor is what kernels, the executor and Python ops exchange. It exports the
+buffer protocol, ``__array__`` and ``__dlpack__``, so ``np.asarray(t)`` shares memory
+with ``t``, and :func:`from_numpy`/:func:`from_dlpack` share memory the other way.
+Views (reshape of contiguous data, transpose, basic slicing, broadcast) never copy.
+"""
+from cpython.buffer cimport (PyBUF_C_CONTIGUOUS, PyBUF_F_CONTIGUOUS, PyBUF_ANY_CONTIGUOUS,
+                             PyBUF_FORMAT, PyBUF_ND, PyBUF_STRIDES, PyBUF_WRITABLE,
+                             PyBUF_RECORDS, PyBUF_RECORDS_RO, PyObject_GetBuffer,
+                             PyBuffer_Release)
+from cpython.pycapsule cimport (PyCapsule_New, PyCapsule_GetPointer, PyCapsule_IsValid,
+                                PyCapsule_SetName)
+from cpython.ref cimport Py_INCREF, Py_DECREF, PyObject
+from libc.stdint cimport int64_t, uint8_t, uint16_t, int32_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc
+
+cdef extern from "stdlib.h" nogil:
+    int posix_memalign(void** memptr, size_t alignment, size_t size)
+from libc.string cimport memcpy, memset
+
+import numpy as np
+
+__all__ = ["DType", "DenseTensor", "bool_", "int32", "int64", "float32", "float64",
+           "as_dtype", "empty", "zeros", "from_numpy", "from_dlpack", "MAX_NDIM"]
+
+MAX_NDIM = FASTOP_MAX_NDIM
+cdef ptrdiff_t ALIGNMENT = 64
+cdef const char* FORMATS[5]
+FORMATS[:] = [b"?", b"i", b"q", b"f", b"d"]
+
+
+# --------------------------------------------------------------------------- dtypes
+
+cdef class DType:
+    """A fastop element type. Compares equal to its name and to the numpy dtype."""
+
+    def __init__(self, int code, str name):
+        self.code = code
+        self.name = name
+        self.itemsize = itemsize_of(code)
+        self.numpy_dtype = np.dtype("bool" if name == "bool" else name)
+
+    def __eq__(self, other):
+        if isinstance(other, DType):
+            return (<DType>other).code == self.code
+        try:
+            return as_dtype(other).code == self.code
+        except (TypeError, ValueError):
+            return NotImplemented
+
+    def __hash__(self):
+        return hash(self.name)
+
+    def __repr__(self):
+        return f"fastop.{self.name}"
+
+    def __str__(self):
+        return self.name
+
+    def __reduce__(self):
+        return (as_dtype, (self.name,))
+
+    @property
+    def is_floating(self):
+        return self.code == FASTOP_FLOAT32 or self.code == FASTOP_FLOAT64
+
+
+bool_ = DType(FASTOP_BOOL, "bool")
+int32 = DType(FASTOP_INT32, "int32")
+int64 = DType(FASTOP_INT64, "int64")
+float32 = DType(FASTOP_FLOAT32, "float32")
+float64 = DType(FASTOP_FLOAT64, "float64")
+cdef tuple DTYPES = (bool_, int32, int64, float32, float64)
+cdef dict _BY_NAME = {d.name: d for d in DTYPES}
+_BY_NAME.update({"bool_": bool_, "float": float32, "double": float64, "int": int64,
+                 "long": int64, "fp32": float32, "fp64": float64})
+
+
+cdef DType dtype_from_code(int code):
+    return <DType>DTYPES[code]
+
+
+def as_dtype(dtype) -> DType:
+    """Resolve a dtype given as DType, name ('float32'), numpy dtype or Python type."""
+    if isinstance(dtype, DType):
+        return dtype
+    if isinstance(dtype, str):
+        found = _BY_NAME.get(dtype.lower().replace("paddle.", "").replace("fastop.", ""))
+        if found is not None:
+            return found
+    elif dtype is float:
+        return float32
+    elif dtype is int:
+        return int64
+    elif dtype is bool:
+        return bool_
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        raise TypeError(f"expected a dtype (one of {[d.name for d in DTYPES]}), "
+                        f"got {dtype!r}") from None
+    if name in _BY_NAME:
+        return _BY_NAME[name]
+    raise TypeError(f"unsupported dtype {name!r}: fastop supports "
+                    f"{[d.name for d in DTYPES]}")
+
+
+cdef int dtype_code(object dtype) except -1:
+    return (<DType>as_dtype(dtype)).code
+
+
+cdef int _code_from_format(const char* fmt, Py_ssize_t itemsize) except -1:
+    """Map a buffer-protocol struct format to a dtype code (native byte order only)."""
+    cdef char c = fmt[0]
+    if c == b'@' or c == b'=' or c == b'<':
+        c = fmt[1]
+    elif c == b'>' or c == b'!':
+        raise TypeError("big-endian buffers are not supported")
+    if c == b'?':
+        return FASTOP_BOOL
+    if c == b'f' and itemsize == 4:
+        return FASTOP_FLOAT32
+    if c == b'd' and itemsize == 8:
+        return FASTOP_FLOAT64
+    if c in (b'i', b'l', b'q', b'h', b'b'):
+        if itemsize == 4:
+            return FASTOP_INT32
+        if itemsize == 8:
+            return FASTOP_INT64
+    raise TypeError(f"unsupported buffer format {fmt.decode()!r} (itemsize {itemsize}): "
+                    f"fastop supports bool, int32, int64, float32, float64")
+
+
+# --------------------------------------------------------------------------- view helpers
+
+cdef bint view_is_contiguous(const fastop_view* v) noexcept nogil:
+    cdef ptrdiff_t expected = itemsize_of(v.dtype)
+    cdef int i
+    if v.size <= 1:
+        return True
+    for i in range(v.ndim - 1, -1, -1):
+        if v.shape[i] != 1:
+            if v.strides[i] != expected:
+                return False
+            expected *= v.shape[i]
+    return True
+
+
+cdef void view_set_contiguous_strides(fastop_view* v) noexcept nogil:
+    cdef ptrdiff_t stride = itemsize_of(v.dtype)
+    cdef ptrdiff_t size = 1
+    cdef int i
+    for i in range(v.ndim - 1, -1, -1):
+        v.strides[i] = stride
+        stride *= v.shape[i]
+        size *= v.shape[i]
+    v.size = size
+
+
+cdef void view_copy(const fastop_view* src, fastop_view* dst) noexcept nogil:
+    """Copy src into dst element by element (same shape and dtype, any strides)."""
+    cdef ptrdiff_t itemsize = itemsize_of(src.dtype)
+    cdef ptrdiff_t index[FASTOP_MAX_NDIM]
+    cdef ptrdiff_t i, n = src.size, inner, s_in, d_in
+    cdef int nd = src.ndim, d
+    cdef char* sp
+    cdef char* dp
+    if n == 0:
+        return
+    if view_is_contiguous(src) and view_is_contiguous(dst):
+        memcpy(dst.data, src.data, n * itemsize)
+        return
+    if nd == 0:
+        memcpy(dst.data, src.data, itemsize)
+        return
+    memset(index, 0, sizeof(index))
+    inner = src.shape[nd - 1]
+    s_in = src.strides[nd - 1]
+    d_in = dst.strides[nd - 1]
+    while True:
+        sp = src.data
+        dp = dst.data
+        for d in range(nd - 1):
+            sp += index[d] * src.strides[d]
+            dp += index[d] * dst.strides[d]
+        if itemsize == 4:
+            for i in range(inner):
+                (<uint32_t*>(dp + i * d_in))[0] = (<uint32_t*>(sp + i * s_in))[0]
+        elif itemsize == 8:
+            for i in range(inner):
+                (<uint64_t*>(dp + i * d_in))[0] = (<uint64_t*>(sp + i * s_in))[0]
+        else:
+            for i in range(inner):
+                (<uint8_t*>(dp + i * d_in))[0] = (<uint8_t*>(sp + i * s_in))[0]
+        d = nd - 2
+        while d >= 0:
+            index[d] += 1
+            if index[d] < src.shape[d]:
+                break
+            index[d] = 0
+            d -= 1
+        if d < 0:
+            return
+
+
+
+cdef int _normalize_shape(object shape, ptrdiff_t* out, ptrdiff_t known_size=-1) except -1:
+    """Read a shape (int or sequence, one -1 allowed when known_size is given)."""
+    if isinstance(shape, int):
+        shape = (shape,)
+    cdef int ndim = len(shape), i, infer = -1
+    cdef ptrdiff_t prod = 1
+    if ndim > FASTOP_MAX_NDIM:
+        raise ValueError(f"at most {FASTOP_MAX_NDIM} dimensions are supported, got {ndim}")
+    for i in range(ndim):
+        out[i] = shape[i]
+        if out[i] == -1 and known_size >= 0 and infer < 0:
+            infer = i
+        elif out[i] < 0:
+            raise ValueError(f"invalid shape {list(shape)}: dimensions must be >= 0"
+                             + (" (one -1 may be inferred)" if known_size >= 0 else ""))
+        else:
+            prod *= out[i]
+    if infer >= 0:
+        if prod == 0 or known_size % prod != 0:
+            raise ValueError(f"cannot reshape a tensor of {known_size} elements "
+                             f"into shape {list(shape)}")
+        out[infer] = known_size // prod
+    return ndim
+
+
+# --------------------------------------------------------------------------- owners
+
+cdef class _HeldBuffer:
+    """Holds another object's Py_buffer for as long as a DenseTensor borrows it."""
+    cdef Py_buffer buf
+    cdef bint held
+
+    def __dealloc__(self):
+        if self.held:
+            PyBuffer_Release(&self.buf)
+
+
+cdef extern from *:
+    """
+    typedef struct { void *data; int64_t device_type_and_id_pad[1]; } _unused_fastop;
+    typedef struct { int32_t device_type; int32_t device_id; } DLDevice;
+    typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } DLDataType;
+    typedef struct {
+        void *data; DLDevice device; int32_t ndim; DLDataType dtype;
+        int64_t *shape; int64_t *strides; uint64_t byte_offset;
+    } DLTensor;
+    typedef struct DLManagedTensor {
+        DLTensor dl_tensor; void *manager_ctx;
+        void (*deleter)(struct DLManagedTensor *self);
+    } DLManagedTensor;
+    """
+    ctypedef struct DLDevice:
+        int32_t device_type
+        int32_t device_id
+    ctypedef struct DLDataType:
+        uint8_t code
+        uint8_t bits
+        uint16_t lanes
+    ctypedef struct DLTensor:
+        void* data
+        DLDevice device
+        int32_t ndim
+        DLDataType dtype
+        int64_t* shape
+        int64_t* strides
+        uint64_t byte_offset
+    ctypedef struct DLManagedTensor:
+        DLTensor dl_tensor
+        void* manager_ctx
+        void (*deleter)(DLManagedTensor*) noexcept
+
+cdef enum:
+    kDLCPU = 1
+    kDLInt = 0
+    kDLUInt = 1
+    kDLFloat = 2
+    kDLBool = 6
+
+
+cdef class _DLPackOwner:
+    """Calls the producer's deleter when the last consumer view dies."""
+    cdef DLManagedTensor* managed
+
+    def __dealloc__(self):
+        if self.managed is not NULL and self.managed.deleter is not NULL:
+            self.managed.deleter(self.managed)
+
+
+cdef void _dlpack_deleter(DLManagedTensor* managed) noexcept with gil:
+    Py_DECREF(<object>managed.manager_ctx)
+    free(managed)
+
+
+cdef void _dlpack_capsule_destructor(object capsule) noexcept:
+    # Only called for an unconsumed capsule (consumers rename it to "used_dltensor").
+    if PyCapsule_IsValid(capsule, b"dltensor"):
+        managed = <DLManagedTensor*>PyCapsule_GetPointer(capsule, b"dltensor")
+        managed.deleter(managed)
+
+
+# --------------------------------------------------------------------------- DenseTensor
+
+cdef class DenseTensor:
+    """A strided n-d array of one dtype: fastop's tensor storage.
+
+    Create with :func:`empty`, :func:`zeros`, :func:`from_numpy` or :func:`from_dlpack`.
+    ``np.asarray(t)`` returns a numpy array sharing ``t``'s memory.
+    """
+
+    def __cinit__(self):
+        self.view.ndim = 0
+        self.view.size = 1
+        self.view.data = NULL
+        self.view.dtype = FASTOP_FLOAT32
+        self._alloc = NULL
+        self.owner = None
+        self.readonly = False
+
+    def __dealloc__(self):
+        if self._alloc is not NULL:
+            free(self._alloc)
+            self._alloc = NULL
+
+    # -- metadata --------------------------------------------------------------
+    @property
+    def shape(self) -> list:
+        """The shape as a list of ints (PaddlePaddle's convention)."""
+        return [self.view.shape[i] for i in range(self.view.ndim)]
+
+    @property
+    def ndim(self) -> int:
+        return self.view.ndim
+
+    @property
+    def size(self) -> int:
+        return self.view.size
+
+    @property
+    def dtype(self) -> DType:
+        return <DType>DTYPES[self.view.dtype]
+
+    @property
+    def strides(self) -> tuple:
+        """Strides in bytes, as numpy reports them."""
+        return tuple(self.view.strides[i] for i in range(self.view.ndim))
+
+    @property
+    def itemsize(self) -> int:
+        return itemsize_of(self.view.dtype)
+
+    @property
+    def nbytes(self) -> int:
+        return self.view.size * itemsize_of(self.view.dtype)
+
+    @property
+    def offset(self) -> int:
+        """Byte offset of element [0, ..., 0] from the start of the owning allocation."""
+        base = self
+        while isinstance(base, DenseTensor) and (<DenseTensor>base).owner is not None \
+                and isinstance((<DenseTensor>base).owner, DenseTensor):
+            base = (<DenseTensor>base).owner
+        if isinstance(base, DenseTensor) and (<DenseTensor>base)._alloc is not NULL:
+            return <ptrdiff_t>(self.view.data - <char*>(<DenseTensor>base)._alloc)
+        return 0
+
+    @property
+    def data_ptr(self) -> int:
+        """Address of element [0, ..., 0] (for zero-copy checks and debugging)."""
+        return <size_t>self.view.data
+
+    def is_contiguous(self) -> bool:
+        return view_is_contiguous(&self.view)
+
+    def __len__(self):
+        if self.view.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.view.shape[0]
+
+    # -- numpy interop -----------------------------------------------------------
+    def __getbuffer__(self, Py_buffer* buffer, int flags):
+        cdef bint contiguous = view_is_contiguous(&self.view)
+        if (flags & PyBUF_WRITABLE) == PyBUF_WRITABLE and self.readonly:
+            raise BufferError("this tensor is a read-only view (e.g. a broadcast)")
+        if ((flags & PyBUF_C_CONTIGUOUS) == PyBUF_C_CONTIGUOUS
+                or (flags & PyBUF_ANY_CONTIGUOUS) == PyBUF_ANY_CONTIGUOUS
+                or (flags & PyBUF_STRIDES) != PyBUF_STRIDES) and not contiguous:
+            raise BufferError("tensor is not C-contiguous; call .contiguous() first")
+        if (flags & PyBUF_F_CONTIGUOUS) == PyBUF_F_CONTIGUOUS and self.view.ndim > 1 \
+                and not contiguous:
+            raise BufferError("tensor is not Fortran-contiguous")
+        buffer.buf = self.view.data
+        buffer.obj = self
+        buffer.len = self.view.size * itemsize_of(self.view.dtype)
+        buffer.readonly = self.readonly
+        buffer.itemsize = itemsize_of(self.view.dtype)
+        buffer.format = <char*>FORMATS[self.view.dtype] if (flags & PyBUF_FORMAT) else NULL
+        buffer.ndim = self.view.ndim
+        buffer.shape = <Py_ssize_t*>self.view.shape if (flags & PyBUF_ND) else NULL
+        buffer.strides = <Py_ssize_t*>self.view.strides if (flags & PyBUF_STRIDES) else NULL
+        buffer.suboffsets = NULL
+        buffer.internal = NULL
+
+    def __releasebuffer__(self, Py_buffer* buffer):
+        pass
+
+    def __array__(self, dtype=None, copy=None):
+        arr = np.asarray(memoryview(self)) if self.view.size else \
+            np.empty(self.shape, dtype=self.dtype.numpy_dtype)
+        if dtype is not None and np.dtype(dtype) != arr.dtype:
+            if copy is False:
+                raise ValueError("a dtype conversion needs a copy")
+            return arr.astype(dtype)
+        if copy:
+            return arr.copy()
+        return arr
+
+    def numpy(self):
+        """A numpy array sharing this tensor's memory (no copy)."""
+        if self.view.size == 0:
+            return np.empty(self.shape, dtype=self.dtype.numpy_dtype)
+        return np.asarray(memoryview(self))
+
+    def __dlpack_device__(self):
+        return (kDLCPU, 0)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """Export as a DLPack capsule (legacy unversioned DLManagedTensor)."""
+        if copy:
+            return self.contiguous().__dlpack__() if not view_is_contiguous(&self.view) \
+                else self.copy().__dlpack__()
+        cdef int nd = self.view.ndim, i
+        cdef ptrdiff_t itemsize = itemsize_of(self.view.dtype)
+        cdef DLManagedTensor* managed = <DLManagedTensor*>malloc(
+            sizeof(DLManagedTensor) + 2 * (nd + 1) * sizeof(int64_t))
+        if managed is NULL:
+            raise MemoryError()
+        cdef int64_t* dims = <int64_t*>(<char*>managed + sizeof(DLManagedTensor))
+        cdef int64_t* strides = dims + nd + 1
+        for i in range(nd):
+            dims[i] = self.view.shape[i]
+            strides[i] = self.view.strides[i] // itemsize
+        managed.dl_tensor.data = self.view.data
+        managed.dl_tensor.device.device_type = kDLCPU
+        managed.dl_tensor.device.device_id = 0
+        managed.dl_tensor.ndim = nd
+        managed.dl_tensor.dtype.lanes = 1
+        managed.dl_tensor.dtype.bits = 8 * itemsize
+        managed.dl_tensor.dtype.code = (kDLBool if self.view.dtype == FASTOP_BOOL else
+                                        kDLInt if self.view.dtype in (FASTOP_INT32, FASTOP_INT64)
+                                        else kDLFloat)
+        managed.dl_tensor.shape = dims
+        managed.dl_tensor.strides = strides
+        managed.dl_tensor.byte_offset = 0
+        Py_INCREF(self)
+        managed.manager_ctx = <void*>self
+        managed.deleter = _dlpack_deleter
+        return PyCapsule_New(managed, b"dltensor", <void(*)(object) noexcept>_dlpack_capsule_destructor)
+
+    # -- views -------------------------------------------------------------------
+    cdef DenseTensor _new_view(self):
+        """A new tensor of the same Python type sharing this one's memory."""
+        cdef DenseTensor out = type(self).__new__(type(self))
+        out.view = self.view
+        out.owner = self if self._alloc is not NULL or self.owner is None else self.owner
+        out.readonly = self.readonly
+        return out
+
+    def reshape(self, *shape):
+        """A view with a new shape (one -1 inferred); copies only if not contiguous."""
+        if len(shape) == 1 and not isinstance(shape[0], int):
+            shape = tuple(shape[0])
+        cdef DenseTensor src = self if view_is_contiguous(&self.view) else self.contiguous()
+        cdef ptrdiff_t dims[FASTOP_MAX_NDIM]
+        cdef int nd = _normalize_shape(shape, dims, src.view.size), i
+        cdef ptrdiff_t prod = 1
+        for i in range(nd):
+            prod *= dims[i]
+        if prod != src.view.size:
+            raise ValueError(f"cannot reshape a tensor of shape {self.shape} "
+                             f"({self.view.size} elements) into shape {list(shape)}")
+        cdef DenseTensor out = src._new_view()
+        out.view.ndim = nd
+        for i in range(nd):
+            out.view.shape[i] = dims[i]
+        view_set_contiguous_strides(&out.view)
+        return out
+
+    def transpose(self, *perm):
+        """A view with permuted axes (reversed when no permutation is given)."""
+        if len(perm) == 1 and not isinstance(perm[0], int):
+            perm = tuple(perm[0])
+        cdef int nd = self.view.ndim, i, p
+        if not perm:
+            perm = tuple(range(nd - 1, -1, -1))
+        if sorted([(q + nd) if q < 0 else q for q in perm]) != list(range(nd)):
+            raise ValueError(f"transpose: perm {list(perm)} is not a permutation of the "
+                             f"{nd} axes of a tensor of shape {self.shape}")
+        cdef DenseTensor out = self._new_view()
+        for i in range(nd):
+            p = perm[i]
+            if p < 0:
+                p += nd
+            out.view.shape[i] = self.view.shape[p]
+            out.view.strides[i] = self.view.strides[p]
+        return out
+
+    permute = transpose
+
+    @property
+    def T(self):
+        return self.transpose()
+
+    def broadcast_to(self, shape):
+        """A read-only view expanded to `shape` by numpy's rules (stride 0, no copy)."""
+        cdef ptrdiff_t dims[FASTOP_MAX_NDIM]
+        cdef int nd = _normalize_shape(shape, dims), i, j
+        if nd < self.view.ndim:
+            raise ValueError(f"cannot broadcast shape {self.shape} to {list(shape)}")
+        cdef DenseTensor out = self._new_view()
+        out.view.ndim = nd
+        for i in range(nd):
+            j = i - (nd - self.view.ndim)
+            out.view.shape[i] = dims[i]
+            if j < 0:
+                out.view.strides[i] = 0
+            elif self.view.shape[j] == dims[i]:
+                out.view.strides[i] = self.view.strides[j]
+            elif self.view.shape[j] == 1:
+                out.view.strides[i] = 0
+            else:
+                raise ValueError(f"cannot broadcast shape {self.shape} to {list(shape)}")
+        out.view.size = 1
+        for i in range(nd):
+            out.view.size *= dims[i]
+        out.readonly = True
+        return out
+
+    def __getitem__(self, key):
+        """Basic indexing (ints, slices, None, Ellipsis) returns a view."""
+        return self._basic_index(key)
+
+    def _basic_index(self, key):
+        if not isinstance(key, tuple):
+            key = (key,)
+        n_specified = sum(1 for k in key if k is not None and k is not Ellipsis)
+        if n_specified > self.view.ndim:
+            raise IndexError(f"too many indices ({n_specified}) for a tensor of "
+                             f"shape {self.shape}")
+        expanded = []
+        for k in key:
+            if k is Ellipsis:
+                expanded.extend([slice(None)] * (self.view.ndim - n_specified))
+                n_specified = self.view.ndim
+            else:
+                expanded.append(k)
+        cdef DenseTensor out = self._new_view()
+        cdef int src_axis = 0, nd = 0
+        cdef ptrdiff_t start, stop, step, length, idx
+        cdef char* data = self.view.data
+        for k in expanded:
+            if k is None:
+                out.view.shape[nd] = 1
+                out.view.strides[nd] = 0
+                nd += 1
+            elif isinstance(k, slice):
+                start, stop, step = k.indices(self.view.shape[src_axis])
+                length = len(range(start, stop, step))
+                if length > 0:
+                    data += start * self.view.strides[src_axis]
+                out.view.shape[nd] = length
+                out.view.strides[nd] = self.view.strides[src_axis] * step
+                nd += 1
+                src_axis += 1
+            elif isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+                idx = k
+                if idx < 0:
+                    idx += self.view.shape[src_axis]
+                if idx < 0 or idx >= self.view.shape[src_axis]:
+                    raise IndexError(f"index {k} is out of bounds for axis {src_axis} "
+                                     f"with size {self.view.shape[src_axis]}")
+                data += idx * self.view.strides[src_axis]
+                src_axis += 1
+            else:
+                raise IndexError(f"unsupported index {k!r}: DenseTensor takes ints, "
+                                 f"slices, None and Ellipsis")
+            if nd > FASTOP_MAX_NDIM:
+                raise IndexError(f"indexing would give more than {FASTOP_MAX_NDIM} dims")
+        while src_axis < self.view.ndim:
+            out.view.shape[nd] = self.view.shape[src_axis]
+            out.view.strides[nd] = self.view.strides[src_axis]
+            nd += 1
+            src_axis += 1
+        out.view.ndim = nd
+        out.view.data = data
+        out.view.size = 1
+        for i in range(nd):
+            out.view.size *= out.view.shape[i]
+        return out
+
+    cpdef DenseTensor contiguous(self):
+        """This tensor if C-contiguous, else a contiguous copy."""
+        if view_is_contiguous(&self.view):
+            return self
+        return self.copy()
+
+    def copy(self):
+        """A contiguous copy that owns its memory."""
+        cdef DenseTensor out = alloc_like(type(self), &self.view)
+        with nogil:
+            view_copy(&self.view, &out.view)
+        return out
+
+    def item(self):
+        """The single element as a Python scalar."""
+        if self.view.size != 1:
+            raise ValueError(f"item() needs a tensor of one element, got shape {self.shape}")
+        return self.numpy().reshape(-1)[0].item()
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def __repr__(self):
+        return f"DenseTensor(shape={self.shape}, dtype={self.dtype.name},\n{self.numpy()!r})"
+
+
+# --------------------------------------------------------------------------- constructors
+
+cdef DenseTensor alloc_tensor(type cls, int ndim, const ptrdiff_t* shape, int dtype):
+    """A new C-contiguous, 64-byte-aligned tensor of type `cls` (uninitialized)."""
+    cdef DenseTensor out = cls.__new__(cls)
+    cdef int i
+    cdef void* ptr = NULL
+    out.view.ndim = ndim
+    out.view.dtype = dtype
+    for i in range(ndim):
+        out.view.shape[i] = shape[i]
+    view_set_contiguous_strides(&out.view)
+    cdef size_t nbytes = out.view.size * itemsize_of(dtype)
+    if posix_memalign(&ptr, ALIGNMENT, nbytes if nbytes > 0 else ALIGNMENT) != 0:
+        raise MemoryError(f"cannot allocate {nbytes} bytes for a tensor")
+    out._alloc = ptr
+    out.view.data = <char*>ptr
+    return out
+
+
+cdef DenseTensor alloc_like(type cls, const fastop_view* like):
+    return alloc_tensor(cls, like.ndim, like.shape, like.dtype)
+
+
+def empty(shape, dtype="float32") -> DenseTensor:
+    """An uninitialized contiguous tensor."""
+    cdef ptrdiff_t dims[FASTOP_MAX_NDIM]
+    cdef int nd = _normalize_shape(shape, dims)
+    return alloc_tensor(DenseTensor, nd, dims, dtype_code(dtype))
+
+
+def zeros(shape, dtype="float32") -> DenseTensor:
+    cdef DenseTensor out = empty(shape, dtype)
+    memset(out.view.data, 0, out.view.size * itemsize_of(out.view.dtype))
+    return out
+
+
+cdef DenseTensor _borrow_buffer(type cls, object obj):
+    cdef _HeldBuffer held = _HeldBuffer()
+    cdef bint readonly = False
+    try:
+        PyObject_GetBuffer(obj, &held.buf, PyBUF_RECORDS)
+    except (BufferError, TypeError):
+        PyObject_GetBuffer(obj, &held.buf, PyBUF_RECORDS_RO)
+        readonly = True
+    held.held = True
+    if held.buf.ndim > FASTOP_MAX_NDIM:
+        raise ValueError(f"at most {FASTOP_MAX_NDIM} dimensions are supported, "
+                         f"got {held.buf.ndim}")
+    cdef DenseTensor out = cls.__new__(cls)
+    out.view.dtype = _code_from_format(held.buf.format, held.buf.itemsize)
+    out.view.ndim = held.buf.ndim
+    out.view.data = <char*>held.buf.buf
+    out.view.size = 1
+    for i in range(held.buf.ndim):
+        out.view.shape[i] = held.buf.shape[i]
+        out.view.strides[i] = held.buf.strides[i]
+        out.view.size *= held.buf.shape[i]
+    out.owner = held
+    out.readonly = readonly
+    return out
+
+
+def from_numpy(array, cls=DenseTensor) -> DenseTensor:
+    """Wrap a numpy array (or any buffer) without copying; the tensor keeps it alive.
+
+    Arrays of an unsupported dtype raise; non-native byte order raises.
+    """
+    if isinstance(array, DenseTensor) and type(array) is cls:
+        return array
+    return _borrow_buffer(cls, array)
+
+
+cdef DenseTensor as_dense(object obj, int dtype=-1):
+    """A DenseTensor for obj: itself, a zero-copy wrapper, or a converted copy."""
+    if isinstance(obj, DenseTensor) and (dtype < 0 or (<DenseTensor>obj).view.dtype == dtype):
+        return <DenseTensor>obj
+    arr = np.asarray(obj, dtype=None if dtype < 0 else (<DType>DTYPES[dtype]).numpy_dtype)
+    if arr.dtype == np.float16 or arr.dtype.kind == "u" and arr.dtype.itemsize <= 2:
+        arr = arr.astype(np.float32 if arr.dtype.kind == "f" else np.int64)
+    return _borrow_buffer(DenseTensor, arr)
+
+
+def from_dlpack(obj, cls=DenseTensor) -> DenseTensor:
+    """Import a DLPack producer (an object with ``__dlpack__``) without copying."""
+    capsule = obj.__dlpack__() if hasattr(obj, "__dlpack__") else obj
+    if not PyCapsule_IsValid(capsule, b"dltensor"):
+        raise TypeError("from_dlpack expects an object with __dlpack__ or an unused "
+                        "'dltensor' capsule")
+    cdef DLManagedTensor* managed = <DLManagedTensor*>PyCapsule_GetPointer(capsule, b"dltensor")
+    cdef DLTensor* dl = &managed.dl_tensor
+    if dl.device.device_type != kDLCPU:
+        raise TypeError(f"from_dlpack: only CPU tensors are supported "
+                        f"(device type {dl.device.device_type})")
+    if dl.dtype.lanes != 1:
+        raise TypeError("from_dlpack: vector dtypes are not supported")
+    cdef int code
+    if dl.dtype.code == kDLFloat and dl.dtype.bits == 32:
+        code = FASTOP_FLOAT32
+    elif dl.dtype.code == kDLFloat and dl.dtype.bits == 64:
+        code = FASTOP_FLOAT64
+    elif dl.dtype.code == kDLInt and dl.dtype.bits == 32:
+        code = FASTOP_INT32
+    elif dl.dtype.code == kDLInt and dl.dtype.bits == 64:
+        code = FASTOP_INT64
+    elif (dl.dtype.code == kDLBool or dl.dtype.code == kDLUInt) and dl.dtype.bits == 8 \
+            and dl.dtype.code == kDLBool:
+        code = FASTOP_BOOL
+    else:
+        raise TypeError(f"from_dlpack: unsupported dtype (code {dl.dtype.code}, "
+                        f"{dl.dtype.bits} bits)")
+    if dl.ndim > FASTOP_MAX_NDIM:
+        raise ValueError(f"at most {FASTOP_MAX_NDIM} dimensions are supported")
+    cdef DenseTensor out = cls.__new__(cls)
+    cdef ptrdiff_t itemsize = itemsize_of(code)
+    out.view.dtype = code
+    out.view.ndim = dl.ndim
+    out.view.data = <char*>dl.data + dl.byte_offset
+    for i in range(dl.ndim):
+        out.view.shape[i] = dl.shape[i]
+    if dl.strides is NULL:
+        view_set_contiguous_strides(&out.view)
+    else:
+        out.view.size = 1
+        for i in range(dl.ndim):
+            out.view.strides[i] = dl.strides[i] * itemsize
+            out.view.size *= dl.shape[i]
+    cdef _DLPackOwner owner = _DLPackOwner()
+    owner.managed = managed
+    PyCapsule_SetName(capsule, b"used_dltensor")
+    out.owner = owner
+    return out

@@ -1,0 +1,40 @@
+/* The C view of a strided n-d array: what every fastop kernel reads and writes.
+ *
+ * Strides are in bytes; `data` points at element [0, ..., 0] (the storage offset is
+ * already applied).  A kernel never owns memory: DenseTensor (storage.pyx) or the
+ * executor's arena does.
+ */
+#ifndef FASTOP_TENSOR_VIEW_H
+#define FASTOP_TENSOR_VIEW_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define FASTOP_MAX_NDIM 8
+
+typedef enum {
+    FASTOP_BOOL = 0,
+    FASTOP_INT32 = 1,
+    FASTOP_INT64 = 2,
+    FASTOP_FLOAT32 = 3,
+    FASTOP_FLOAT64 = 4,
+    FASTOP_NUM_DTYPES = 5
+} fastop_dtype;
+
+typedef struct {
+    char *data;
+    int dtype;
+    int ndim;
+    ptrdiff_t size;
+    ptrdiff_t shape[FASTOP_MAX_NDIM];
+    ptrdiff_t strides[FASTOP_MAX_NDIM];
+} fastop_view;
+
+/* Attributes of one op call, packed once (at op creation in static mode, per call
+ * in eager mode) so kernels read them without Python. */
+typedef struct {
+    int n_ints;
+    ptrdiff_t ints[2 * FASTOP_MAX_NDIM];
+    double f[4];
+} fastop_attrs;
+
+#endif

@@ -1,0 +1,625 @@
+"""The one op registry: every op, built-in or from a plugin, is an :class:`OpDef` here.
+
+An op definition (after OneFlow's user ops) has a namespaced type name
+(``"activations::swish"``), named inputs and outputs (``"bias?"`` optional, ``"xs*"``
+variadic), typed attributes with defaults, a meta function inferring output shapes and
+dtypes (used by static graphs before anything runs), kernels by dtype (Python functions
+on numpy arrays, or a Cython :class:`~fastop._core.kernel.CKernel`), and a gradient rule.
+
+Eager calls, static Programs, the executor, autograd, the profiler and the CLI all reach
+ops through this registry.
+
+Example::
+
+    op = registry.define("activations::swish", inputs=["x"], outputs=["y"],
+                         attrs={"beta": 1.0})
+
+    @op.meta
+    def _(x, beta):
+        return x                      # same shape and dtype as x
+
+    @op.kernel("float32", "float64")
+    def _(x, beta):
+        return x / (1.0 + np.exp(-beta * x))
+
+    @op.grad_kernel(needs=["x", "y", "dy"])
+    def _(x, y, dy, beta):
+        s = 1.0 / (1.0 + np.exp(-beta * x))
+        return dy * (y * beta + s * (1.0 - beta * y))
+"""
+from __future__ import annotations
+
+import difflib
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from fastop._core.kernel import CKernel
+from fastop._core.storage import DType, DenseTensor, as_dtype, from_numpy
+
+__all__ = [
+    "ArgSpec", "AttrSpec", "TensorMeta", "OpDef", "Registry", "OpError",
+    "UnknownOpError", "DuplicateOpError", "OpDefinitionError", "registry",
+]
+
+REQUIRED = object()  # marks an attribute without a default
+
+
+class OpError(Exception):
+    """Base class of the registry's errors."""
+
+
+class UnknownOpError(OpError, KeyError):
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class DuplicateOpError(OpError):
+    pass
+
+
+class OpDefinitionError(OpError, TypeError):
+    pass
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """A named input or output; optional (``"name?"``) or variadic (``"name*"``)."""
+
+    name: str
+    optional: bool = False
+    variadic: bool = False
+
+    @classmethod
+    def parse(cls, spec: str | ArgSpec) -> ArgSpec:
+        if isinstance(spec, ArgSpec):
+            return spec
+        if not isinstance(spec, str) or not spec.rstrip("?*").isidentifier():
+            raise OpDefinitionError(f"argument spec must be an identifier with an "
+                                    f"optional '?' or '*' suffix, got {spec!r}")
+        return cls(spec.rstrip("?*"), spec.endswith("?"), spec.endswith("*"))
+
+    def __str__(self) -> str:
+        return self.name + ("?" if self.optional else "*" if self.variadic else "")
+
+
+_ATTR_TYPES = (bool, int, float, str, list, tuple, DType)
+
+
+@dataclass(frozen=True)
+class AttrSpec:
+    """A typed attribute; the type is that of the default unless given."""
+
+    name: str
+    type: type
+    default: Any = REQUIRED
+
+    @classmethod
+    def from_default(cls, name: str, default: Any) -> AttrSpec:
+        if isinstance(default, AttrSpec):
+            return default
+        if isinstance(default, type):
+            return cls(name, default)
+        if default is None:
+            return cls(name, object, None)
+        kind = next((t for t in _ATTR_TYPES if isinstance(default, t)), None)
+        if kind is None:
+            raise OpDefinitionError(f"attribute {name!r}: unsupported default "
+                                    f"{default!r} of type {type(default).__name__}")
+        return cls(name, list if kind is tuple else kind, default)
+
+    def check(self, op: str, value: Any) -> Any:
+        t = self.type
+        if t is object or isinstance(value, t) and not (t is int and isinstance(value, bool)):
+            return value
+        if t is float and isinstance(value, (int, np.integer, np.floating)) \
+                and not isinstance(value, bool):
+            return float(value)
+        if t is int and isinstance(value, np.integer):
+            return int(value)
+        if t is list and isinstance(value, (tuple, list)):
+            return list(value)
+        if t is DType:
+            return as_dtype(value)
+        raise TypeError(f"{op}: attribute '{self.name}' expects {t.__name__}, got "
+                        f"{type(value).__name__} ({value!r})")
+
+
+class TensorMeta:
+    """Shape (a list; None for an unknown dim) and dtype of a value, for meta functions."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape: Sequence[int | None], dtype: Any) -> None:
+        self.shape = [None if d is None or d < 0 else int(d) for d in shape]
+        self.dtype = as_dtype(dtype)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TensorMeta) and self.shape == other.shape \
+            and self.dtype == other.dtype
+
+    def __repr__(self) -> str:
+        return f"TensorMeta({self.shape}, {self.dtype.name})"
+
+
+def _as_meta(value: Any) -> TensorMeta:
+    if isinstance(value, TensorMeta):
+        return value
+    if isinstance(value, tuple) and len(value) == 2:
+        return TensorMeta(*value)
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    if shape is None or dtype is None:
+        raise TypeError(f"meta functions return TensorMeta(shape, dtype), got {value!r}")
+    return TensorMeta(list(shape), dtype)
+
+
+@dataclass
+class GradRule:
+    """How to differentiate an op.
+
+    ``fn(*needed, *output_grads, **attrs)`` returns one gradient per input (None where
+    there is none). ``needed`` are the forward inputs/outputs named in ``needs``, in that
+    order; output grads come in output order. ``fn`` composes registered ops, so it runs
+    in eager mode (and is itself differentiable) and in static mode (appending ops).
+    """
+
+    fn: Callable[..., Any]
+    needs: tuple[str, ...]
+    kernel_op: str | None = None  # set when made from a Python backward kernel
+
+
+@dataclass
+class OpDef:
+    """One op definition. Build with :meth:`Registry.define`; call it to run the op."""
+
+    name: str
+    inputs: tuple[ArgSpec, ...]
+    outputs: tuple[ArgSpec, ...]
+    attrs: dict[str, AttrSpec]
+    doc: str = ""
+    meta_fn: Callable[..., Any] | None = None
+    kernels: dict[str, Any] = field(default_factory=dict)  # dtype name or "*" -> kernel
+    grad_rule: GradRule | None = None
+    plugin: str = "fastop"        # the distribution that provides the op
+    version: str = ""
+    differentiable: tuple[str, ...] | None = None  # inputs that take gradients
+    registry: "Registry | None" = field(default=None, repr=False, compare=False)
+
+    # -- definition (decorators) -----------------------------------------------
+    def meta(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Register the meta function: ``fn(*input_metas, **attrs) -> TensorMeta(s)``."""
+        self.meta_fn = fn
+        return fn
+
+    def kernel(self, *dtypes: Any) -> Callable[[Callable], Callable]:
+        """Register a Python kernel for the given dtypes (all dtypes when none given).
+
+        The kernel takes numpy arrays (zero-copy views of the inputs; a list for a
+        variadic input, None for an absent optional one) and the attributes as keyword
+        arguments, and returns one array per output (a tuple when several).
+        """
+        names = [as_dtype(d).name for d in dtypes] or ["*"]
+
+        def register(fn: Callable) -> Callable:
+            for n in names:
+                self.kernels[n] = fn
+            return fn
+        return register
+
+    def grad(self, needs: Iterable[str] = ()) -> Callable[[Callable], Callable]:
+        """Register a composite gradient rule (see :class:`GradRule`)."""
+        needs = tuple(needs)
+
+        def register(fn: Callable) -> Callable:
+            self._check_needs(needs, allow_grads=False)
+            self.grad_rule = GradRule(fn, needs)
+            return fn
+        return register
+
+    def grad_kernel(self, needs: Iterable[str],
+                    meta: Callable[..., Any] | None = None) -> Callable[[Callable], Callable]:
+        """Register a Python backward kernel (OneFlow's ``backward`` + ``InputGradBind``).
+
+        ``needs`` names what the kernel takes, in order: forward inputs and outputs by
+        name, output grads as ``"d" + output``. The kernel returns one gradient per
+        differentiable input (None for none). It becomes the op ``<name>_grad`` in the
+        registry; its meta gives ``d<x>`` the meta of ``x`` when ``x`` is needed, else of
+        the single output grad, unless ``meta`` is given.
+        """
+        needs = tuple(needs)
+
+        def register(fn: Callable) -> Callable:
+            self._check_needs(needs, allow_grads=True)
+            self._define_grad_op(needs, fn, meta)
+            return fn
+        return register
+
+    def _define_grad_op(self, needs: tuple[str, ...], fn: Callable,
+                        meta: Callable[..., Any] | None) -> None:
+        if self.registry is None:
+            raise OpDefinitionError(f"{self.name}: define the op through a Registry first")
+        out_names = {a.name for a in self.outputs}
+        grad_names = tuple(n for n in needs if n[1:] in out_names and n.startswith("d")
+                           and n not in {a.name for a in self.inputs} | out_names)
+        forward_needs = tuple(n for n in needs if n not in grad_names)
+        diff = self.differentiable_inputs
+        if meta is None:
+            meta = _default_grad_meta(self.name, needs, grad_names, diff)
+        gop = self.registry.define(self.name + "_grad", inputs=needs,
+                                   outputs=tuple("d" + n for n in diff),
+                                   attrs=dict(self.attrs), meta=meta,
+                                   doc=f"Backward kernel of {self.name}.")
+        gop.kernel()(fn)
+        output_order = [a.name for a in self.outputs]
+        input_order = [a.name for a in self.inputs]
+
+        def rule(*values: Any, **attrs: Any) -> tuple[Any, ...]:
+            named = dict(zip(forward_needs, values))
+            grads = values[len(forward_needs):]
+            named.update({"d" + o: g for o, g in zip(output_order, grads)})
+            result = gop(*[named[n] for n in needs], **attrs)
+            result = result if isinstance(result, (tuple, list)) else (result,)
+            by_input = dict(zip(diff, result))
+            return tuple(by_input.get(n) for n in input_order)
+
+        self.grad_rule = GradRule(rule, forward_needs, kernel_op=gop.name)
+
+    @property
+    def differentiable_inputs(self) -> tuple[str, ...]:
+        """Inputs that take gradients (all, unless the definition says otherwise)."""
+        if self.differentiable is not None:
+            return self.differentiable
+        return tuple(a.name for a in self.inputs)
+
+    def _check_needs(self, needs: tuple[str, ...], allow_grads: bool) -> None:
+        known = {a.name for a in self.inputs} | {a.name for a in self.outputs}
+        if allow_grads:
+            known |= {"d" + a.name for a in self.outputs}
+        bad = [n for n in needs if n not in known]
+        if bad:
+            raise OpDefinitionError(f"{self.name}: gradient needs unknown value(s) {bad}; "
+                                    f"choose from {sorted(known)}")
+
+    # -- introspection -------------------------------------------------------------
+    @property
+    def namespace(self) -> str:
+        return self.name.split("::", 1)[0]
+
+    @property
+    def short_name(self) -> str:
+        return self.name.split("::", 1)[1]
+
+    @property
+    def dtypes(self) -> list[str]:
+        out: list[str] = []
+        for key, k in self.kernels.items():
+            out.extend(k.dtypes if isinstance(k, CKernel) else [key])
+        return out
+
+    def signature(self) -> str:
+        ins = ", ".join(map(str, self.inputs))
+        attrs = "".join(f", {a.name}={a.default!r}" if a.default is not REQUIRED
+                        else f", {a.name}" for a in self.attrs.values())
+        return f"{self.name}({ins}{attrs}) -> ({', '.join(map(str, self.outputs))})"
+
+    def __repr__(self) -> str:
+        return f"<OpDef {self.signature()} from {self.plugin}>"
+
+    # -- binding and inference -----------------------------------------------------
+    def bind(self, args: tuple, kwargs: dict) -> tuple[list[Any], dict[str, Any]]:
+        """Split a call's arguments into inputs (in declared order) and checked attrs."""
+        inputs: list[Any] = []
+        kwargs = dict(kwargs)
+        kwargs.pop("name", None)  # PaddlePaddle-style `name=` is accepted and ignored
+        args = list(args)
+        for spec in self.inputs:
+            if args:
+                inputs.append(args.pop(0))
+            elif spec.name in kwargs:
+                inputs.append(kwargs.pop(spec.name))
+            elif spec.optional:
+                inputs.append(None)
+            else:
+                raise TypeError(f"{self.name}: missing input '{spec.name}'")
+            if spec.variadic and not isinstance(inputs[-1], (list, tuple)):
+                raise TypeError(f"{self.name}: variadic input '{spec.name}' expects a "
+                                f"list of tensors, got {type(inputs[-1]).__name__}")
+        attr_names = list(self.attrs)
+        for value, attr in zip(args, attr_names):
+            if attr in kwargs:
+                raise TypeError(f"{self.name}: attribute '{attr}' given twice")
+            kwargs[attr] = value
+        if len(args) > len(attr_names):
+            raise TypeError(f"{self.name}: takes {len(self.inputs)} inputs and "
+                            f"{len(attr_names)} attributes, got {len(args) + len(inputs)} "
+                            f"positional arguments")
+        return inputs, self.check_attrs(kwargs)
+
+    def check_attrs(self, given: dict[str, Any]) -> dict[str, Any]:
+        unknown = set(given) - set(self.attrs)
+        if unknown:
+            close = {u: difflib.get_close_matches(u, list(self.attrs), 1) for u in unknown}
+            hint = "; ".join(f"did you mean '{c[0]}' for '{u}'?" for u, c in close.items() if c)
+            raise TypeError(f"{self.name}: unknown attribute(s) {sorted(unknown)}"
+                            + (f" ({hint})" if hint else f"; expected {list(self.attrs)}"))
+        out: dict[str, Any] = {}
+        for name, spec in self.attrs.items():
+            if name in given:
+                out[name] = spec.check(self.name, given[name])
+            elif spec.default is REQUIRED:
+                raise TypeError(f"{self.name}: missing attribute '{name}'")
+            else:
+                out[name] = spec.default
+        return out
+
+    def infer_meta(self, metas: Sequence[Any], attrs: dict[str, Any]) -> list[TensorMeta]:
+        """Output metas from input metas (shape/dtype pairs; None dims unknown)."""
+        if self.meta_fn is None:
+            raise OpDefinitionError(f"{self.name}: has no meta function")
+        args = []
+        for spec, m in zip(self.inputs, metas):
+            if m is None:
+                args.append(None)
+            elif spec.variadic:
+                args.append([_as_meta(x) for x in m])
+            else:
+                args.append(_as_meta(m))
+        result = self.meta_fn(*args, **attrs)
+        results = list(result) if isinstance(result, (list, tuple)) and not (
+            len(self.outputs) == 1 and isinstance(result, tuple) and len(result) == 2
+            and not isinstance(result[0], (TensorMeta, tuple))) else [result]
+        if len(results) != len(self.outputs):
+            raise OpDefinitionError(f"{self.name}: meta function returned "
+                                    f"{len(results)} outputs, expected {len(self.outputs)}")
+        return [_as_meta(r) for r in results]
+
+    # -- kernels ------------------------------------------------------------------
+    def kernel_for(self, dtype: Any) -> Any:
+        """The kernel for a dtype: a CKernel or a Python function."""
+        name = as_dtype(dtype).name
+        for key in (name, "*"):
+            k = self.kernels.get(key)
+            if k is not None and (not isinstance(k, CKernel) or name in k.dtypes):
+                return k
+        raise TypeError(f"{self.name}: no kernel for dtype {name}; kernels exist for "
+                        f"{self.dtypes or 'no dtype'}")
+
+    def dispatch_dtype(self, inputs: Sequence[Any]) -> Any:
+        for x in inputs:
+            if isinstance(x, (list, tuple)):
+                if x:
+                    return x[0].dtype
+            elif x is not None:
+                return x.dtype
+        return "float32"
+
+    def invoke(self, inputs: Sequence[Any], attrs: dict[str, Any]) -> tuple[DenseTensor, ...]:
+        """Run the op's kernel on DenseTensors; return DenseTensors.
+
+        The one path to a kernel for eager fallback, the executor and the profiler.
+        Python kernels get zero-copy numpy arrays; their results are checked against
+        the meta function (count, dtype, shape) and wrapped without copying.
+        """
+        kernel = self.kernel_for(self.dispatch_dtype(inputs))
+        if isinstance(kernel, CKernel):
+            return kernel.run_py(tuple(inputs), attrs)
+        arrays = [None if x is None else [np.asarray(t) for t in x]
+                  if isinstance(x, (list, tuple)) else np.asarray(x) for x in inputs]
+        try:
+            result = kernel(*arrays, **attrs)
+        except Exception as exc:
+            add_note(exc, f"raised inside the Python kernel of op '{self.name}'")
+            raise
+        return self.check_results(result, inputs, attrs)
+
+    def check_results(self, result: Any, inputs: Sequence[Any],
+                      attrs: dict[str, Any]) -> tuple[DenseTensor, ...]:
+        """Validate a Python kernel's results against the op's meta; wrap them."""
+        n = len(self.outputs)
+        results = list(result) if isinstance(result, (tuple, list)) else [result]
+        if len(results) != n:
+            raise ValueError(f"{self.name}: the Python kernel returned {len(results)} "
+                             f"value(s), expected {n} ({', '.join(o.name for o in self.outputs)})")
+        metas = self.infer_meta([None if x is None else [TensorMeta(t.shape, t.dtype) for t in x]
+                                 if isinstance(x, (list, tuple)) else TensorMeta(x.shape, x.dtype)
+                                 for x in inputs], attrs)
+        out = []
+        for spec, value, meta in zip(self.outputs, results, metas):
+            arr = value if isinstance(value, DenseTensor) else np.asarray(value)
+            if not isinstance(arr, DenseTensor) and arr.dtype != meta.dtype.numpy_dtype:
+                raise TypeError(f"{self.name}: output '{spec.name}' should have dtype "
+                                f"{meta.dtype.name}, the kernel returned {arr.dtype}")
+            if isinstance(arr, DenseTensor) and arr.dtype != meta.dtype:
+                raise TypeError(f"{self.name}: output '{spec.name}' should have dtype "
+                                f"{meta.dtype.name}, the kernel returned {arr.dtype.name}")
+            shape = list(arr.shape)
+            if len(shape) != len(meta.shape) or any(
+                    m is not None and m != s for m, s in zip(meta.shape, shape)):
+                raise ValueError(f"{self.name}: output '{spec.name}' should have shape "
+                                 f"{meta.shape}, the kernel returned {shape}")
+            if not isinstance(arr, DenseTensor):
+                if not arr.flags.c_contiguous and not arr.flags.f_contiguous and arr.size:
+                    arr = np.ascontiguousarray(arr)
+                arr = from_numpy(arr)
+            out.append(arr)
+        return tuple(out)
+
+    # -- calling ---------------------------------------------------------------------
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the op in the current mode (eager: compute; static: append an operator)."""
+        from fastop.ops._dispatch import dispatch
+        return dispatch(self, args, kwargs)
+
+
+def _default_grad_meta(op: str, needs: tuple[str, ...], grad_names: tuple[str, ...],
+                       diff: tuple[str, ...]) -> Callable[..., Any]:
+    sources = []
+    for x in diff:
+        if x in needs:
+            sources.append(needs.index(x))
+        elif len(grad_names) == 1:
+            sources.append(needs.index(grad_names[0]))
+        else:
+            raise OpDefinitionError(
+                f"{op}: cannot infer the shape of gradient 'd{x}': the backward kernel "
+                f"does not take '{x}' and has several output grads; pass meta=")
+
+    def meta(*metas: TensorMeta, **attrs: Any) -> list[TensorMeta]:
+        return [metas[i] for i in sources]
+    return meta
+
+
+def add_note(exc: BaseException, note: str) -> None:
+    """Attach a note to an exception (PEP 678), once."""
+    notes = getattr(exc, "__notes__", [])
+    if note in notes:
+        return
+    if sys.version_info >= (3, 11):
+        exc.add_note(note)
+    else:  # pragma: no cover - Python 3.10
+        exc.__notes__ = [*notes, note]
+
+
+class _Namespace:
+    """Attribute access to one namespace's ops: ``fastop.ops.activations.swish``."""
+
+    def __init__(self, registry: Registry, namespace: str) -> None:
+        self._registry = registry
+        self._namespace = namespace
+
+    def __getattr__(self, name: str) -> OpDef:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self._registry.get(f"{self._namespace}::{name}")
+
+    def __dir__(self) -> list[str]:
+        return [op.short_name for op in self._registry.ops(self._namespace)]
+
+    def __repr__(self) -> str:
+        return f"<fastop ops namespace {self._namespace!r}: {len(dir(self))} ops>"
+
+
+class Registry:
+    """All op definitions, by namespaced name. ``fastop.ops.registry`` is the one."""
+
+    def __init__(self) -> None:
+        self._ops: dict[str, OpDef] = {}
+        self._current_plugin: tuple[str, str] = ("fastop", "")
+        self._version = 0   # bumped on every change; caches key on it
+
+    # -- defining ---------------------------------------------------------------
+    def define(self, name: str, inputs: Sequence[str | ArgSpec] = (),
+               outputs: Sequence[str | ArgSpec] = ("out",),
+               attrs: dict[str, Any] | None = None, *, meta: Callable | None = None,
+               kernels: dict[Any, Any] | None = None, doc: str = "",
+               differentiable: Sequence[str] | None = None) -> OpDef:
+        """Define and register an op; returns the OpDef for decorating."""
+        if not isinstance(name, str) or name.count("::") != 1 or not all(
+                part.isidentifier() for part in name.split("::")):
+            raise OpDefinitionError(f"op names are 'namespace::name' identifiers, "
+                                    f"got {name!r}")
+        plugin, version = self._current_plugin
+        if name in self._ops:
+            other = self._ops[name]
+            raise DuplicateOpError(
+                f"op '{name}' is defined twice: by {other.plugin} {other.version} and by "
+                f"{plugin} {version}".replace("  ", " "))
+        in_specs = tuple(ArgSpec.parse(s) for s in inputs)
+        out_specs = tuple(ArgSpec.parse(s) for s in outputs)
+        names = [a.name for a in in_specs + out_specs]
+        if len(set(names)) != len(names):
+            raise OpDefinitionError(f"{name}: input/output names must be unique, got {names}")
+        if not out_specs:
+            raise OpDefinitionError(f"{name}: an op needs at least one output")
+        op = OpDef(name, in_specs, out_specs,
+                   {k: AttrSpec.from_default(k, v) for k, v in (attrs or {}).items()},
+                   doc=doc, meta_fn=meta, plugin=plugin, version=version,
+                   differentiable=tuple(differentiable) if differentiable is not None else None,
+                   registry=self)
+        for dtype, fn in (kernels or {}).items():
+            op.kernel(*(() if dtype == "*" else (dtype,)))(fn)
+        self._ops[name] = op
+        self._version += 1
+        return op
+
+    def define_ckernel(self, name: str, kernel: CKernel, attrs: dict[str, Any] | None = None,
+                       doc: str = "", differentiable: Sequence[str] | None = None) -> OpDef:
+        """Define an op whose kernel and meta come from a Cython CKernel."""
+        op = self.define(name, kernel.input_names, kernel.output_names, attrs,
+                         doc=doc, differentiable=differentiable)
+
+        def meta(*metas: TensorMeta, **attrs: Any) -> list[TensorMeta]:
+            return [TensorMeta(s, d) for s, d in
+                    kernel.meta(*[(m.shape, m.dtype) for m in metas], **attrs)]
+        op.meta_fn = meta
+        op.kernels["*"] = kernel
+        return op
+
+    def remove(self, name: str) -> None:
+        del self._ops[name]
+        self._version += 1
+
+    # -- looking up ---------------------------------------------------------------
+    def get(self, name: str) -> OpDef:
+        try:
+            return self._ops[name]
+        except KeyError:
+            pass
+        close = difflib.get_close_matches(name, list(self._ops), n=3, cutoff=0.6)
+        if "::" not in name:
+            close = [n for n in self._ops if n.endswith("::" + name)][:3] or close
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise UnknownOpError(f"unknown op '{name}'{hint}")
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._ops
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def __iter__(self):
+        return iter(sorted(self._ops.values(), key=lambda op: op.name))
+
+    def ops(self, namespace: str | None = None) -> list[OpDef]:
+        return [op for op in self if namespace is None or op.namespace == namespace]
+
+    def namespaces(self) -> list[str]:
+        return sorted({op.namespace for op in self._ops.values()})
+
+    def namespace(self, name: str) -> _Namespace:
+        if name not in self.namespaces():
+            close = difflib.get_close_matches(name, self.namespaces(), n=3)
+            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            raise AttributeError(f"no op namespace '{name}'{hint}")
+        return _Namespace(self, name)
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    # -- plugin bookkeeping -------------------------------------------------------
+    def providing(self, plugin: str, version: str) -> "_Providing":
+        """Context manager: ops defined inside are attributed to this distribution."""
+        return _Providing(self, plugin, version)
+
+
+class _Providing:
+    def __init__(self, registry: Registry, plugin: str, version: str) -> None:
+        self.registry, self.plugin, self.version = registry, plugin, version
+
+    def __enter__(self) -> Registry:
+        self.saved = self.registry._current_plugin
+        self.registry._current_plugin = (self.plugin, self.version)
+        return self.registry
+
+    def __exit__(self, *exc: object) -> None:
+        self.registry._current_plugin = self.saved
+
+
+registry = Registry()

@@ -1,0 +1,15 @@
+"""fastop's built-in op definitions, one module per kernel family.
+
+Each module has ``register(registry)``; the built-in plugin (``fastop.plugins.builtin``)
+calls :func:`register_all` through the ``fastop_register_ops`` hook.
+"""
+from importlib import import_module
+
+# Kernel families, in registration order (later ones may compose earlier ones' ops).
+FAMILIES = ("elementwise", "reduce", "linalg", "softmax")
+
+
+def register_all(registry) -> None:
+    for family in FAMILIES:
+        module = import_module(f"fastop.ops.builtin.{family}")
+        module.register(registry)

@@ -1,0 +1,5 @@
+"""Built-in reduce ops (placeholder until the kernels land)."""
+
+
+def register(registry) -> None:
+    pass
