@@ -1,10 +1,34 @@
-"""fastop: a small, fast deep-learning framework for writing operators in Python."""
+"""fastop: a small, fast deep-learning framework for writing operators in Python.
+
+Import order follows the layers: the op registry and fastop's own ops (registered by
+the built-in plugin through the same hook third-party plugins use), eager mode, static
+mode, nn/optimizer, then discovery of installed plugins.
+"""
 __version__ = "0.1.0"
 
 from fastop.hookspecs import hookimpl
 from fastop import ops
+from fastop.plugins import load_builtin_plugin as _load_builtin_plugin
+
+_load_builtin_plugin()
+
+from fastop._core.storage import (DType, bool_, float32, float64, int32, int64)
+from fastop._threads import set_num_threads, get_num_threads
+from fastop.tensor import *  # noqa: F401,F403  (eager: Tensor, creation, math, grad)
+from fastop.tensor import __all__ as _tensor_all
+from fastop import autograd
+from fastop.static import (CPUPlace, disable_static, enable_static,  # noqa: F401
+                           in_dynamic_mode)
+from fastop import static
+from fastop import nn, optimizer
+from fastop.serialization import load, save
 from fastop.plugins import load_plugins as _load_plugins
 
 _load_plugins()
 
-__all__ = ["hookimpl", "ops", "__version__"]
+bool = bool_  # PaddlePaddle spells it fastop.bool
+
+__all__ = ["hookimpl", "ops", "autograd", "static", "nn", "optimizer", "save", "load",
+           "DType", "bool", "float32", "float64", "int32", "int64", "set_num_threads",
+           "get_num_threads", "CPUPlace", "enable_static", "disable_static",
+           "in_dynamic_mode", "__version__", *_tensor_all]

@@ -19,7 +19,7 @@ import pluggy
 from fastop import hookspecs
 from fastop.ops import Registry, registry as default_registry
 
-__all__ = ["PluginLoadWarning", "PluginError", "PluginInfo", "load_plugins",
+__all__ = ["PluginLoadWarning", "PluginError", "PluginInfo", "load_plugins", "load_builtin_plugin",
            "plugin_manager", "loaded_plugins"]
 
 ENTRY_POINT_GROUP = "fastop"
@@ -89,12 +89,16 @@ def register_plugin(module: ModuleType | Any, dist: str, version: str,
     return True
 
 
-def load_plugins(registry: Registry = default_registry) -> None:
-    """Register the built-in plugin, then every installed plugin (unless disabled)."""
+def load_builtin_plugin(registry: Registry = default_registry) -> None:
+    """Register fastop's own ops, through the same hook as any plugin."""
     from fastop import __version__
     from fastop.plugins import builtin
     if not register_plugin(builtin, "fastop", __version__, registry):
         raise PluginError("fastop's built-in ops failed to register")  # pragma: no cover
+
+
+def load_plugins(registry: Registry = default_registry) -> None:
+    """Register every installed plugin's ops (unless FASTOP_DISABLE_PLUGIN_AUTOLOAD)."""
     if os.environ.get("FASTOP_DISABLE_PLUGIN_AUTOLOAD", "") not in ("", "0"):
         return
     from importlib.metadata import entry_points

@@ -1,0 +1,1 @@
+"""Autograd (being built): PyLayer, PyLayerContext, gradcheck."""

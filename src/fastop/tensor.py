@@ -1,0 +1,2 @@
+"""Eager mode (being built): Tensor, creation functions, math, autograd entry points."""
+__all__: list = []
