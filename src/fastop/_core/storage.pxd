@@ -61,6 +61,7 @@ cdef class DenseTensor:
     cdef object owner
     cdef void* _alloc
     cdef readonly bint readonly
+    cdef object __weakref__
 
     cdef DenseTensor _new_view(self)
     cpdef DenseTensor contiguous(self)

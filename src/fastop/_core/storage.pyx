@@ -257,6 +257,12 @@ cdef extern from *:
         DLTensor dl_tensor; void *manager_ctx;
         void (*deleter)(struct DLManagedTensor *self);
     } DLManagedTensor;
+    typedef struct { uint32_t major; uint32_t minor; } DLPackVersion;
+    typedef struct DLManagedTensorVersioned {
+        DLPackVersion version; void *manager_ctx;
+        void (*deleter)(struct DLManagedTensorVersioned *self);
+        uint64_t flags; DLTensor dl_tensor;
+    } DLManagedTensorVersioned;
     """
     ctypedef struct DLDevice:
         int32_t device_type
@@ -277,8 +283,18 @@ cdef extern from *:
         DLTensor dl_tensor
         void* manager_ctx
         void (*deleter)(DLManagedTensor*) noexcept
+    ctypedef struct DLPackVersion:
+        uint32_t major
+        uint32_t minor
+    ctypedef struct DLManagedTensorVersioned:
+        DLPackVersion version
+        void* manager_ctx
+        void (*deleter)(DLManagedTensorVersioned*) noexcept
+        uint64_t flags
+        DLTensor dl_tensor
 
 cdef enum:
+    DLPACK_FLAG_READ_ONLY = 1
     kDLCPU = 1
     kDLInt = 0
     kDLUInt = 1
@@ -289,13 +305,21 @@ cdef enum:
 cdef class _DLPackOwner:
     """Calls the producer's deleter when the last consumer view dies."""
     cdef DLManagedTensor* managed
+    cdef DLManagedTensorVersioned* versioned
 
     def __dealloc__(self):
         if self.managed is not NULL and self.managed.deleter is not NULL:
             self.managed.deleter(self.managed)
+        if self.versioned is not NULL and self.versioned.deleter is not NULL:
+            self.versioned.deleter(self.versioned)
 
 
 cdef void _dlpack_deleter(DLManagedTensor* managed) noexcept with gil:
+    Py_DECREF(<object>managed.manager_ctx)
+    free(managed)
+
+
+cdef void _dlpack_deleter_versioned(DLManagedTensorVersioned* managed) noexcept with gil:
     Py_DECREF(<object>managed.manager_ctx)
     free(managed)
 
@@ -304,6 +328,12 @@ cdef void _dlpack_capsule_destructor(object capsule) noexcept:
     # Only called for an unconsumed capsule (consumers rename it to "used_dltensor").
     if PyCapsule_IsValid(capsule, b"dltensor"):
         managed = <DLManagedTensor*>PyCapsule_GetPointer(capsule, b"dltensor")
+        managed.deleter(managed)
+
+
+cdef void _dlpack_versioned_capsule_destructor(object capsule) noexcept:
+    if PyCapsule_IsValid(capsule, b"dltensor_versioned"):
+        managed = <DLManagedTensorVersioned*>PyCapsule_GetPointer(capsule, b"dltensor_versioned")
         managed.deleter(managed)
 
 
@@ -433,37 +463,41 @@ cdef class DenseTensor:
         return (kDLCPU, 0)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        """Export as a DLPack capsule (legacy unversioned DLManagedTensor)."""
-        if copy:
-            return self.contiguous().__dlpack__() if not view_is_contiguous(&self.view) \
-                else self.copy().__dlpack__()
-        cdef int nd = self.view.ndim, i
-        cdef ptrdiff_t itemsize = itemsize_of(self.view.dtype)
-        cdef DLManagedTensor* managed = <DLManagedTensor*>malloc(
-            sizeof(DLManagedTensor) + 2 * (nd + 1) * sizeof(int64_t))
-        if managed is NULL:
+        """Export as a DLPack capsule: versioned (1.0, with the read-only flag) when the
+        consumer asks for ``max_version >= (1, 0)``, else the legacy unversioned form."""
+        if dl_device is not None and tuple(dl_device) != (kDLCPU, 0):
+            raise BufferError("fastop tensors live on the CPU")
+        source = self.copy() if copy else self
+        cdef bint versioned = max_version is not None and max_version[0] >= 1
+        cdef int nd = self.view.ndim
+        cdef size_t head = sizeof(DLManagedTensorVersioned) if versioned else sizeof(DLManagedTensor)
+        cdef char* block = <char*>malloc(head + 2 * (nd + 1) * sizeof(int64_t))
+        if block is NULL:
             raise MemoryError()
-        cdef int64_t* dims = <int64_t*>(<char*>managed + sizeof(DLManagedTensor))
-        cdef int64_t* strides = dims + nd + 1
-        for i in range(nd):
-            dims[i] = self.view.shape[i]
-            strides[i] = self.view.strides[i] // itemsize
-        managed.dl_tensor.data = self.view.data
-        managed.dl_tensor.device.device_type = kDLCPU
-        managed.dl_tensor.device.device_id = 0
-        managed.dl_tensor.ndim = nd
-        managed.dl_tensor.dtype.lanes = 1
-        managed.dl_tensor.dtype.bits = 8 * itemsize
-        managed.dl_tensor.dtype.code = (kDLBool if self.view.dtype == FASTOP_BOOL else
-                                        kDLInt if self.view.dtype in (FASTOP_INT32, FASTOP_INT64)
-                                        else kDLFloat)
-        managed.dl_tensor.shape = dims
-        managed.dl_tensor.strides = strides
-        managed.dl_tensor.byte_offset = 0
-        Py_INCREF(self)
-        managed.manager_ctx = <void*>self
-        managed.deleter = _dlpack_deleter
-        return PyCapsule_New(managed, b"dltensor", <void(*)(object) noexcept>_dlpack_capsule_destructor)
+        cdef DLTensor* dl
+        cdef DLManagedTensor* legacy
+        cdef DLManagedTensorVersioned* modern
+        if versioned:
+            modern = <DLManagedTensorVersioned*>block
+            modern.version.major = 1
+            modern.version.minor = 0
+            modern.flags = (DLPACK_FLAG_READ_ONLY if (<DenseTensor>source).readonly else 0) \
+                | (2 if copy else 0)
+            modern.manager_ctx = <void*>source
+            modern.deleter = _dlpack_deleter_versioned
+            dl = &modern.dl_tensor
+        else:
+            legacy = <DLManagedTensor*>block
+            legacy.manager_ctx = <void*>source
+            legacy.deleter = _dlpack_deleter
+            dl = &legacy.dl_tensor
+        _fill_dltensor(<DenseTensor>source, dl, <int64_t*>(block + head))
+        Py_INCREF(source)
+        if versioned:
+            return PyCapsule_New(block, b"dltensor_versioned",
+                                 <void(*)(object) noexcept>_dlpack_versioned_capsule_destructor)
+        return PyCapsule_New(block, b"dltensor",
+                             <void(*)(object) noexcept>_dlpack_capsule_destructor)
 
     # -- views -------------------------------------------------------------------
     cdef DenseTensor _new_view(self):
@@ -632,6 +666,28 @@ cdef class DenseTensor:
         return f"DenseTensor(shape={self.shape}, dtype={self.dtype.name},\n{self.numpy()!r})"
 
 
+cdef void _fill_dltensor(DenseTensor t, DLTensor* dl, int64_t* dims) noexcept:
+    """Describe t's view in a DLTensor; dims has room for 2 * ndim int64s."""
+    cdef int nd = t.view.ndim, i
+    cdef ptrdiff_t itemsize = itemsize_of(t.view.dtype)
+    cdef int64_t* strides = dims + nd
+    for i in range(nd):
+        dims[i] = t.view.shape[i]
+        strides[i] = t.view.strides[i] // itemsize
+    dl.data = t.view.data
+    dl.device.device_type = kDLCPU
+    dl.device.device_id = 0
+    dl.ndim = nd
+    dl.dtype.lanes = 1
+    dl.dtype.bits = 8 * itemsize
+    dl.dtype.code = (kDLBool if t.view.dtype == FASTOP_BOOL else
+                     kDLInt if t.view.dtype == FASTOP_INT32 or t.view.dtype == FASTOP_INT64
+                     else kDLFloat)
+    dl.shape = dims
+    dl.strides = strides
+    dl.byte_offset = 0
+
+
 # --------------------------------------------------------------------------- constructors
 
 cdef DenseTensor alloc_tensor(type cls, int ndim, const ptrdiff_t* shape, int dtype):
@@ -674,7 +730,7 @@ cdef DenseTensor _borrow_buffer(type cls, object obj):
     cdef bint readonly = False
     try:
         PyObject_GetBuffer(obj, &held.buf, PyBUF_RECORDS)
-    except (BufferError, TypeError):
+    except (BufferError, TypeError, ValueError):  # read-only exporters
         PyObject_GetBuffer(obj, &held.buf, PyBUF_RECORDS_RO)
         readonly = True
     held.held = True
@@ -717,35 +773,36 @@ cdef DenseTensor as_dense(object obj, int dtype=-1):
 
 def from_dlpack(obj, cls=DenseTensor) -> DenseTensor:
     """Import a DLPack producer (an object with ``__dlpack__``) without copying."""
-    capsule = obj.__dlpack__() if hasattr(obj, "__dlpack__") else obj
-    if not PyCapsule_IsValid(capsule, b"dltensor"):
-        raise TypeError("from_dlpack expects an object with __dlpack__ or an unused "
-                        "'dltensor' capsule")
-    cdef DLManagedTensor* managed = <DLManagedTensor*>PyCapsule_GetPointer(capsule, b"dltensor")
-    cdef DLTensor* dl = &managed.dl_tensor
-    if dl.device.device_type != kDLCPU:
-        raise TypeError(f"from_dlpack: only CPU tensors are supported "
-                        f"(device type {dl.device.device_type})")
-    if dl.dtype.lanes != 1:
-        raise TypeError("from_dlpack: vector dtypes are not supported")
-    cdef int code
-    if dl.dtype.code == kDLFloat and dl.dtype.bits == 32:
-        code = FASTOP_FLOAT32
-    elif dl.dtype.code == kDLFloat and dl.dtype.bits == 64:
-        code = FASTOP_FLOAT64
-    elif dl.dtype.code == kDLInt and dl.dtype.bits == 32:
-        code = FASTOP_INT32
-    elif dl.dtype.code == kDLInt and dl.dtype.bits == 64:
-        code = FASTOP_INT64
-    elif (dl.dtype.code == kDLBool or dl.dtype.code == kDLUInt) and dl.dtype.bits == 8 \
-            and dl.dtype.code == kDLBool:
-        code = FASTOP_BOOL
+    if hasattr(obj, "__dlpack__"):
+        try:
+            capsule = obj.__dlpack__(max_version=(1, 0))
+        except TypeError:  # a producer that predates DLPack 1.0
+            capsule = obj.__dlpack__()
     else:
-        raise TypeError(f"from_dlpack: unsupported dtype (code {dl.dtype.code}, "
-                        f"{dl.dtype.bits} bits)")
-    if dl.ndim > FASTOP_MAX_NDIM:
-        raise ValueError(f"at most {FASTOP_MAX_NDIM} dimensions are supported")
+        capsule = obj
+    cdef _DLPackOwner owner = _DLPackOwner()
+    cdef DLTensor* dl
+    cdef bint readonly = False
+    if PyCapsule_IsValid(capsule, b"dltensor_versioned"):
+        versioned = <DLManagedTensorVersioned*>PyCapsule_GetPointer(capsule, b"dltensor_versioned")
+        if versioned.version.major > 1:
+            raise BufferError(f"from_dlpack: DLPack {versioned.version.major}.x is not supported")
+        dl = &versioned.dl_tensor
+        readonly = (versioned.flags & DLPACK_FLAG_READ_ONLY) != 0
+        _check_dltensor(dl)
+        owner.versioned = versioned
+        PyCapsule_SetName(capsule, b"used_dltensor_versioned")
+    elif PyCapsule_IsValid(capsule, b"dltensor"):
+        managed = <DLManagedTensor*>PyCapsule_GetPointer(capsule, b"dltensor")
+        dl = &managed.dl_tensor
+        _check_dltensor(dl)
+        owner.managed = managed
+        PyCapsule_SetName(capsule, b"used_dltensor")
+    else:
+        raise TypeError("from_dlpack expects an object with __dlpack__ or an unused "
+                        "DLPack capsule")
     cdef DenseTensor out = cls.__new__(cls)
+    cdef int code = _code_from_dldtype(dl.dtype)
     cdef ptrdiff_t itemsize = itemsize_of(code)
     out.view.dtype = code
     out.view.ndim = dl.ndim
@@ -759,8 +816,33 @@ def from_dlpack(obj, cls=DenseTensor) -> DenseTensor:
         for i in range(dl.ndim):
             out.view.strides[i] = dl.strides[i] * itemsize
             out.view.size *= dl.shape[i]
-    cdef _DLPackOwner owner = _DLPackOwner()
-    owner.managed = managed
-    PyCapsule_SetName(capsule, b"used_dltensor")
     out.owner = owner
+    out.readonly = readonly
     return out
+
+
+cdef int _check_dltensor(DLTensor* dl) except -1:
+    if dl.device.device_type != kDLCPU:
+        raise BufferError(f"from_dlpack: only CPU tensors are supported "
+                          f"(device type {dl.device.device_type})")
+    if dl.ndim > FASTOP_MAX_NDIM:
+        raise ValueError(f"from_dlpack: at most {FASTOP_MAX_NDIM} dimensions are supported, "
+                         f"got {dl.ndim}")
+    _code_from_dldtype(dl.dtype)
+    return 0
+
+
+cdef int _code_from_dldtype(DLDataType dtype) except -1:
+    if dtype.lanes == 1:
+        if dtype.code == kDLFloat and dtype.bits == 32:
+            return FASTOP_FLOAT32
+        if dtype.code == kDLFloat and dtype.bits == 64:
+            return FASTOP_FLOAT64
+        if dtype.code == kDLInt and dtype.bits == 32:
+            return FASTOP_INT32
+        if dtype.code == kDLInt and dtype.bits == 64:
+            return FASTOP_INT64
+        if dtype.code == kDLBool and dtype.bits == 8:
+            return FASTOP_BOOL
+    raise TypeError(f"from_dlpack: unsupported dtype (code {dtype.code}, {dtype.bits} bits, "
+                    f"{dtype.lanes} lanes); fastop supports bool, int32, int64, float32, float64")

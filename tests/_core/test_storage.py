@@ -1,0 +1,269 @@
+"""DenseTensor storage: dtypes, zero-copy interop, views, lifetime, errors."""
+import gc
+import weakref
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from fastop._core import storage
+from fastop._core.storage import DenseTensor, as_dtype, empty, from_dlpack, from_numpy, zeros
+
+DTYPES = ["bool", "int32", "int64", "float32", "float64"]
+
+
+def sample(shape, dtype):
+    values = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+    return (values % 2 == 0) if dtype == "bool" else values.astype(dtype)
+
+
+# ----------------------------------------------------------------------------- dtypes
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_dtype_objects_compare_with_names_and_numpy(dtype):
+    d = as_dtype(dtype)
+    assert d == dtype and d == np.dtype(dtype) and as_dtype(d) is d
+    assert d.itemsize == np.dtype(dtype).itemsize
+    assert repr(d) == f"fastop.{dtype}"
+
+
+def test_dtype_aliases_and_errors():
+    assert as_dtype(float) == "float32" and as_dtype(int) == "int64"
+    assert as_dtype(np.float64) == "float64"
+    with pytest.raises(TypeError, match="unsupported dtype 'complex128'"):
+        as_dtype("complex128")
+    with pytest.raises(TypeError, match="expected a dtype"):
+        as_dtype(object())
+
+
+# ----------------------------------------------------------------------------- allocation
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [[], [0], [1], [7], [3, 5], [2, 0, 4], [2, 3, 4, 5]],
+                         ids=lambda s: "x".join(map(str, s)) or "scalar")
+def test_empty_is_aligned_contiguous_and_shaped(shape, dtype):
+    t = empty(shape, dtype)
+    assert t.shape == shape and t.dtype == dtype and t.ndim == len(shape)
+    assert t.size == int(np.prod(shape)) and t.is_contiguous()
+    assert t.data_ptr % 64 == 0
+    if t.size:  # numpy reports stride 0 for some empty arrays
+        assert t.strides == np.empty(shape, dtype).strides
+
+
+def test_zeros_is_zero():
+    assert not np.asarray(zeros([4, 5], "float64")).any()
+
+
+def test_bad_shapes_raise():
+    with pytest.raises(ValueError, match="dimensions must be >= 0"):
+        empty([2, -3])
+    with pytest.raises(ValueError, match="at most 8 dimensions"):
+        empty([1] * 9)
+
+
+# ----------------------------------------------------------------------------- zero copy
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_from_numpy_shares_memory_both_ways(dtype):
+    a = sample((3, 4), dtype)
+    t = from_numpy(a)
+    assert t.shape == [3, 4] and t.dtype == dtype
+    b = np.asarray(t)
+    assert np.shares_memory(a, b)
+    b[1, 2] = b[0, 0]          # write through numpy, read through the original
+    assert a[1, 2] == a[0, 0]
+    np.testing.assert_array_equal(t.numpy(), a)
+
+
+def test_tensor_keeps_the_borrowed_buffer_alive():
+    a = np.arange(6.0)
+    ref = weakref.ref(a)
+    t = from_numpy(a)
+    del a
+    gc.collect()
+    assert ref() is not None          # the held Py_buffer pins the array
+    np.testing.assert_array_equal(np.asarray(t), np.arange(6.0))
+    del t
+    gc.collect()
+    assert ref() is None
+
+
+def test_numpy_view_keeps_the_tensor_alive():
+    t = empty([5], "float32")
+    ref = weakref.ref(t)
+    a = np.asarray(t)
+    del t
+    gc.collect()
+    assert ref() is not None
+    a[:] = 3.0
+    assert a.sum() == 15.0
+
+
+def test_read_only_arrays_stay_read_only():
+    a = np.arange(4.0)
+    a.flags.writeable = False
+    t = from_numpy(a)
+    assert t.readonly
+    assert not np.asarray(t).flags.writeable
+
+
+def test_from_numpy_non_contiguous_keeps_strides():
+    a = np.arange(24, dtype=np.float64).reshape(4, 6)[::2, 1::2]
+    t = from_numpy(a)
+    assert not t.is_contiguous() and t.strides == a.strides
+    np.testing.assert_array_equal(np.asarray(t), a)
+    assert np.shares_memory(np.asarray(t), a)
+
+
+def test_from_numpy_rejects_unsupported_buffers():
+    with pytest.raises(TypeError, match="unsupported buffer format"):
+        from_numpy(np.zeros(3, np.complex64))
+    with pytest.raises(TypeError, match="big-endian"):
+        from_numpy(np.zeros(3, ">f4"))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_dlpack_round_trip_with_numpy(dtype):
+    a = sample((2, 3), dtype)
+    t = from_dlpack(a)
+    assert t.dtype == dtype and np.shares_memory(np.asarray(t), a)
+    b = np.from_dlpack(t)
+    assert b.flags.writeable and np.shares_memory(a, b)
+    b[0, 0] = b[1, 2]
+    assert a[0, 0] == a[1, 2]
+
+
+def test_dlpack_of_transposed_view_and_read_only_flag():
+    t = from_numpy(np.arange(6.0).reshape(2, 3)).transpose()
+    np.testing.assert_array_equal(np.from_dlpack(t), np.arange(6.0).reshape(2, 3).T)
+    bt = from_numpy(np.arange(3.0)).broadcast_to([2, 3])
+    assert not np.from_dlpack(bt).flags.writeable
+
+
+def test_dlpack_capsule_is_consumed_once():
+    capsule = from_numpy(np.arange(3.0)).__dlpack__()
+    from_dlpack(capsule)
+    with pytest.raises(TypeError, match="unused DLPack capsule"):
+        from_dlpack(capsule)
+
+
+def test_unconsumed_capsule_releases_its_tensor():
+    t = empty([3])
+    ref = weakref.ref(t)
+    capsule = t.__dlpack__()
+    del t
+    gc.collect()
+    assert ref() is not None
+    del capsule
+    gc.collect()
+    assert ref() is None
+
+
+# ----------------------------------------------------------------------------- views
+
+def test_reshape_of_contiguous_is_a_view():
+    a = np.arange(12.0)
+    t = from_numpy(a).reshape(3, -1)
+    assert t.shape == [3, 4] and np.shares_memory(np.asarray(t), a)
+    with pytest.raises(ValueError, match="cannot reshape"):
+        from_numpy(a).reshape(5, -1)
+
+
+def test_reshape_of_non_contiguous_copies():
+    a = np.arange(12.0).reshape(3, 4)
+    t = from_numpy(a).transpose().reshape([12])
+    np.testing.assert_array_equal(np.asarray(t), a.T.reshape(12))
+    assert not np.shares_memory(np.asarray(t), a)
+
+
+def test_transpose_permute_and_T():
+    a = np.arange(24).reshape(2, 3, 4)
+    t = from_numpy(a)
+    np.testing.assert_array_equal(np.asarray(t.transpose(2, 0, 1)), a.transpose(2, 0, 1))
+    np.testing.assert_array_equal(np.asarray(t.permute([1, 0, 2])), a.transpose(1, 0, 2))
+    np.testing.assert_array_equal(np.asarray(t.T), a.T)
+    with pytest.raises(ValueError, match="not a permutation"):
+        t.transpose(0, 0, 1)
+
+
+def test_broadcast_to_is_a_read_only_stride_zero_view():
+    a = np.arange(3.0).reshape(3, 1)
+    t = from_numpy(a).broadcast_to([2, 3, 4])
+    assert t.readonly and t.strides[0] == 0 and t.strides[2] == 0
+    np.testing.assert_array_equal(np.asarray(t), np.broadcast_to(a, (2, 3, 4)))
+    with pytest.raises(ValueError, match="cannot broadcast"):
+        from_numpy(a).broadcast_to([2, 4])
+
+
+def test_copy_and_contiguous():
+    a = np.arange(12.0).reshape(3, 4)
+    t = from_numpy(a)[:, ::2]
+    c = t.contiguous()
+    assert c.is_contiguous() and not np.shares_memory(np.asarray(c), a)
+    np.testing.assert_array_equal(np.asarray(c), a[:, ::2])
+    full = from_numpy(a)
+    assert full.contiguous() is full
+
+
+def test_offset_of_a_slice():
+    t = empty([4, 5], "float64")
+    assert t[2:, 1:].offset == (2 * 5 + 1) * 8
+
+
+def test_item_and_len():
+    assert from_numpy(np.array([[2.5]])).item() == 2.5
+    assert len(empty([7, 2])) == 7
+    with pytest.raises(ValueError, match="one element"):
+        empty([2]).item()
+    with pytest.raises(TypeError, match="0-d"):
+        len(empty([]))
+
+
+def test_bad_indices():
+    t = empty([2, 3])
+    with pytest.raises(IndexError, match="out of bounds for axis 1 with size 3"):
+        t[0, 3]
+    with pytest.raises(IndexError, match="too many indices"):
+        t[0, 0, 0]
+    with pytest.raises(IndexError, match="unsupported index"):
+        t[[0, 1]]
+
+
+index_element = st.one_of(
+    st.integers(-3, 2),
+    st.slices(3),
+    st.none(),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(arr=hnp.arrays(np.float64, hnp.array_shapes(min_dims=1, max_dims=4, min_side=3, max_side=5)),
+       key=st.lists(index_element, min_size=0, max_size=4))
+def test_basic_indexing_matches_numpy(arr, key):
+    key = tuple(key[: arr.ndim])
+    expected = arr[key]
+    got = from_numpy(arr)[key]
+    assert got.shape == list(expected.shape)
+    np.testing.assert_array_equal(np.asarray(got), expected)
+    if expected.size:
+        assert np.shares_memory(np.asarray(got), arr)
+
+
+@settings(max_examples=100, deadline=None)
+@given(shape=hnp.array_shapes(min_dims=1, max_dims=4, max_side=4), data=st.data())
+def test_broadcast_to_matches_numpy(shape, data):
+    target = data.draw(hnp.broadcastable_shapes(shape, min_dims=len(shape)).filter(
+        lambda s: np.broadcast_shapes(s, shape) == tuple(s)) | st.just(shape))
+    a = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    np.testing.assert_array_equal(np.asarray(from_numpy(a).broadcast_to(list(target))),
+                                  np.broadcast_to(a, target))
+
+
+def test_dense_tensor_subclasses_keep_their_type_in_views():
+    class Sub(DenseTensor):
+        pass
+    t = storage.from_numpy(np.arange(6.0).reshape(2, 3), cls=Sub)
+    assert type(t) is Sub
+    assert type(t.transpose()) is Sub and type(t[0]) is Sub and type(t.copy()) is Sub
