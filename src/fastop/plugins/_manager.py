@@ -1,26 +1,33 @@
-"""Discover and load fastop plugins through pluggy and ``importlib.metadata`` entry points.
+"""Discover and load fastop plugins: pluggy hooks, found through entry points.
 
 Each plugin's ``fastop_register_ops`` runs on its own, inside a transaction: if it fails
 (import error, exception, a bad or duplicate definition) its ops are removed again and
 one :class:`PluginLoadWarning` names the distribution, its version and the error. With
 ``FASTOP_STRICT_PLUGINS=1`` that warning is raised as :class:`PluginError` instead.
 ``FASTOP_DISABLE_PLUGIN_AUTOLOAD=1`` skips entry-point discovery (built-ins still load).
+
+Entry points are read straight from the installed distributions' ``entry_points.txt``
+(:func:`entry_points`) instead of through ``importlib.metadata``, whose import alone
+(email, zipfile, csv, pathlib) costs ~40 ms of every ``import fastop``.
 """
 from __future__ import annotations
 
 import os
+import re
+import sys
 import warnings
 from dataclasses import dataclass
+from importlib import import_module
 from types import ModuleType
-from typing import Any
+from typing import Any, Iterator, NamedTuple
 
 import pluggy
 
 from fastop import hookspecs
 from fastop.ops import Registry, registry as default_registry
 
-__all__ = ["PluginLoadWarning", "PluginError", "PluginInfo", "load_plugins", "load_builtin_plugin",
-           "plugin_manager", "loaded_plugins"]
+__all__ = ["PluginLoadWarning", "PluginError", "PluginInfo", "EntryPoint", "entry_points",
+           "load_plugins", "load_builtin_plugin", "plugin_manager", "loaded_plugins"]
 
 ENTRY_POINT_GROUP = "fastop"
 
@@ -97,17 +104,98 @@ def load_builtin_plugin(registry: Registry = default_registry) -> None:
         raise PluginError("fastop's built-in ops failed to register")  # pragma: no cover
 
 
+class EntryPoint(NamedTuple):
+    """One entry point of an installed distribution (``name = module:attr``)."""
+
+    name: str
+    value: str
+    dist: str       # the distribution's name, as its metadata spells it
+    version: str
+
+    def load(self) -> Any:
+        """Import the module and follow the attribute path, like importlib.metadata."""
+        module, _, attrs = self.value.partition("[")[0].strip().partition(":")
+        obj = import_module(module.strip())
+        for attr in filter(None, attrs.strip().split(".")):
+            obj = getattr(obj, attr)
+        return obj
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def _read_section(path: str, section: str) -> list[tuple[str, str]]:
+    """``name = value`` pairs of one ``[section]`` of an entry_points.txt file."""
+    pairs, current = [], None
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("[") and line.endswith("]"):
+                current = line[1:-1].strip()
+            elif current == section and "=" in line and not line.startswith(("#", ";")):
+                name, _, value = line.partition("=")
+                pairs.append((name.strip(), value.strip()))
+    return pairs
+
+
+def _name_and_version(meta_dir: str, fallback: str) -> tuple[str, str]:
+    """``Name`` and ``Version`` from a distribution's METADATA (or PKG-INFO) headers."""
+    headers: dict[str, str] = {}
+    for filename in ("METADATA", "PKG-INFO"):
+        try:
+            with open(os.path.join(meta_dir, filename), encoding="utf-8") as f:
+                for line in f:
+                    if not line.strip():
+                        break
+                    key, _, value = line.partition(":")
+                    headers.setdefault(key.strip().lower(), value.strip())
+            break
+        except OSError:
+            continue
+    return headers.get("name", fallback), headers.get("version", "")
+
+
+def entry_points(group: str = ENTRY_POINT_GROUP,
+                 path: list[str] | None = None) -> Iterator[EntryPoint]:
+    """Entry points of ``group`` declared by the distributions installed on ``path``.
+
+    Follows importlib.metadata's rules: ``*.dist-info`` and ``*.egg-info`` directories
+    on each ``sys.path`` entry, in path order; a distribution found twice counts once
+    (the first). Zipped eggs are not searched.
+    """
+    seen: set[str] = set()
+    for entry in sys.path if path is None else path:
+        try:
+            with os.scandir(entry or ".") as it:
+                found = sorted(e.name for e in it if e.name.endswith((".dist-info", ".egg-info")))
+        except OSError:  # missing directory, zip file, ...
+            continue
+        for dirname in found:
+            stem = dirname.rsplit(".", 1)[0].split("-")[0]
+            key = _normalize(stem)
+            if key in seen:
+                continue
+            seen.add(key)
+            meta_dir = os.path.join(entry or ".", dirname)
+            try:
+                pairs = _read_section(os.path.join(meta_dir, "entry_points.txt"), group)
+            except OSError:
+                continue
+            if pairs:
+                dist, version = _name_and_version(meta_dir, stem)
+                for name, value in pairs:
+                    yield EntryPoint(name, value, dist, version)
+
+
 def load_plugins(registry: Registry = default_registry) -> None:
     """Register every installed plugin's ops (unless FASTOP_DISABLE_PLUGIN_AUTOLOAD)."""
     if os.environ.get("FASTOP_DISABLE_PLUGIN_AUTOLOAD", "") not in ("", "0"):
         return
-    from importlib.metadata import entry_points
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        dist = ep.dist.name if ep.dist is not None else ep.value
-        version = ep.dist.version if ep.dist is not None else ""
+    for ep in entry_points(ENTRY_POINT_GROUP):
         try:
             module = ep.load()
         except Exception as exc:
-            _fail(dist, version, exc)
+            _fail(ep.dist, ep.version, exc)
             continue
-        register_plugin(module, dist, version, registry)
+        register_plugin(module, ep.dist, ep.version, registry)
