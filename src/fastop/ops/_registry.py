@@ -51,9 +51,8 @@ class OpError(Exception):
     """Base class of the registry's errors."""
 
 
-class UnknownOpError(OpError, KeyError):
-    def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0])
+class UnknownOpError(OpError, LookupError, AttributeError):
+    """No op of that name (a LookupError, and an AttributeError for namespace access)."""
 
 
 class DuplicateOpError(OpError):
