@@ -1,0 +1,418 @@
+# cython: freethreading_compatible = False
+"""Optimizer update kernels: SGD, Momentum, Adam (L2 weight decay), in place.
+
+Each update is one fused loop over contiguous float32/float64 buffers, run without
+the GIL (split over OpenMP threads for large parameters). Two ways in:
+
+* ``sgd_step``/``momentum_step``/``adam_step`` — the eager fast path, called by
+  ``Optimizer.step`` on a parameter, its gradient and its state tensors;
+* ``sgd``/``momentum``/``adam`` — :class:`CKernel` objects (learning rate as a
+  one-element tensor input, as in PaddlePaddle's update ops), registered as
+  ``fastop::sgd_update`` etc. so static programs append them and the executor calls
+  them; called with ``out=`` the param/state tensors they update in place.
+
+Formulas (``g = grad + weight_decay * param``)::
+
+    sgd:       param -= lr * g
+    momentum:  v = mu * v + g;  param -= lr * (g + mu * v if nesterov else v)
+    adam:      m = b1 * m + (1 - b1) * g;  v = b2 * v + (1 - b2) * g * g
+               param -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps * sqrt(1 - b2^t))
+               b1^t *= b1;  b2^t *= b2      (the powers start at b1 and b2)
+"""
+from cython.parallel cimport prange
+from libc.math cimport sqrt
+from libc.string cimport memcpy
+
+from fastop._core.storage cimport (DenseTensor, fastop_view, fastop_attrs, floating_t,
+                                   view_is_contiguous, FASTOP_FLOAT32, FASTOP_FLOAT64)
+from fastop._core.kernel cimport (CKernel, make_kernel, get_num_threads, use_threads,
+                                  K_OK, K_ERR_DTYPE, K_ERR_SHAPE)
+
+__all__ = ["sgd", "momentum", "adam", "sgd_step", "momentum_step", "adam_step"]
+
+
+# --------------------------------------------------------------------------- loops
+
+cdef void _sgd_loop(floating_t* param, const floating_t* grad, Py_ssize_t n,
+                    double lr, double wd) noexcept nogil:
+    cdef floating_t lr_ = <floating_t>lr, wd_ = <floating_t>wd
+    cdef Py_ssize_t i
+    if wd == 0.0:
+        for i in range(n):
+            param[i] -= lr_ * grad[i]
+    else:
+        for i in range(n):
+            param[i] -= lr_ * (grad[i] + wd_ * param[i])
+
+
+cdef void _momentum_loop(floating_t* param, const floating_t* grad, floating_t* velocity,
+                         Py_ssize_t n, double lr, double mu, double wd,
+                         bint nesterov) noexcept nogil:
+    cdef floating_t lr_ = <floating_t>lr, mu_ = <floating_t>mu, wd_ = <floating_t>wd
+    cdef floating_t g, v
+    cdef Py_ssize_t i
+    for i in range(n):
+        g = grad[i] + wd_ * param[i]
+        v = mu_ * velocity[i] + g
+        velocity[i] = v
+        if nesterov:
+            param[i] -= lr_ * (g + mu_ * v)
+        else:
+            param[i] -= lr_ * v
+
+
+cdef void _adam_loop(floating_t* param, const floating_t* grad, floating_t* m1,
+                     floating_t* m2, Py_ssize_t n, double lr, double b1, double b2,
+                     double eps, double wd, double b1_pow, double b2_pow) noexcept nogil:
+    cdef double correction = sqrt(1.0 - b2_pow)
+    cdef floating_t step = <floating_t>(lr * correction / (1.0 - b1_pow))
+    cdef floating_t eps_ = <floating_t>(eps * correction)
+    cdef floating_t b1_ = <floating_t>b1, b2_ = <floating_t>b2, wd_ = <floating_t>wd
+    cdef floating_t c1 = <floating_t>(1.0 - b1), c2 = <floating_t>(1.0 - b2)
+    cdef floating_t g, m, v
+    cdef Py_ssize_t i
+    for i in range(n):
+        g = grad[i] + wd_ * param[i]
+        m = b1_ * m1[i] + c1 * g
+        v = b2_ * m2[i] + c2 * g * g
+        m1[i] = m
+        m2[i] = v
+        param[i] -= step * m / (<floating_t>sqrt(v) + eps_)
+
+
+# Chunked drivers: one chunk on the calling thread, or one per OpenMP thread.
+
+cdef inline Py_ssize_t _n_chunks(Py_ssize_t n) noexcept nogil:
+    return get_num_threads() if use_threads(n) else 1
+
+
+cdef void _sgd(floating_t* param, const floating_t* grad, Py_ssize_t n, double lr,
+               double wd) noexcept nogil:
+    cdef Py_ssize_t chunks = _n_chunks(n), c, lo, hi
+    if chunks == 1:
+        _sgd_loop(param, grad, n, lr, wd)
+        return
+    for c in prange(chunks, num_threads=chunks, schedule="static"):
+        lo = n * c // chunks
+        hi = n * (c + 1) // chunks
+        _sgd_loop(param + lo, grad + lo, hi - lo, lr, wd)
+
+
+cdef void _momentum(floating_t* param, const floating_t* grad, floating_t* velocity,
+                    Py_ssize_t n, double lr, double mu, double wd,
+                    bint nesterov) noexcept nogil:
+    cdef Py_ssize_t chunks = _n_chunks(n), c, lo, hi
+    if chunks == 1:
+        _momentum_loop(param, grad, velocity, n, lr, mu, wd, nesterov)
+        return
+    for c in prange(chunks, num_threads=chunks, schedule="static"):
+        lo = n * c // chunks
+        hi = n * (c + 1) // chunks
+        _momentum_loop(param + lo, grad + lo, velocity + lo, hi - lo, lr, mu, wd, nesterov)
+
+
+cdef void _adam(floating_t* param, const floating_t* grad, floating_t* m1, floating_t* m2,
+                Py_ssize_t n, double lr, double b1, double b2, double eps, double wd,
+                double b1_pow, double b2_pow) noexcept nogil:
+    cdef Py_ssize_t chunks = _n_chunks(n), c, lo, hi
+    if chunks == 1:
+        _adam_loop(param, grad, m1, m2, n, lr, b1, b2, eps, wd, b1_pow, b2_pow)
+        return
+    for c in prange(chunks, num_threads=chunks, schedule="static"):
+        lo = n * c // chunks
+        hi = n * (c + 1) // chunks
+        _adam_loop(param + lo, grad + lo, m1 + lo, m2 + lo, hi - lo, lr, b1, b2, eps, wd,
+                   b1_pow, b2_pow)
+
+
+# --------------------------------------------------------------------------- view helpers
+
+cdef inline bint _same_shape(const fastop_view* a, const fastop_view* b) noexcept nogil:
+    """Equal ndim and dims, an unknown dim (-1) matching anything."""
+    cdef int i
+    if a.ndim != b.ndim:
+        return False
+    for i in range(a.ndim):
+        if a.shape[i] != b.shape[i] and a.shape[i] >= 0 and b.shape[i] >= 0:
+            return False
+    return True
+
+
+cdef inline bint _is_scalar(const fastop_view* v) noexcept nogil:
+    """A one-element float tensor (unknown dims allowed before a run)."""
+    cdef int i
+    if v.dtype != FASTOP_FLOAT32 and v.dtype != FASTOP_FLOAT64:
+        return False
+    for i in range(v.ndim):
+        if v.shape[i] != 1 and v.shape[i] >= 0:
+            return False
+    return True
+
+
+cdef inline double _read_scalar(const fastop_view* v) noexcept nogil:
+    if v.dtype == FASTOP_FLOAT32:
+        return (<float*>v.data)[0]
+    return (<double*>v.data)[0]
+
+
+cdef inline void _write_scalar(fastop_view* v, double value) noexcept nogil:
+    if v.dtype == FASTOP_FLOAT32:
+        (<float*>v.data)[0] = <float>value
+    else:
+        (<double*>v.data)[0] = value
+
+
+cdef inline void _copy_meta(const fastop_view* src, fastop_view* dst) noexcept nogil:
+    cdef int i
+    dst.dtype = src.dtype
+    dst.ndim = src.ndim
+    dst.size = src.size
+    for i in range(src.ndim):
+        dst.shape[i] = src.shape[i]
+
+
+cdef int _check_like_param(fastop_view** ins, int first, int last) noexcept nogil:
+    """ins[first..last) must have param's (ins[0]) shape and dtype."""
+    cdef int i
+    if ins[0].dtype != FASTOP_FLOAT32 and ins[0].dtype != FASTOP_FLOAT64:
+        return K_ERR_DTYPE
+    for i in range(first, last):
+        if ins[i].dtype != ins[0].dtype:
+            return K_ERR_DTYPE
+        if not _same_shape(ins[i], ins[0]):
+            return K_ERR_SHAPE
+    return K_OK
+
+
+cdef void _copy_values(const fastop_view* src, fastop_view* dst) noexcept nogil:
+    """Out-of-place call: start the output from the input's values (both contiguous)."""
+    memcpy(dst.data, src.data, src.size * (4 if src.dtype == FASTOP_FLOAT32 else 8))
+
+
+cdef bint _all_contiguous(fastop_view** views, int n) noexcept nogil:
+    cdef int i
+    for i in range(n):
+        if not view_is_contiguous(views[i]):
+            return False
+    return True
+
+
+# --------------------------------------------------------------------------- CKernels
+# Inputs in PaddlePaddle's order; outputs are the updated param and state, which the
+# caller passes as out= (the same tensors) to update in place. make_kernel's trailing
+# arguments: dispatch input 0 (param), attribute names, packer, parallel grain 0
+# (always release the GIL).
+
+cdef int _sgd_infer(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
+                    const fastop_attrs* attrs) noexcept nogil:
+    # ins: param, grad, learning_rate
+    cdef int status = _check_like_param(ins, 1, 2)
+    if status != K_OK:
+        return status
+    if not _is_scalar(ins[2]):
+        return K_ERR_SHAPE
+    _copy_meta(ins[0], &outs[0])
+    return K_OK
+
+
+cdef int _sgd_kernel(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                     const fastop_attrs* attrs) noexcept nogil:
+    cdef fastop_view* p = outs[0]
+    if not _all_contiguous(ins, 2) or not view_is_contiguous(p):
+        return K_ERR_SHAPE
+    if p.data != ins[0].data:
+        _copy_values(ins[0], p)
+    if p.dtype == FASTOP_FLOAT32:
+        _sgd(<float*>p.data, <float*>ins[1].data, p.size, _read_scalar(ins[2]), attrs.f[0])
+    else:
+        _sgd(<double*>p.data, <double*>ins[1].data, p.size, _read_scalar(ins[2]), attrs.f[0])
+    return K_OK
+
+
+cdef int _momentum_infer(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
+                         const fastop_attrs* attrs) noexcept nogil:
+    # ins: param, grad, velocity, learning_rate
+    cdef int status = _check_like_param(ins, 1, 3)
+    if status != K_OK:
+        return status
+    if not _is_scalar(ins[3]):
+        return K_ERR_SHAPE
+    _copy_meta(ins[0], &outs[0])
+    _copy_meta(ins[2], &outs[1])
+    return K_OK
+
+
+cdef int _momentum_kernel(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                          const fastop_attrs* attrs) noexcept nogil:
+    cdef fastop_view* p = outs[0]
+    cdef fastop_view* v = outs[1]
+    if not _all_contiguous(ins, 3) or not _all_contiguous(outs, 2):
+        return K_ERR_SHAPE
+    if p.data != ins[0].data:
+        _copy_values(ins[0], p)
+    if v.data != ins[2].data:
+        _copy_values(ins[2], v)
+    if p.dtype == FASTOP_FLOAT32:
+        _momentum(<float*>p.data, <float*>ins[1].data, <float*>v.data, p.size,
+                  _read_scalar(ins[3]), attrs.f[0], attrs.f[1], attrs.ints[0] != 0)
+    else:
+        _momentum(<double*>p.data, <double*>ins[1].data, <double*>v.data, p.size,
+                  _read_scalar(ins[3]), attrs.f[0], attrs.f[1], attrs.ints[0] != 0)
+    return K_OK
+
+
+cdef int _adam_infer(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
+                     const fastop_attrs* attrs) noexcept nogil:
+    # ins: param, grad, learning_rate, moment1, moment2, beta1_pow, beta2_pow
+    cdef int status = _check_like_param(ins, 1, 2)
+    if status == K_OK:
+        status = _check_like_param(ins, 3, 5)
+    if status != K_OK:
+        return status
+    if not (_is_scalar(ins[2]) and _is_scalar(ins[5]) and _is_scalar(ins[6])):
+        return K_ERR_SHAPE
+    _copy_meta(ins[0], &outs[0])
+    _copy_meta(ins[3], &outs[1])
+    _copy_meta(ins[4], &outs[2])
+    _copy_meta(ins[5], &outs[3])
+    _copy_meta(ins[6], &outs[4])
+    return K_OK
+
+
+cdef int _adam_kernel(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                      const fastop_attrs* attrs) noexcept nogil:
+    cdef fastop_view* p = outs[0]
+    cdef double b1_pow = _read_scalar(ins[5]), b2_pow = _read_scalar(ins[6])
+    cdef int i
+    if not _all_contiguous(ins, 5) or not _all_contiguous(outs, 3):
+        return K_ERR_SHAPE
+    for i in range(3):
+        if outs[i].data != ins[0 if i == 0 else i + 2].data:
+            _copy_values(ins[0 if i == 0 else i + 2], outs[i])
+    if p.dtype == FASTOP_FLOAT32:
+        _adam(<float*>p.data, <float*>ins[1].data, <float*>outs[1].data,
+              <float*>outs[2].data, p.size, _read_scalar(ins[2]), attrs.f[0], attrs.f[1],
+              attrs.f[2], attrs.f[3], b1_pow, b2_pow)
+    else:
+        _adam(<double*>p.data, <double*>ins[1].data, <double*>outs[1].data,
+              <double*>outs[2].data, p.size, _read_scalar(ins[2]), attrs.f[0], attrs.f[1],
+              attrs.f[2], attrs.f[3], b1_pow, b2_pow)
+    _write_scalar(outs[3], b1_pow * attrs.f[0])
+    _write_scalar(outs[4], b2_pow * attrs.f[1])
+    return K_OK
+
+
+def _pack_sgd(dict attrs):
+    return (), (attrs.get("weight_decay", 0.0),)
+
+
+def _pack_momentum(dict attrs):
+    return ((1 if attrs.get("use_nesterov", False) else 0,),
+            (attrs.get("momentum", 0.9), attrs.get("weight_decay", 0.0)))
+
+
+def _pack_adam(dict attrs):
+    return (), (attrs.get("beta1", 0.9), attrs.get("beta2", 0.999),
+                attrs.get("epsilon", 1e-8), attrs.get("weight_decay", 0.0))
+
+
+sgd = make_kernel(
+    "sgd_update", ("param", "grad", "learning_rate"), ("param_out",),
+    _sgd_infer, NULL, NULL, NULL, _sgd_kernel, _sgd_kernel,
+    0, ("weight_decay",), _pack_sgd, 0)
+
+momentum = make_kernel(
+    "momentum_update", ("param", "grad", "velocity", "learning_rate"),
+    ("param_out", "velocity_out"),
+    _momentum_infer, NULL, NULL, NULL, _momentum_kernel, _momentum_kernel,
+    0, ("momentum", "use_nesterov", "weight_decay"), _pack_momentum, 0)
+
+adam = make_kernel(
+    "adam_update",
+    ("param", "grad", "learning_rate", "moment1", "moment2", "beta1_pow", "beta2_pow"),
+    ("param_out", "moment1_out", "moment2_out", "beta1_pow_out", "beta2_pow_out"),
+    _adam_infer, NULL, NULL, NULL, _adam_kernel, _adam_kernel,
+    0, ("beta1", "beta2", "epsilon", "weight_decay"), _pack_adam, 0)
+
+
+# --------------------------------------------------------------------------- eager path
+
+cdef int _check_state(str op, str what, DenseTensor param, DenseTensor t) except -1:
+    if t.view.dtype != param.view.dtype or not _same_shape(&t.view, &param.view):
+        raise ValueError(f"{op}: {what} must match the parameter (shape {param.shape}, "
+                         f"dtype {param.dtype.name}), got shape {t.shape}, "
+                         f"dtype {t.dtype.name}")
+    if not view_is_contiguous(&t.view):
+        raise ValueError(f"{op}: {what} must be contiguous")
+    if t.readonly:
+        raise ValueError(f"{op}: {what} is read-only")
+    return 0
+
+
+cdef int _check_param(str op, DenseTensor param, DenseTensor grad) except -1:
+    if param.view.dtype != FASTOP_FLOAT32 and param.view.dtype != FASTOP_FLOAT64:
+        raise TypeError(f"{op}: parameters must be float32 or float64, got "
+                        f"{param.dtype.name}")
+    if not view_is_contiguous(&param.view) or param.readonly:
+        raise ValueError(f"{op}: the parameter must be a contiguous, writable tensor")
+    if grad.view.dtype != param.view.dtype or not _same_shape(&grad.view, &param.view):
+        raise ValueError(f"{op}: the gradient (shape {grad.shape}, dtype "
+                         f"{grad.dtype.name}) does not match the parameter (shape "
+                         f"{param.shape}, dtype {param.dtype.name})")
+    return 0
+
+
+def sgd_step(DenseTensor param not None, DenseTensor grad not None, double lr,
+             double weight_decay=0.0) -> None:
+    """``param -= lr * (grad + weight_decay * param)``, in place."""
+    _check_param("sgd_update", param, grad)
+    grad = grad.contiguous()
+    with nogil:
+        if param.view.dtype == FASTOP_FLOAT32:
+            _sgd(<float*>param.view.data, <float*>grad.view.data, param.view.size,
+                 lr, weight_decay)
+        else:
+            _sgd(<double*>param.view.data, <double*>grad.view.data, param.view.size,
+                 lr, weight_decay)
+
+
+def momentum_step(DenseTensor param not None, DenseTensor grad not None,
+                  DenseTensor velocity not None, double lr, double momentum=0.9,
+                  bint use_nesterov=False, double weight_decay=0.0) -> None:
+    """Heavy-ball (or Nesterov) momentum update of param and velocity, in place."""
+    _check_param("momentum_update", param, grad)
+    _check_state("momentum_update", "velocity", param, velocity)
+    grad = grad.contiguous()
+    with nogil:
+        if param.view.dtype == FASTOP_FLOAT32:
+            _momentum(<float*>param.view.data, <float*>grad.view.data,
+                      <float*>velocity.view.data, param.view.size, lr, momentum,
+                      weight_decay, use_nesterov)
+        else:
+            _momentum(<double*>param.view.data, <double*>grad.view.data,
+                      <double*>velocity.view.data, param.view.size, lr, momentum,
+                      weight_decay, use_nesterov)
+
+
+def adam_step(DenseTensor param not None, DenseTensor grad not None,
+              DenseTensor moment1 not None, DenseTensor moment2 not None, double lr,
+              double beta1, double beta2, double epsilon, double weight_decay,
+              double beta1_pow, double beta2_pow) -> None:
+    """Adam update of param and both moments, in place; ``beta*_pow`` are b^t for this
+    step (b at the first step)."""
+    _check_param("adam_update", param, grad)
+    _check_state("adam_update", "moment1", param, moment1)
+    _check_state("adam_update", "moment2", param, moment2)
+    if not (0.0 <= beta1_pow < 1.0 and 0.0 <= beta2_pow < 1.0):
+        raise ValueError(f"adam_update: beta1_pow and beta2_pow must be in [0, 1), got "
+                         f"{beta1_pow} and {beta2_pow}")
+    grad = grad.contiguous()
+    with nogil:
+        if param.view.dtype == FASTOP_FLOAT32:
+            _adam(<float*>param.view.data, <float*>grad.view.data,
+                  <float*>moment1.view.data, <float*>moment2.view.data, param.view.size,
+                  lr, beta1, beta2, epsilon, weight_decay, beta1_pow, beta2_pow)
+        else:
+            _adam(<double*>param.view.data, <double*>grad.view.data,
+                  <double*>moment1.view.data, <double*>moment2.view.data, param.view.size,
+                  lr, beta1, beta2, epsilon, weight_decay, beta1_pow, beta2_pow)
