@@ -1,0 +1,85 @@
+"""The plugin module named by the ``fastop`` entry point: defines the ``activations``
+namespace. Every op is a numpy forward kernel plus a numpy backward kernel that declares
+which forward values it needs (OneFlow's ``InputBind``)."""
+import numpy as np
+
+import fastop
+
+FLOATS = ("float32", "float64")
+
+
+def _same(x, **attrs):
+    return x
+
+
+def _sigmoid(x):
+    return 0.5 * (1.0 + np.tanh(0.5 * x))   # overflow-free logistic
+
+
+@fastop.hookimpl
+def fastop_register_ops(registry):
+    swish = registry.define("activations::swish", inputs=["x"], outputs=["y"],
+                            attrs={"beta": 1.0}, meta=_same,
+                            doc="y = x * sigmoid(beta * x)")
+
+    @swish.kernel(*FLOATS)
+    def swish_forward(x, beta):
+        return (x * _sigmoid(beta * x)).astype(x.dtype, copy=False)
+
+    @swish.grad_kernel(needs=["x", "dy"])
+    def swish_backward(x, dy, beta):
+        s = _sigmoid(beta * x)
+        return (dy * (s + beta * x * s * (1.0 - s))).astype(x.dtype, copy=False)
+
+    softplus = registry.define("activations::softplus", inputs=["x"], outputs=["y"],
+                               attrs={"beta": 1.0, "threshold": 20.0}, meta=_same,
+                               doc="y = log(1 + exp(beta * x)) / beta, linear above threshold")
+
+    @softplus.kernel(*FLOATS)
+    def softplus_forward(x, beta, threshold):
+        z = beta * x
+        return np.where(z > threshold, x, np.logaddexp(0.0, z) / beta).astype(x.dtype, copy=False)
+
+    @softplus.grad_kernel(needs=["x", "dy"])
+    def softplus_backward(x, dy, beta, threshold):
+        z = beta * x
+        return np.where(z > threshold, dy, dy * _sigmoid(z)).astype(x.dtype, copy=False)
+
+    mish = registry.define("activations::mish", inputs=["x"], outputs=["y"], meta=_same,
+                           doc="y = x * tanh(softplus(x))")
+
+    @mish.kernel(*FLOATS)
+    def mish_forward(x):
+        return (x * np.tanh(np.logaddexp(0.0, x))).astype(x.dtype, copy=False)
+
+    @mish.grad_kernel(needs=["x", "dy"])
+    def mish_backward(x, dy):
+        t = np.tanh(np.logaddexp(0.0, x))
+        return (dy * (t + x * (1.0 - t * t) * _sigmoid(x))).astype(x.dtype, copy=False)
+
+    gelu = registry.define("activations::gelu", inputs=["x"], outputs=["y"], meta=_same,
+                           doc="y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))")
+    c = np.sqrt(2.0 / np.pi)
+
+    @gelu.kernel(*FLOATS)
+    def gelu_forward(x):
+        return (0.5 * x * (1.0 + np.tanh(c * (x + 0.044715 * x ** 3)))).astype(x.dtype, copy=False)
+
+    @gelu.grad_kernel(needs=["x", "dy"])
+    def gelu_backward(x, dy):
+        u = c * (x + 0.044715 * x ** 3)
+        t = np.tanh(u)
+        du = c * (1.0 + 3 * 0.044715 * x * x)
+        return (dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du)).astype(x.dtype, copy=False)
+
+    leaky = registry.define("activations::leaky_relu", inputs=["x"], outputs=["y"],
+                            attrs={"negative_slope": 0.01}, meta=_same,
+                            doc="y = x if x > 0 else negative_slope * x")
+
+    @leaky.kernel(*FLOATS)
+    def leaky_forward(x, negative_slope):
+        return np.where(x > 0, x, negative_slope * x).astype(x.dtype, copy=False)
+
+    @leaky.grad_kernel(needs=["x", "dy"])
+    def leaky_backward(x, dy, negative_slope):
+        return np.where(x > 0, dy, negative_slope * dy).astype(x.dtype, copy=False)
