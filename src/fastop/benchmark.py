@@ -1,0 +1,535 @@
+"""The benchmark harness behind ``python -m fastop bench``.
+
+Benchmarks live in ``benchmarks/bench_<topic>.py`` modules, each with a
+``register(suite)`` function that adds cases::
+
+    def register(suite):
+        n = 100_000 if suite.quick else 4_000_000
+        x = np.random.rand(n).astype(np.float32)
+        suite.add("elementwise", f"tanh {n}", fastop=lambda: kernels.tanh(x),
+                  numpy=lambda: np.tanh(x),
+                  torch=(lambda: suite.torch.tanh(tx)) if suite.torch else None,
+                  work=n, unit="elem", target="≥ 1.0× numpy")
+
+``suite.quick`` selects small sizes, ``suite.torch`` is the torch module (None when it
+is not installed or ``--no-torch``), ``suite.threads`` the thread count of this run.
+
+How it measures: every thread count runs in its own subprocess with
+``OPENBLAS_NUM_THREADS``, ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and
+``FASTOP_NUM_THREADS`` set (and ``torch.set_num_threads``), so numpy's BLAS, torch and
+fastop use the same number of threads. In a case, each implementation is warmed up
+once, its inner loop count is scaled so that one sample takes ~10 ms (quick) or ~25 ms,
+then samples of fastop, numpy and torch are interleaved (rotating their order) so that
+machine noise hits all of them alike; the reported time of one call is the median over
+samples. ``speedup vs numpy = numpy time / fastop time`` (above 1: fastop is faster).
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+__all__ = ["Case", "Suite", "Result", "measure_case", "speedup", "find_bench_dir",
+           "load_modules", "run", "run_command", "format_table", "machine_info",
+           "add_arguments", "main"]
+
+IMPLS = ("fastop", "numpy", "torch")
+THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+              "FASTOP_NUM_THREADS")
+SCHEMA = 1
+
+
+class BenchError(Exception):
+    """A usage error of the harness (bad directory, bad case definition)."""
+
+
+@dataclass
+class Case:
+    """One benchmark: the same computation in fastop, numpy and torch."""
+
+    group: str
+    name: str
+    impls: dict[str, Callable[[], Any]]   # "fastop" always; "numpy"/"torch" when given
+    work: float = 0.0                     # units of work per call (for rates)
+    unit: str = "elem"
+    target: str = ""
+    setup: Callable[[], Any] | None = None
+    module: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.group}/{self.name}"
+
+
+class Suite:
+    """What ``register(suite)`` receives: the run's settings and :meth:`add`."""
+
+    def __init__(self, quick: bool = False, threads: int = 1, torch: Any = None) -> None:
+        self.quick = quick
+        self.threads = threads
+        self.torch = torch
+        self.cases: list[Case] = []
+        self.module = ""   # the bench module being registered (set by the loader)
+
+    def add(self, group: str, name: str, *, fastop: Callable[[], Any],
+            numpy: Callable[[], Any] | None = None, torch: Callable[[], Any] | None = None,
+            work: float = 0, unit: str = "elem", target: str = "",
+            setup: Callable[[], Any] | None = None) -> Case:
+        """Add a case. ``fastop``/``numpy``/``torch`` are zero-argument callables doing
+        one unit of the computation; ``work`` is the number of ``unit`` per call;
+        ``setup`` runs once, untimed, right before the case is measured."""
+        where = f"{self.module or 'suite'}: case {group}/{name}"
+        if not isinstance(group, str) or not isinstance(name, str) or not group or not name:
+            raise BenchError(f"{where}: group and name must be non-empty strings")
+        impls = {"fastop": fastop, "numpy": numpy, "torch": torch}
+        for impl, fn in impls.items():
+            if fn is not None and not callable(fn):
+                raise BenchError(f"{where}: {impl}= must be callable or None, "
+                                 f"got {type(fn).__name__}")
+        if fastop is None:
+            raise BenchError(f"{where}: fastop= is required")
+        if setup is not None and not callable(setup):
+            raise BenchError(f"{where}: setup= must be callable")
+        if not isinstance(work, (int, float)) or work < 0:
+            raise BenchError(f"{where}: work= must be a number >= 0, got {work!r}")
+        if any(c.group == group and c.name == name for c in self.cases):
+            raise BenchError(f"{where}: defined twice")
+        case = Case(group, name, {k: v for k, v in impls.items() if v is not None},
+                    float(work), unit, target, setup, self.module)
+        self.cases.append(case)
+        return case
+
+
+@dataclass
+class Result:
+    """The measurement of one case at one thread count (times are seconds per call)."""
+
+    group: str
+    name: str
+    threads: int
+    unit: str
+    work: float
+    target: str
+    times: dict[str, float] = field(default_factory=dict)     # impl -> median
+    min_times: dict[str, float] = field(default_factory=dict)
+    samples: int = 0
+    error: str = ""
+
+    @property
+    def speedup_vs_numpy(self) -> float | None:
+        return speedup(self.times.get("numpy"), self.times.get("fastop"))
+
+    @property
+    def speedup_vs_torch(self) -> float | None:
+        return speedup(self.times.get("torch"), self.times.get("fastop"))
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["speedup_vs_numpy"] = self.speedup_vs_numpy
+        d["speedup_vs_torch"] = self.speedup_vs_torch
+        fastop = self.times.get("fastop")
+        d["fastop_rate"] = self.work / fastop if fastop and self.work else None
+        return d
+
+
+def speedup(other_time: float | None, fastop_time: float | None) -> float | None:
+    """How many times faster fastop is: ``other_time / fastop_time`` (None if unknown)."""
+    if not other_time or not fastop_time:
+        return None
+    return other_time / fastop_time
+
+
+# -- measuring ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Settings:
+    sample_time: float   # seconds per sample
+    repeats: int         # samples per implementation
+    case_budget: float   # seconds; fewer repeats (at least 3) for slow cases
+
+    @classmethod
+    def for_mode(cls, quick: bool) -> Settings:
+        return cls(0.010, 5, 1.0) if quick else cls(0.025, 9, 6.0)
+
+
+def _sample(fn: Callable[[], Any], loops: int, clock: Callable[[], float]) -> float:
+    """Seconds per call over ``loops`` calls, with the garbage collector off."""
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        start = clock()
+        for _ in range(loops):
+            fn()
+        return (clock() - start) / loops
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _calibrate(fn: Callable[[], Any], sample_time: float,
+               clock: Callable[[], float]) -> tuple[int, float]:
+    """Inner loop count making one sample last about ``sample_time``, and the
+    estimated seconds per call."""
+    loops = 1
+    while True:
+        per_call = _sample(fn, loops, clock)
+        if per_call * loops >= sample_time / 5 or loops >= 10**7:
+            break
+        loops *= 10
+    if per_call <= 0:
+        return loops, 0.0
+    return max(1, round(sample_time / per_call)), per_call
+
+
+def measure_case(case: Case, settings: Settings, threads: int = 1,
+                 clock: Callable[[], float] = time.perf_counter,
+                 log: list[str] | None = None) -> Result:
+    """Median time per call of each implementation, samples interleaved.
+
+    ``log``, when given, receives the implementation name of every sample taken, in
+    order (used to check the interleaving).
+    """
+    result = Result(case.group, case.name, threads, case.unit, case.work, case.target)
+    if case.setup is not None:
+        case.setup()
+    impls = list(case.impls)
+    for impl in impls:  # warm-up: first-call costs (lazy BLAS load, caches) stay out
+        case.impls[impl]()
+    loops, per_round = {}, 0.0
+    for impl in impls:
+        loops[impl], per_call = _calibrate(case.impls[impl], settings.sample_time, clock)
+        per_round += loops[impl] * per_call
+    repeats = settings.repeats if per_round <= 0 else \
+        max(3, min(settings.repeats, int(settings.case_budget / per_round)))
+    samples: dict[str, list[float]] = {impl: [] for impl in impls}
+    for r in range(repeats):
+        order = impls[r % len(impls):] + impls[:r % len(impls)]
+        for impl in order:
+            samples[impl].append(_sample(case.impls[impl], loops[impl], clock))
+            if log is not None:
+                log.append(impl)
+    result.times = {impl: statistics.median(s) for impl, s in samples.items()}
+    result.min_times = {impl: min(s) for impl, s in samples.items()}
+    result.samples = repeats
+    return result
+
+
+# -- finding and loading bench modules -----------------------------------------------
+def find_bench_dir(given: str | os.PathLike | None = None) -> Path:
+    """The benchmark directory: ``given``, else ``./benchmarks``, else the source
+    checkout's ``benchmarks/`` next to the package."""
+    if given is not None:
+        path = Path(given)
+        if not path.is_dir():
+            raise BenchError(f"benchmark directory {str(path)!r} does not exist")
+        return path
+    candidates = [Path.cwd() / "benchmarks",
+                  Path(__file__).resolve().parents[2] / "benchmarks"]
+    for path in candidates:
+        if path.is_dir() and any(path.glob("bench_*.py")):
+            return path
+    raise BenchError("no benchmarks found: looked for bench_*.py in "
+                     + " and ".join(str(p) for p in candidates)
+                     + "; run from the repository root or pass --dir DIR")
+
+
+def bench_files(directory: Path) -> list[Path]:
+    files = sorted(directory.glob("bench_*.py"))
+    if not files:
+        raise BenchError(f"no bench_*.py modules in {directory}")
+    return files
+
+
+def load_modules(directory: Path, suite: Suite) -> list[str]:
+    """Import each bench module and call its ``register(suite)``; returns the errors
+    (one per module that failed) instead of stopping at the first."""
+    errors = []
+    if str(directory) not in sys.path:   # bench modules may share helpers
+        sys.path.insert(0, str(directory))
+    for path in bench_files(directory):
+        suite.module = path.stem
+        try:
+            spec = importlib.util.spec_from_file_location(f"_fastop_{path.stem}", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            register = getattr(module, "register", None)
+            if not callable(register):
+                raise BenchError(f"{path.name} has no register(suite) function")
+            register(suite)
+        except Exception as exc:
+            errors.append(f"{path.name}: {_describe(exc)}")
+    suite.module = ""
+    return errors
+
+
+def _describe(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+# -- the worker: one thread count, one process -----------------------------------------
+def _import_torch(threads: int) -> Any:
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(threads)
+    return torch
+
+
+def _worker(args: argparse.Namespace) -> int:
+    """Run every case at one thread count; write JSON lines to ``args.worker_out``."""
+    torch = None if args.no_torch else _import_torch(args.threads)
+    suite = Suite(quick=args.quick, threads=args.threads, torch=torch)
+    settings = Settings.for_mode(args.quick)
+    with open(args.worker_out, "w", encoding="utf-8") as out:
+        def emit(**record: Any) -> None:
+            out.write(json.dumps(record) + "\n")
+            out.flush()
+
+        import numpy
+        import fastop
+        emit(event="versions", numpy=numpy.__version__, fastop=fastop.__version__,
+             torch=getattr(torch, "__version__", None),
+             fastop_threads=fastop.get_num_threads(),
+             torch_threads=torch.get_num_threads() if torch is not None else None)
+        for error in load_modules(Path(args.dir), suite):
+            emit(event="error", where="register", error=error)
+        for case in suite.cases:
+            if args.filter and args.filter.lower() not in case.key.lower():
+                continue
+            emit(event="start", group=case.group, name=case.name)
+            try:
+                result = measure_case(case, settings, args.threads)
+            except Exception as exc:
+                result = Result(case.group, case.name, args.threads, case.unit,
+                                case.work, case.target, error=_describe(exc))
+            emit(event="result", **asdict(result))
+            print(f"  [{args.threads} thr] {_row_text(result)}", file=sys.stderr,
+                  flush=True)
+    return 0
+
+
+def _worker_env(threads: int) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({name: str(threads) for name in THREAD_ENV})
+    package_root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def _run_threads(threads: int, args: argparse.Namespace, directory: Path
+                 ) -> tuple[list[Result], list[dict[str, Any]], dict[str, Any]]:
+    """Run the worker for one thread count; returns results, errors, versions."""
+    with tempfile.TemporaryDirectory(prefix="fastop-bench-") as tmp:
+        out = Path(tmp) / "results.jsonl"
+        cmd = [sys.executable, "-m", "fastop.benchmark", "--worker-out", str(out),
+               "--threads", str(threads), "--dir", str(directory)]
+        cmd += ["--quick"] * args.quick + ["--no-torch"] * args.no_torch
+        cmd += ["--filter", args.filter] if args.filter else []
+        proc = subprocess.run(cmd, env=_worker_env(threads))
+        records = [json.loads(line) for line in out.read_text().splitlines()] \
+            if out.exists() else []
+    results, errors, versions, started = [], [], {}, None
+    for rec in records:
+        event = rec.pop("event")
+        if event == "versions":
+            versions = rec
+        elif event == "error":
+            errors.append(dict(rec, threads=threads))
+        elif event == "start":
+            started = rec
+        elif event == "result":
+            results.append(Result(**rec))
+            started = None
+    if proc.returncode != 0:
+        where = f" while running {started['group']}/{started['name']}" if started else ""
+        errors.append({"threads": threads, "where": "worker",
+                       "error": f"benchmark process exited with code "
+                                f"{proc.returncode}{where}"})
+    return results, errors, versions
+
+
+# -- reporting -------------------------------------------------------------------------
+def machine_info() -> dict[str, Any]:
+    """CPU model, core counts, OS and Python versions."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f
+                        if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    return {"cpu": cpu, "cores": os.cpu_count(), "usable_cores": usable,
+            "platform": platform.platform(), "python": platform.python_version()}
+
+
+def format_time(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def format_ratio(ratio: float | None) -> str:
+    return "—" if ratio is None else f"{ratio:.2f}×"
+
+
+def _row_text(r: Result) -> str:
+    if r.error:
+        return f"{r.group}/{r.name}: ERROR {r.error}"
+    return (f"{r.group}/{r.name}: fastop {format_time(r.times.get('fastop'))}, "
+            f"numpy {format_time(r.times.get('numpy'))}, "
+            f"torch {format_time(r.times.get('torch'))}")
+
+
+def format_table(results: list[Result]) -> str:
+    """One table: a row per case and thread count."""
+    header = ["group", "case", "threads", "fastop", "numpy", "torch",
+              "vs numpy", "vs torch", "target"]
+    rows = []
+    for r in results:
+        if r.error:
+            rows.append([r.group, r.name, str(r.threads), "error", "", "", "", "",
+                         r.target])
+            continue
+        rows.append([r.group, r.name, str(r.threads),
+                     *(format_time(r.times.get(i)) for i in IMPLS),
+                     format_ratio(r.speedup_vs_numpy), format_ratio(r.speedup_vs_torch),
+                     r.target])
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    numeric = set(range(2, 8))
+
+    def line(row: list[str]) -> str:
+        return "  ".join(cell.rjust(w) if i in numeric else cell.ljust(w)
+                         for i, (cell, w) in enumerate(zip(row, widths))).rstrip()
+    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+def _dist_version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def _ordered(results: list[Result]) -> Iterator[Result]:
+    """Rows of the same case together, in registration order, by thread count."""
+    first: dict[tuple[str, str], int] = {}
+    for i, r in enumerate(results):
+        first.setdefault((r.group, r.name), i)
+    return iter(sorted(results, key=lambda r: (first[(r.group, r.name)], r.threads)))
+
+
+def run(args: argparse.Namespace) -> int:
+    """The parent process: one worker per thread count, then the table and JSON."""
+    directory = find_bench_dir(args.dir).resolve()
+    bench_files(directory)
+    started = time.perf_counter()
+    results: list[Result] = []
+    errors: list[dict[str, Any]] = []
+    versions: dict[str, Any] = {}
+    for threads in args.threads:
+        print(f"fastop bench: {threads} thread(s), {directory}", file=sys.stderr,
+              flush=True)
+        res, err, ver = _run_threads(threads, args, directory)
+        results += res
+        errors += err
+        versions = versions or ver
+    results = list(_ordered(results))
+    print(format_table(results) if results else "no benchmark cases ran")
+    for e in errors:
+        print(f"error [{e['threads']} thr, {e['where']}]: {e['error']}", file=sys.stderr)
+    errors += [{"threads": r.threads, "where": f"{r.group}/{r.name}", "error": r.error}
+               for r in results if r.error]
+    if args.json:
+        report = {
+            "schema": SCHEMA,
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "command": " ".join(["python -m fastop bench", *args.argv]),
+            "quick": args.quick,
+            "threads": args.threads,
+            "duration_s": round(time.perf_counter() - started, 2),
+            "machine": machine_info(),
+            "versions": {"fastop": versions.get("fastop"),
+                         "numpy": versions.get("numpy") or _dist_version("numpy"),
+                         "torch": versions.get("torch") or _dist_version("torch"),
+                         "fastop_threads_1st_run": versions.get("fastop_threads")},
+            "results": [r.to_json() for r in results],
+            "errors": errors,
+        }
+        Path(args.json).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n",
+                                   encoding="utf-8")
+        print(f"results written to {args.json}", file=sys.stderr)
+    return 1 if errors else 0
+
+
+def _thread_list(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        counts = []
+    if not counts or any(n < 1 for n in counts):
+        raise argparse.ArgumentTypeError(
+            f"expected thread counts like '1,2', got {text!r}")
+    return counts
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``fastop bench``."""
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes and fewer samples (under a minute)")
+    parser.add_argument("--json", metavar="FILE", help="also write results as JSON")
+    parser.add_argument("--threads", type=_thread_list, default=[1, 2], metavar="N,M",
+                        help="thread counts, one process each (default: 1,2)")
+    parser.add_argument("--filter", metavar="SUBSTR",
+                        help="only cases whose 'group/name' contains SUBSTR")
+    parser.add_argument("--dir", metavar="DIR",
+                        help="directory of bench_*.py modules (default: ./benchmarks)")
+    parser.add_argument("--no-torch", action="store_true",
+                        help="do not import torch (skips the torch column)")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """``fastop bench`` with parsed arguments (``args.argv``: the raw ones); exit code."""
+    try:
+        return run(args)
+    except BenchError as exc:
+        print(f"fastop bench: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m fastop.benchmark``: the bench command, or (``--worker-out``) a worker."""
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="fastop bench", description=__doc__.split("\n")[0])
+    add_arguments(parser)
+    parser.add_argument("--worker-out", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    args.argv = argv
+    if args.worker_out:
+        args.threads = args.threads[0]
+        return _worker(args)
+    return run_command(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
