@@ -1,0 +1,670 @@
+# distutils: sources = src/fastop/_core/reduce_impl.c
+"""Reduction kernels: sum, mean, max, argmax along any axes (keepdim), sum_to_shape.
+
+Every reduction is planned the same way: size-1 dims are dropped, the remaining dims
+are split into kept and reduced ones, each group is ordered by input stride and
+adjacent dims that are contiguous with each other are merged. Then one of two loops
+runs:
+
+* rows: the innermost reduced dim is unit-stride (or nothing is): each output element
+  reduces contiguous runs with the SIMD loops of ``reduce_impl.c`` (pairwise sums,
+  like numpy's), other strides fall back to a scalar loop;
+* columns: the innermost kept dim is unit-stride in input and output: whole rows of
+  the input are added (max-ed) into a chunk of the output that stays in L1.
+
+Work above ``use_threads`` runs on OpenMP threads: over output elements, over output
+chunks, or (a full reduction) over pieces of one run, combined afterwards.
+
+Attributes are packed as ``ints = [keepdim, *axes]`` (no axes: reduce everything),
+argmax as ``[keepdim, has_axis, axis]``, sum_to_shape as ``ints = shape``.
+"""
+from libc.math cimport NAN
+from libc.string cimport memset
+from cython.parallel cimport prange
+from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, FASTOP_INT32,
+                                   FASTOP_INT64, FASTOP_FLOAT32, FASTOP_FLOAT64, numeric_t,
+                                   itemsize_of)
+from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_ATTR, K_ERR_SHAPE,
+                                  get_num_threads, use_threads)
+
+cdef extern from *:
+    """
+    float fastop_sum_f32(const float *x, ptrdiff_t n);
+    double fastop_sum_f64(const double *x, ptrdiff_t n);
+    float fastop_max_f32(const float *x, ptrdiff_t n);
+    double fastop_max_f64(const double *x, ptrdiff_t n);
+    void fastop_addto_f32(float *acc, const float *x, ptrdiff_t n);
+    void fastop_addto_f64(double *acc, const double *x, ptrdiff_t n);
+    void fastop_maxto_f32(float *acc, const float *x, ptrdiff_t n);
+    void fastop_maxto_f64(double *acc, const double *x, ptrdiff_t n);
+    """
+    float fastop_sum_f32(const float* x, ptrdiff_t n) noexcept nogil
+    double fastop_sum_f64(const double* x, ptrdiff_t n) noexcept nogil
+    float fastop_max_f32(const float* x, ptrdiff_t n) noexcept nogil
+    double fastop_max_f64(const double* x, ptrdiff_t n) noexcept nogil
+    void fastop_addto_f32(float* acc, const float* x, ptrdiff_t n) noexcept nogil
+    void fastop_addto_f64(double* acc, const double* x, ptrdiff_t n) noexcept nogil
+    void fastop_maxto_f32(float* acc, const float* x, ptrdiff_t n) noexcept nogil
+    void fastop_maxto_f64(double* acc, const double* x, ptrdiff_t n) noexcept nogil
+
+__all__ = ["sum", "mean", "max", "argmax", "sum_to_shape"]
+
+cdef enum:
+    OP_SUM = 0
+    OP_MEAN = 1
+    OP_MAX = 2
+    COL_CHUNK = 2048      # output elements per column tile (8-16 KB: stays in L1)
+    MAX_PIECES = 256      # at most this many threads split one run
+    WORK_SHIFT = 3        # a reduction does ~1/8 of an elementwise op's work per element
+
+
+ctypedef struct Plan:
+    int nk                              # kept dims (after merging)
+    int nr                              # reduced dims (after merging)
+    ptrdiff_t kshape[FASTOP_MAX_NDIM]
+    ptrdiff_t kin[FASTOP_MAX_NDIM]      # byte strides in the input
+    ptrdiff_t kout[FASTOP_MAX_NDIM]     # byte strides in the output
+    ptrdiff_t rshape[FASTOP_MAX_NDIM]
+    ptrdiff_t rin[FASTOP_MAX_NDIM]
+    ptrdiff_t nout                      # output elements
+    ptrdiff_t nred                      # input elements per output element
+
+
+# --------------------------------------------------------------------------- planning
+
+cdef inline ptrdiff_t _abs(ptrdiff_t v) noexcept nogil:
+    return -v if v < 0 else v
+
+
+cdef void _sort_dims(ptrdiff_t* shape, ptrdiff_t* sin, ptrdiff_t* sout, int n) noexcept nogil:
+    """Insertion sort by |input stride|, largest first (sout may be NULL)."""
+    cdef int i, j
+    cdef ptrdiff_t a, b, c
+    for i in range(1, n):
+        a = shape[i]
+        b = sin[i]
+        c = sout[i] if sout != NULL else 0
+        j = i - 1
+        while j >= 0 and _abs(sin[j]) < _abs(b):
+            shape[j + 1] = shape[j]
+            sin[j + 1] = sin[j]
+            if sout != NULL:
+                sout[j + 1] = sout[j]
+            j -= 1
+        shape[j + 1] = a
+        sin[j + 1] = b
+        if sout != NULL:
+            sout[j + 1] = c
+
+
+cdef int _merge_dims(ptrdiff_t* shape, ptrdiff_t* sin, ptrdiff_t* sout, int n) noexcept nogil:
+    """Merge neighbours whose strides make them one dim; returns the new count."""
+    cdef int i, m = 0
+    for i in range(n):
+        if m > 0 and sin[m - 1] == sin[i] * shape[i] and (
+                sout == NULL or sout[m - 1] == sout[i] * shape[i]):
+            shape[m - 1] *= shape[i]
+            sin[m - 1] = sin[i]
+            if sout != NULL:
+                sout[m - 1] = sout[i]
+        else:
+            shape[m] = shape[i]
+            sin[m] = sin[i]
+            if sout != NULL:
+                sout[m] = sout[i]
+            m += 1
+    return m
+
+
+cdef void _make_plan(const fastop_view* x, const fastop_view* out, const bint* reduced,
+                     const int* outdim, Plan* p) noexcept nogil:
+    """Plan reducing x into out. outdim[d]: the output dim of input dim d (kept dims)."""
+    cdef int d
+    p.nk = 0
+    p.nr = 0
+    p.nout = 1
+    p.nred = 1
+    for d in range(x.ndim):
+        if reduced[d]:
+            p.nred *= x.shape[d]
+        else:
+            p.nout *= x.shape[d]
+        if x.shape[d] == 1:
+            continue
+        if reduced[d]:
+            p.rshape[p.nr] = x.shape[d]
+            p.rin[p.nr] = x.strides[d]
+            p.nr += 1
+        else:
+            p.kshape[p.nk] = x.shape[d]
+            p.kin[p.nk] = x.strides[d]
+            p.kout[p.nk] = out.strides[outdim[d]]
+            p.nk += 1
+    _sort_dims(p.rshape, p.rin, NULL, p.nr)
+    _sort_dims(p.kshape, p.kin, p.kout, p.nk)
+    p.nr = _merge_dims(p.rshape, p.rin, NULL, p.nr)
+    p.nk = _merge_dims(p.kshape, p.kin, p.kout, p.nk)
+    if p.nr == 0:           # nothing to reduce: a run of one element per output
+        p.rshape[0] = 1
+        p.rin[0] = 0
+        p.nr = 1
+
+
+cdef inline void _kept_offsets(const Plan* p, ptrdiff_t o, ptrdiff_t* xoff,
+                               ptrdiff_t* ooff) noexcept nogil:
+    """Input and output byte offsets of output element o (kept dims, last fastest)."""
+    cdef int i
+    cdef ptrdiff_t q
+    xoff[0] = 0
+    ooff[0] = 0
+    for i in range(p.nk - 1, -1, -1):
+        q = o % p.kshape[i]
+        o = o // p.kshape[i]
+        xoff[0] += q * p.kin[i]
+        ooff[0] += q * p.kout[i]
+
+
+cdef inline ptrdiff_t _advance(ptrdiff_t* idx, const ptrdiff_t* shape, const ptrdiff_t* stride,
+                               int n, ptrdiff_t off) noexcept nogil:
+    """Step an odometer over n dims (last fastest); returns the new byte offset."""
+    cdef int i = n - 1
+    while i >= 0:
+        idx[i] += 1
+        off += stride[i]
+        if idx[i] < shape[i]:
+            return off
+        off -= idx[i] * stride[i]
+        idx[i] = 0
+        i -= 1
+    return off
+
+
+# --------------------------------------------------------------------------- runs
+
+cdef inline double _run_sum(const numeric_t* x, ptrdiff_t n, ptrdiff_t step) noexcept nogil:
+    """Float sum of n elements `step` apart (in elements); pairwise SIMD when contiguous."""
+    cdef ptrdiff_t i
+    cdef double acc = 0
+    if numeric_t is float:
+        if step == 1:
+            return fastop_sum_f32(x, n)
+    elif numeric_t is double:
+        if step == 1:
+            return fastop_sum_f64(x, n)
+    for i in range(n):
+        acc += x[i * step]
+    return acc
+
+
+cdef inline long long _run_isum(const numeric_t* x, ptrdiff_t n, ptrdiff_t step) noexcept nogil:
+    """Integer sum (wraps like numpy's int64 accumulation)."""
+    cdef ptrdiff_t i
+    cdef long long acc = 0
+    for i in range(n):
+        acc += <long long>x[i * step]
+    return acc
+
+
+cdef inline numeric_t _max2(numeric_t a, numeric_t b) noexcept nogil:
+    """max with NaN winning (for floats)."""
+    if numeric_t is float or numeric_t is double:
+        return b if (b > a or b != b) else a
+    else:
+        return b if b > a else a
+
+
+cdef inline numeric_t _run_max(const numeric_t* x, ptrdiff_t n, ptrdiff_t step) noexcept nogil:
+    cdef ptrdiff_t i
+    cdef numeric_t m = x[0]
+    if numeric_t is float:
+        if step == 1:
+            return fastop_max_f32(x, n)
+    elif numeric_t is double:
+        if step == 1:
+            return fastop_max_f64(x, n)
+    for i in range(1, n):
+        m = _max2(m, x[i * step])
+    return m
+
+
+cdef inline void _rows_addto(numeric_t* acc, const numeric_t* x, ptrdiff_t n, bint is_max) noexcept nogil:
+    """acc[i] (+)= x[i] or acc[i] = max(acc[i], x[i]) over a contiguous run."""
+    cdef ptrdiff_t i
+    if numeric_t is float:
+        if is_max:
+            fastop_maxto_f32(acc, x, n)
+        else:
+            fastop_addto_f32(acc, x, n)
+    elif numeric_t is double:
+        if is_max:
+            fastop_maxto_f64(acc, x, n)
+        else:
+            fastop_addto_f64(acc, x, n)
+    else:
+        if is_max:
+            for i in range(n):
+                acc[i] = _max2(acc[i], x[i])
+        else:
+            for i in range(n):
+                acc[i] += x[i]
+
+
+# --------------------------------------------------------------------------- loops
+
+cdef void _reduce_one(int op, const Plan* p, const char* xdata, char* odata, ptrdiff_t o,
+                      numeric_t* tag) noexcept nogil:
+    """Reduce the input elements of output element o (the rows loop)."""
+    cdef ptrdiff_t xoff, ooff, off = 0, r, nrows
+    cdef ptrdiff_t idx[FASTOP_MAX_NDIM]
+    cdef int nouter = p.nr - 1
+    cdef ptrdiff_t n = p.rshape[nouter]
+    cdef ptrdiff_t step = p.rin[nouter] // sizeof(numeric_t)
+    cdef double acc = 0
+    cdef long long iacc = 0
+    cdef numeric_t m
+    cdef const numeric_t* row
+    _kept_offsets(p, o, &xoff, &ooff)
+    memset(idx, 0, sizeof(idx))
+    nrows = p.nred // n
+    m = (<const numeric_t*>(xdata + xoff))[0]
+    for r in range(nrows):
+        row = <const numeric_t*>(xdata + xoff + off)
+        if op == OP_MAX:
+            m = _max2(m, _run_max(row, n, step))
+        elif numeric_t is float or numeric_t is double:
+            acc += _run_sum(row, n, step)
+        else:
+            iacc += _run_isum(row, n, step)
+        off = _advance(idx, p.rshape, p.rin, nouter, off)
+    if op == OP_MAX:
+        (<numeric_t*>(odata + ooff))[0] = m
+    elif numeric_t is float or numeric_t is double:
+        (<numeric_t*>(odata + ooff))[0] = <numeric_t>(acc / p.nred if op == OP_MEAN else acc)
+    else:
+        (<numeric_t*>(odata + ooff))[0] = <numeric_t>iacc
+
+
+cdef void _reduce_rows(int op, const Plan* p, const char* xdata, char* odata,
+                       ptrdiff_t total, numeric_t* tag) noexcept nogil:
+    cdef ptrdiff_t o, k, n, piece, npieces, xoff, ooff
+    cdef int nt = get_num_threads()
+    cdef double partial[MAX_PIECES]
+    cdef numeric_t mpartial[MAX_PIECES]
+    cdef double acc
+    cdef const numeric_t* x
+    cdef bint one_run = p.nr == 1 and p.rin[0] == sizeof(numeric_t)
+    if not use_threads(total >> WORK_SHIFT):
+        for o in range(p.nout):
+            _reduce_one(op, p, xdata, odata, o, tag)
+    elif p.nout >= nt or not one_run or not (numeric_t is float or numeric_t is double):
+        for o in prange(p.nout, schedule="static", num_threads=nt):
+            _reduce_one(op, p, xdata, odata, o, tag)
+    else:
+        # few outputs, each one long run: split each run into pieces over the threads
+        n = p.rshape[0]
+        nt = nt if nt < MAX_PIECES else MAX_PIECES
+        piece = (n + nt - 1) // nt
+        npieces = (n + piece - 1) // piece
+        for o in range(p.nout):
+            _kept_offsets(p, o, &xoff, &ooff)
+            x = <const numeric_t*>(xdata + xoff)
+            for k in prange(npieces, schedule="static", num_threads=nt):
+                if op == OP_MAX:
+                    mpartial[k] = _run_max(x + k * piece, min(piece, n - k * piece), 1)
+                else:
+                    partial[k] = _run_sum(x + k * piece, min(piece, n - k * piece), 1)
+            if op == OP_MAX:
+                (<numeric_t*>(odata + ooff))[0] = _run_max(mpartial, npieces, 1)
+            else:
+                acc = 0
+                for k in range(npieces):
+                    acc += partial[k]
+                (<numeric_t*>(odata + ooff))[0] = <numeric_t>(acc / p.nred if op == OP_MEAN
+                                                              else acc)
+
+
+cdef void _reduce_tile(int op, const Plan* p, const char* xdata, char* odata,
+                       ptrdiff_t t, ptrdiff_t nchunks, numeric_t* tag) noexcept nogil:
+    """One tile of the columns loop: COL_CHUNK outputs of one output row."""
+    cdef int last = p.nk - 1
+    cdef ptrdiff_t width = p.kshape[last], q = t // nchunks
+    cdef ptrdiff_t c0 = (t % nchunks) * COL_CHUNK
+    cdef ptrdiff_t n = min(<ptrdiff_t>COL_CHUNK, width - c0), xoff = 0, ooff = 0, off = 0
+    cdef ptrdiff_t r, i, qq = q
+    cdef ptrdiff_t idx[FASTOP_MAX_NDIM]
+    cdef numeric_t* acc
+    cdef const char* xrow
+    for i in range(last - 1, -1, -1):
+        xoff += (qq % p.kshape[i]) * p.kin[i]
+        ooff += (qq % p.kshape[i]) * p.kout[i]
+        qq = qq // p.kshape[i]
+    acc = <numeric_t*>(odata + ooff) + c0
+    xrow = xdata + xoff + c0 * sizeof(numeric_t)
+    memset(idx, 0, sizeof(idx))
+    if op == OP_MAX:
+        for i in range(n):
+            acc[i] = (<const numeric_t*>xrow)[i]
+    else:
+        memset(acc, 0, n * sizeof(numeric_t))
+    for r in range(p.nred):
+        if op != OP_MAX or r > 0:
+            _rows_addto(acc, <const numeric_t*>(xrow + off), n, op == OP_MAX)
+        off = _advance(idx, p.rshape, p.rin, p.nr, off)
+    if numeric_t is float or numeric_t is double:
+        if op == OP_MEAN:
+            for i in range(n):
+                acc[i] = <numeric_t>(acc[i] / <double>p.nred)
+
+
+cdef void _reduce_columns(int op, const Plan* p, const char* xdata, char* odata,
+                          ptrdiff_t total, numeric_t* tag) noexcept nogil:
+    cdef ptrdiff_t width = p.kshape[p.nk - 1]
+    cdef ptrdiff_t nchunks = (width + COL_CHUNK - 1) // COL_CHUNK
+    cdef ptrdiff_t ntiles = (p.nout // width) * nchunks, t
+    if use_threads(total >> WORK_SHIFT) and ntiles > 1:
+        for t in prange(ntiles, schedule="static", num_threads=get_num_threads()):
+            _reduce_tile(op, p, xdata, odata, t, nchunks, tag)
+    else:
+        for t in range(ntiles):
+            _reduce_tile(op, p, xdata, odata, t, nchunks, tag)
+
+
+cdef void _fill_empty(int op, const Plan* p, char* odata, numeric_t* tag) noexcept nogil:
+    """Outputs of a reduction over zero elements: 0 for sum, NaN for mean."""
+    cdef ptrdiff_t o, xoff, ooff
+    for o in range(p.nout):
+        _kept_offsets(p, o, &xoff, &ooff)
+        if numeric_t is float or numeric_t is double:
+            (<numeric_t*>(odata + ooff))[0] = <numeric_t>(NAN if op == OP_MEAN else 0)
+        else:
+            (<numeric_t*>(odata + ooff))[0] = 0
+
+
+cdef void _reduce(int op, const Plan* p, const fastop_view* x, fastop_view* out,
+                  numeric_t* tag) noexcept nogil:
+    cdef ptrdiff_t elem = sizeof(numeric_t)
+    if p.nout == 0:
+        return
+    if p.nred == 0:
+        _fill_empty(op, p, out.data, tag)
+    elif p.rin[p.nr - 1] != elem and p.nk > 0 and p.kin[p.nk - 1] == elem \
+            and p.kout[p.nk - 1] == elem:
+        _reduce_columns(op, p, x.data, out.data, x.size, tag)
+    else:
+        _reduce_rows(op, p, x.data, out.data, x.size, tag)
+
+
+cdef int _dispatch(int op, const fastop_view* x, fastop_view* out, const bint* reduced,
+                   const int* outdim) noexcept nogil:
+    cdef Plan p
+    _make_plan(x, out, reduced, outdim, &p)
+    if x.dtype == FASTOP_FLOAT32:
+        _reduce(op, &p, x, out, <float*>NULL)
+    elif x.dtype == FASTOP_FLOAT64:
+        _reduce(op, &p, x, out, <double*>NULL)
+    elif x.dtype == FASTOP_INT32:
+        _reduce(op, &p, x, out, <int*>NULL)
+    else:
+        _reduce(op, &p, x, out, <long long*>NULL)
+    return K_OK
+
+
+# --------------------------------------------------------------------------- sum/mean/max
+
+cdef int _axes_mask(const fastop_view* x, const fastop_attrs* a, bint* reduced) noexcept nogil:
+    """reduced[d] for the axes in ints[1:] (all when none); K_ERR_ATTR if invalid."""
+    cdef int d, k
+    cdef ptrdiff_t ax
+    for d in range(x.ndim):
+        reduced[d] = a.n_ints <= 1
+    for k in range(1, a.n_ints):
+        ax = a.ints[k] + x.ndim if a.ints[k] < 0 else a.ints[k]
+        if ax < 0 or ax >= x.ndim or reduced[ax]:
+            return K_ERR_ATTR
+        reduced[ax] = True
+    return K_OK
+
+
+cdef int _infer_reduce(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
+                       const fastop_attrs* a) noexcept nogil:
+    cdef bint reduced[FASTOP_MAX_NDIM]
+    cdef int d, nd = 0
+    cdef bint keepdim = a.n_ints > 0 and a.ints[0] != 0
+    cdef const fastop_view* x = ins[0]
+    if _axes_mask(x, a, reduced) != K_OK:
+        return K_ERR_ATTR
+    for d in range(x.ndim):
+        if not reduced[d]:
+            outs[0].shape[nd] = x.shape[d]
+            nd += 1
+        elif keepdim:
+            outs[0].shape[nd] = 1
+            nd += 1
+    outs[0].ndim = nd
+    outs[0].dtype = x.dtype
+    return K_OK
+
+
+cdef int _infer_max(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
+                    const fastop_attrs* a) noexcept nogil:
+    """As _infer_reduce; a max over zero elements has no value (K_ERR_SHAPE)."""
+    cdef bint reduced[FASTOP_MAX_NDIM]
+    cdef int d
+    if _axes_mask(ins[0], a, reduced) != K_OK:
+        return K_ERR_ATTR
+    for d in range(ins[0].ndim):
+        if reduced[d] and ins[0].shape[d] == 0:
+            return K_ERR_SHAPE
+    return _infer_reduce(ins, n_in, outs, n_out, a)
+
+
+cdef int _run_axes(int op, fastop_view** ins, fastop_view** outs,
+                   const fastop_attrs* a) noexcept nogil:
+    cdef bint reduced[FASTOP_MAX_NDIM]
+    cdef int outdim[FASTOP_MAX_NDIM]
+    cdef int d, nd = 0
+    cdef bint keepdim = a.n_ints > 0 and a.ints[0] != 0
+    _axes_mask(ins[0], a, reduced)
+    for d in range(ins[0].ndim):
+        outdim[d] = nd
+        if keepdim or not reduced[d]:
+            nd += 1
+    return _dispatch(op, ins[0], outs[0], reduced, outdim)
+
+
+cdef int _sum_kernel(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                     const fastop_attrs* a) noexcept nogil:
+    return _run_axes(OP_SUM, ins, outs, a)
+
+
+cdef int _mean_kernel(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                      const fastop_attrs* a) noexcept nogil:
+    return _run_axes(OP_MEAN, ins, outs, a)
+
+
+cdef int _max_kernel(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                     const fastop_attrs* a) noexcept nogil:
+    return _run_axes(OP_MAX, ins, outs, a)
+
+
+def _pack_axes(attrs):
+    axis = attrs.get("axis")
+    axes = [] if axis is None else [axis] if isinstance(axis, int) else list(axis)
+    return [int(bool(attrs.get("keepdim", False))), *axes], []
+
+
+# --------------------------------------------------------------------------- sum_to_shape
+
+cdef int _infer_sum_to_shape(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
+                             const fastop_attrs* a) noexcept nogil:
+    """Output = the attribute shape; -1 there keeps x's dim. x must broadcast to it."""
+    cdef const fastop_view* x = ins[0]
+    cdef int j, lead = x.ndim - a.n_ints
+    cdef ptrdiff_t t, xd
+    if lead < 0:
+        return K_ERR_SHAPE
+    for j in range(a.n_ints):
+        t = a.ints[j]
+        xd = x.shape[lead + j]
+        if t < -1:
+            return K_ERR_ATTR
+        if t == -1:
+            outs[0].shape[j] = xd
+        elif t == xd or t == 1 or xd == -1:
+            outs[0].shape[j] = t
+        else:
+            return K_ERR_SHAPE
+    outs[0].ndim = a.n_ints
+    outs[0].dtype = x.dtype
+    return K_OK
+
+
+cdef int _sum_to_shape_kernel(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                              const fastop_attrs* a) noexcept nogil:
+    cdef bint reduced[FASTOP_MAX_NDIM]
+    cdef int outdim[FASTOP_MAX_NDIM]
+    cdef int d, lead = ins[0].ndim - a.n_ints
+    for d in range(ins[0].ndim):
+        reduced[d] = d < lead or ins[0].shape[d] != outs[0].shape[d - lead]
+        outdim[d] = d - lead if d >= lead else 0
+    return _dispatch(OP_SUM, ins[0], outs[0], reduced, outdim)
+
+
+def _pack_shape(attrs):
+    return [int(d) for d in attrs["shape"]], []
+
+
+# --------------------------------------------------------------------------- argmax
+
+cdef inline ptrdiff_t _run_argmax(const numeric_t* x, ptrdiff_t n, ptrdiff_t step) noexcept nogil:
+    """Index of the first maximum (of the first NaN, as numpy) of a run."""
+    cdef ptrdiff_t i, best_i = 0
+    cdef numeric_t best = x[0], v
+    if numeric_t is float or numeric_t is double:
+        if best != best:
+            return 0
+    for i in range(1, n):
+        v = x[i * step]
+        if v > best:
+            best = v
+            best_i = i
+        elif numeric_t is float or numeric_t is double:
+            if v != v:
+                return i
+    return best_i
+
+
+cdef int _argmax_axis(const fastop_attrs* a, int ndim) noexcept nogil:
+    """The normalized axis, -1 for a flattened argmax, -2 if invalid."""
+    cdef ptrdiff_t ax
+    if a.n_ints < 3 or a.ints[1] == 0:
+        return -1
+    ax = a.ints[2] + ndim if a.ints[2] < 0 else a.ints[2]
+    return <int>ax if 0 <= ax < ndim else -2
+
+
+cdef int _infer_argmax(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
+                       const fastop_attrs* a) noexcept nogil:
+    cdef const fastop_view* x = ins[0]
+    cdef int axis = _argmax_axis(a, x.ndim), d, nd = 0
+    cdef bint keepdim = a.n_ints > 0 and a.ints[0] != 0
+    if axis == -2:
+        return K_ERR_ATTR
+    for d in range(x.ndim):
+        if (axis == -1 or d == axis) and x.shape[d] == 0:
+            return K_ERR_SHAPE
+        if axis != -1 and d != axis:
+            outs[0].shape[nd] = x.shape[d]
+            nd += 1
+        elif keepdim:
+            outs[0].shape[nd] = 1
+            nd += 1
+    outs[0].ndim = nd
+    outs[0].dtype = FASTOP_INT64
+    return K_OK
+
+
+cdef void _argmax_row(const fastop_view* x, fastop_view* out, int axis, ptrdiff_t o,
+                      numeric_t* tag) noexcept nogil:
+    """argmax along `axis` for the o-th position of the other dims (C order)."""
+    cdef int d, od = out.ndim - 1
+    cdef ptrdiff_t q, xoff = 0, ooff = 0
+    cdef bint keepdim = out.ndim == x.ndim
+    for d in range(x.ndim - 1, -1, -1):
+        if d == axis:
+            if keepdim:
+                od -= 1
+            continue
+        q = o % x.shape[d]
+        o = o // x.shape[d]
+        xoff += q * x.strides[d]
+        ooff += q * out.strides[od]
+        od -= 1
+    (<long long*>(out.data + ooff))[0] = _run_argmax(
+        <const numeric_t*>(x.data + xoff), x.shape[axis], x.strides[axis] // sizeof(numeric_t))
+
+
+cdef void _argmax(const fastop_view* x, fastop_view* out, int axis, numeric_t* tag) noexcept nogil:
+    cdef ptrdiff_t o, nout, i, best_i = 0, off = 0
+    cdef ptrdiff_t idx[FASTOP_MAX_NDIM]
+    cdef numeric_t best, v
+    if axis >= 0:
+        nout = x.size // x.shape[axis]
+        if use_threads(x.size) and nout > 1:
+            for o in prange(nout, schedule="static", num_threads=get_num_threads()):
+                _argmax_row(x, out, axis, o, tag)
+        else:
+            for o in range(nout):
+                _argmax_row(x, out, axis, o, tag)
+        return
+    # flattened: the first maximum in C order, whatever the strides
+    memset(idx, 0, sizeof(idx))
+    best = (<const numeric_t*>x.data)[0]
+    for i in range(x.size):
+        v = (<const numeric_t*>(x.data + off))[0]
+        if numeric_t is float or numeric_t is double:
+            if v != v:
+                best_i = i
+                break
+        if v > best:
+            best = v
+            best_i = i
+        off = _advance(idx, x.shape, x.strides, x.ndim, off)
+    (<long long*>out.data)[0] = best_i
+
+
+cdef int _argmax_kernel(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                        const fastop_attrs* a) noexcept nogil:
+    cdef int axis = _argmax_axis(a, ins[0].ndim)
+    if ins[0].dtype == FASTOP_FLOAT32:
+        _argmax(ins[0], outs[0], axis, <float*>NULL)
+    elif ins[0].dtype == FASTOP_FLOAT64:
+        _argmax(ins[0], outs[0], axis, <double*>NULL)
+    elif ins[0].dtype == FASTOP_INT32:
+        _argmax(ins[0], outs[0], axis, <int*>NULL)
+    else:
+        _argmax(ins[0], outs[0], axis, <long long*>NULL)
+    return K_OK
+
+
+def _pack_argmax(attrs):
+    axis = attrs.get("axis")
+    return [int(bool(attrs.get("keepdim", False))), int(axis is not None),
+            0 if axis is None else int(axis)], []
+
+
+# --------------------------------------------------------------------------- kernels
+
+cdef tuple AXES = ("axis", "keepdim")
+
+sum = make_kernel("sum", ("x",), ("out",), _infer_reduce, NULL, _sum_kernel, _sum_kernel,
+                  _sum_kernel, _sum_kernel, 0, AXES, _pack_axes, 0)
+mean = make_kernel("mean", ("x",), ("out",), _infer_reduce, NULL, NULL, NULL,
+                   _mean_kernel, _mean_kernel, 0, AXES, _pack_axes, 0)
+max = make_kernel("max", ("x",), ("out",), _infer_max, NULL, _max_kernel, _max_kernel,
+                  _max_kernel, _max_kernel, 0, AXES, _pack_axes, 0)
+argmax = make_kernel("argmax", ("x",), ("out",), _infer_argmax, NULL, _argmax_kernel,
+                     _argmax_kernel, _argmax_kernel, _argmax_kernel, 0, AXES, _pack_argmax, 0)
+sum_to_shape = make_kernel("sum_to_shape", ("x",), ("out",), _infer_sum_to_shape, NULL,
+                           _sum_to_shape_kernel, _sum_to_shape_kernel, _sum_to_shape_kernel,
+                           _sum_to_shape_kernel, 0, ("shape",), _pack_shape, 0)

@@ -1,0 +1,104 @@
+/* Hot loops of fastop's reductions (sum, max) over contiguous runs.
+ *
+ * The build has no -march and no -ffast-math, so gcc may not reorder float additions:
+ * every loop here keeps LANES independent accumulators that it is allowed to vectorize,
+ * and each function is compiled three times (AVX-512, AVX2, baseline) with
+ * target_clones, picked once at load time.
+ *
+ * Sums are pairwise like numpy's: each block of BLOCK elements is summed in LANES
+ * lanes (BLOCK / LANES sequential additions per lane), the lanes are combined as a
+ * tree, and block sums are combined as a binary tree (a carry stack), so the rounding
+ * error grows with log(n) rather than n.
+ */
+#include <stddef.h>
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define FASTOP_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define FASTOP_CLONES
+#endif
+
+#define STACK_DEPTH 64
+
+/* Sum of a contiguous run; float accumulators, pairwise. */
+#define DEFINE_SUM(NAME, T, LANES, BLOCK)                                            \
+    FASTOP_CLONES T NAME(const T *x, ptrdiff_t n)                                    \
+    {                                                                                \
+        T stack[STACK_DEPTH];                                                        \
+        int top = 0;                                                                 \
+        ptrdiff_t nblocks = 0, start;                                                \
+        for (start = 0; start < n; start += BLOCK) {                                 \
+            ptrdiff_t len = n - start < BLOCK ? n - start : BLOCK, i = 0, k;         \
+            const T *p = x + start;                                                  \
+            T acc[LANES] = {0};                                                      \
+            int j, w;                                                                \
+            for (; i + LANES <= len; i += LANES)                                     \
+                for (j = 0; j < LANES; j++)                                          \
+                    acc[j] += p[i + j];                                              \
+            for (j = 0; i < len; i++, j++)                                           \
+                acc[j] += p[i];                                                      \
+            for (w = LANES / 2; w > 0; w /= 2)                                       \
+                for (j = 0; j < w; j++)                                              \
+                    acc[j] += acc[j + w];                                            \
+            /* merge equal-sized partial sums: a binary counter over blocks */       \
+            T s = acc[0];                                                            \
+            for (k = ++nblocks; (k & 1) == 0; k >>= 1)                               \
+                s += stack[--top];                                                   \
+            stack[top++] = s;                                                        \
+        }                                                                            \
+        T total = 0;                                                                 \
+        while (top > 0)                                                              \
+            total += stack[--top];                                                   \
+        return total;                                                                \
+    }
+
+DEFINE_SUM(fastop_sum_f32, float, 32, 1024)
+DEFINE_SUM(fastop_sum_f64, double, 16, 512)
+
+/* Maximum of a contiguous run (n >= 1); NaN wins, as in numpy. A lane that once held
+ * NaN keeps it: `v > NaN` and `v != v` are both false for any other v. */
+#define DEFINE_MAX(NAME, T, LANES)                                                   \
+    FASTOP_CLONES T NAME(const T *x, ptrdiff_t n)                                    \
+    {                                                                                \
+        T acc[LANES];                                                                \
+        ptrdiff_t i = 0;                                                             \
+        int j;                                                                       \
+        for (j = 0; j < LANES; j++)                                                  \
+            acc[j] = x[0];                                                           \
+        for (; i + LANES <= n; i += LANES)                                           \
+            for (j = 0; j < LANES; j++) {                                            \
+                T v = x[i + j];                                                      \
+                acc[j] = (v > acc[j] || v != v) ? v : acc[j];                        \
+            }                                                                        \
+        for (; i < n; i++) {                                                         \
+            T v = x[i];                                                              \
+            acc[0] = (v > acc[0] || v != v) ? v : acc[0];                            \
+        }                                                                            \
+        for (j = 1; j < LANES; j++)                                                  \
+            acc[0] = (acc[j] > acc[0] || acc[j] != acc[j]) ? acc[j] : acc[0];        \
+        return acc[0];                                                               \
+    }
+
+DEFINE_MAX(fastop_max_f32, float, 32)
+DEFINE_MAX(fastop_max_f64, double, 16)
+
+/* acc[i] += x[i] and acc[i] = max(acc[i], x[i]) (NaN wins): one row into another,
+ * the inner step of a reduction over a non-last axis. */
+#define DEFINE_ROW_OPS(SUFFIX, T)                                                    \
+    FASTOP_CLONES void fastop_addto_##SUFFIX(T *restrict acc, const T *restrict x,  \
+                                             ptrdiff_t n)                            \
+    {                                                                                \
+        for (ptrdiff_t i = 0; i < n; i++)                                            \
+            acc[i] += x[i];                                                          \
+    }                                                                                \
+    FASTOP_CLONES void fastop_maxto_##SUFFIX(T *restrict acc, const T *restrict x,  \
+                                             ptrdiff_t n)                            \
+    {                                                                                \
+        for (ptrdiff_t i = 0; i < n; i++) {                                          \
+            T v = x[i];                                                              \
+            acc[i] = (v > acc[i] || v != v) ? v : acc[i];                            \
+        }                                                                            \
+    }
+
+DEFINE_ROW_OPS(f32, float)
+DEFINE_ROW_OPS(f64, double)
