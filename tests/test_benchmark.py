@@ -87,7 +87,7 @@ def test_measure_case_medians_ratios_and_interleaving():
                            "torch": clock.impl(2e-4)},
                 work=1000, setup=lambda: calls.append("setup"))
     log = []
-    result = benchmark.measure_case(case, Settings(0.01, 5, 10.0), threads=2,
+    result = benchmark.measure_case(case, Settings(0.01, 5, 10.0, 3), threads=2,
                                     clock=clock, log=log)
     assert calls == ["setup"]
     assert result.times == pytest.approx({"fastop": 1e-4, "numpy": 3e-4, "torch": 2e-4})
@@ -102,11 +102,13 @@ def test_measure_case_medians_ratios_and_interleaving():
     assert result.to_json()["fastop_rate"] == pytest.approx(1000 / 1e-4)
 
 
-def test_measure_case_keeps_at_least_three_samples_for_slow_cases():
+def test_measure_case_takes_fewer_samples_of_slow_cases_down_to_the_minimum():
     clock = FakeClock()
-    case = Case("g", "slow", {"fastop": clock.impl(2.0)})
-    result = benchmark.measure_case(case, Settings(0.01, 9, 1.0), clock=clock)
-    assert result.samples == 3 and result.times["fastop"] == pytest.approx(2.0)
+    case = Case("g", "slow", {"fastop": clock.impl(0.5)})
+    result = benchmark.measure_case(case, Settings(0.01, 9, 2.0, 3), clock=clock)
+    assert result.samples == 4 and result.times["fastop"] == pytest.approx(0.5)
+    result = benchmark.measure_case(case, Settings(0.01, 9, 0.1, 3), clock=clock)
+    assert result.samples == 3
 
 
 def test_table_has_one_row_per_case_and_thread_count():

@@ -157,11 +157,12 @@ def speedup(other_time: float | None, fastop_time: float | None) -> float | None
 class Settings:
     sample_time: float   # seconds per sample
     repeats: int         # samples per implementation
-    case_budget: float   # seconds; fewer repeats (at least 3) for slow cases
+    case_budget: float   # seconds; slow cases get fewer samples ...
+    min_repeats: int     # ... but never fewer than this
 
     @classmethod
     def for_mode(cls, quick: bool) -> Settings:
-        return cls(0.010, 5, 1.0) if quick else cls(0.025, 9, 6.0)
+        return cls(0.010, 5, 1.0, 3) if quick else cls(0.025, 9, 6.0, 5)
 
 
 def _sample(fn: Callable[[], Any], loops: int, clock: Callable[[], float]) -> float:
@@ -211,8 +212,8 @@ def measure_case(case: Case, settings: Settings, threads: int = 1,
     for impl in impls:
         loops[impl], per_call = _calibrate(case.impls[impl], settings.sample_time, clock)
         per_round += loops[impl] * per_call
-    repeats = settings.repeats if per_round <= 0 else \
-        max(3, min(settings.repeats, int(settings.case_budget / per_round)))
+    repeats = settings.repeats if per_round <= 0 else max(
+        settings.min_repeats, min(settings.repeats, int(settings.case_budget / per_round)))
     samples: dict[str, list[float]] = {impl: [] for impl in impls}
     for r in range(repeats):
         order = impls[r % len(impls):] + impls[:r % len(impls)]
