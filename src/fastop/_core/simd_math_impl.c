@@ -1,0 +1,270 @@
+/* Vectorized exp, log, tanh, sigmoid and relu (see simd_math.h for the contract).
+ *
+ * Each function is written once, as a branch-free scalar formula (selects instead of
+ * branches, bit casts through memcpy, rounding by the 1.5 * 2^p "magic number" add), so
+ * that GCC vectorizes the loop around it. The loop is compiled three times: for
+ * x86-64-v4 (AVX-512, 512-bit vectors), x86-64-v3 (AVX2 + FMA) and the baseline; the
+ * first call picks the widest one the CPU runs (__builtin_cpu_supports). The build has
+ * no -march flag, so this is how one wheel gets the fast paths.
+ *
+ * Algorithms (Cody-Waite range reduction + polynomials; accuracy a few ULP):
+ *   exp(x)   = 2^k * (1 + expm1(r)),  x = k ln2 + r, |r| <= ln2/2; 2^k applied as two
+ *              factors so that results in the subnormal range and overflow come out right.
+ *   tanh(x)  = sign(x) * e / (e + 2), e = expm1(2|x|) = 2^k expm1(r) + (2^k - 1): no
+ *              cancellation near 0, exactly +-1 once |x| is large.
+ *   sigmoid  = 1 / (1 + z) for x >= 0, z / (1 + z) for x < 0, z = exp(-|x|).
+ *   log(x)   = k ln2 + 2 atanh(s), x = 2^k m, m in [sqrt(1/2), sqrt(2)), s = (m-1)/(m+1).
+ * expm1(r) and atanh(s) are Taylor polynomials whose truncation error is below a
+ * quarter ULP on the reduced range.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "simd_math.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE float f32_from_bits(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+INLINE uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+INLINE double f64_from_bits(uint64_t u) { double f; memcpy(&f, &u, 8); return f; }
+INLINE uint64_t f64_bits(double f) { uint64_t u; memcpy(&u, &f, 8); return u; }
+
+/* ----------------------------------------------------------------------- float32 */
+
+static const float LOG2E_F = 1.44269504088896341f;
+static const float LN2_HI_F = 0.693359375f;            /* 8 significant bits: k*hi exact */
+static const float LN2_LO_F = -2.12194440e-4f;
+static const float ROUND_F = 12582912.0f;              /* 1.5 * 2^23 */
+
+/* expm1(r) for |r| <= ln2/2: Taylor to r^8 (truncation < 2e-9 relative). */
+INLINE float expm1_poly_f32(float r)
+{
+    float p = 1.0f / 40320;
+    p = p * r + 1.0f / 5040;
+    p = p * r + 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    return (p * r) * r + r;
+}
+
+/* Reduce x (|x| <= 128) to x = k ln2 + r; returns r, sets the integer k. */
+INLINE float reduce_ln2_f32(float x, int32_t *k)
+{
+    float shifted = x * LOG2E_F + ROUND_F;
+    float kf = shifted - ROUND_F;
+    *k = (int32_t)(f32_bits(shifted) - f32_bits(ROUND_F));
+    float r = kf * -LN2_HI_F + x;
+    return kf * -LN2_LO_F + r;
+}
+
+INLINE float pow2i_f32(int32_t k) { return f32_from_bits((uint32_t)(k + 127) << 23); }
+
+INLINE float exp_f32(float x)
+{
+    /* Clamp to where exp is a normal, subnormal or overflowing float; nan passes. */
+    float xc = x > 89.0f ? 89.0f : x;
+    xc = xc < -105.0f ? -105.0f : xc;
+    int32_t k;
+    float r = reduce_ln2_f32(xc, &k);
+    int32_t k1 = k >> 1;
+    return (1.0f + expm1_poly_f32(r)) * pow2i_f32(k1) * pow2i_f32(k - k1);
+}
+
+INLINE float tanh_f32(float x)
+{
+    float a = fabsf(x) * 2.0f;
+    a = a > 20.0f ? 20.0f : a;                    /* tanh(10) rounds to 1 */
+    int32_t k;
+    float r = reduce_ln2_f32(a, &k);
+    float scale = pow2i_f32(k);
+    float e = expm1_poly_f32(r) * scale + (scale - 1.0f);
+    return copysignf(e / (e + 2.0f), x);
+}
+
+/* z = exp(-|x|) <= 1 never overflows; for x < 0, z / (1 + z) keeps full relative
+ * accuracy down into the subnormal range. */
+INLINE float sigmoid_f32(float x)
+{
+    float z = exp_f32(-fabsf(x));
+    float r = 1.0f / (1.0f + z);
+    return x < 0.0f ? z * r : r;
+}
+
+INLINE float log_f32(float x)
+{
+    /* Subnormals: scale into the normal range first. */
+    int tiny = x < 1.17549435e-38f;
+    float xs = tiny ? x * 8388608.0f : x;
+    uint32_t ix = f32_bits(xs) - 0x3f3504f3u;             /* bits of sqrt(1/2) */
+    int32_t k = ((int32_t)ix >> 23) - (tiny ? 23 : 0);
+    float m = f32_from_bits((ix & 0x007fffffu) + 0x3f3504f3u);
+    float f = m - 1.0f;
+    float s = f / (f + 2.0f);
+    float z = s * s;
+    float p = 2.0f / 11;
+    p = p * z + 2.0f / 9;
+    p = p * z + 2.0f / 7;
+    p = p * z + 2.0f / 5;
+    p = p * z + 2.0f / 3;
+    float kf = (float)k;
+    float y = kf * LN2_HI_F + (kf * LN2_LO_F + (s * z * p + 2.0f * s));
+    y = x == INFINITY ? x : y;
+    return x > 0.0f ? y : (x == 0.0f ? -INFINITY : NAN);
+}
+
+INLINE float relu_f32(float x) { return x < 0.0f ? 0.0f : x; }
+
+/* ----------------------------------------------------------------------- float64 */
+
+static const double LOG2E_D = 1.4426950408889634074;
+static const double LN2_HI_D = 6.93147180369123816490e-01;  /* low 32 bits zero */
+static const double LN2_LO_D = 1.90821492927058770002e-10;
+static const double ROUND_D = 6755399441055744.0;           /* 1.5 * 2^52 */
+
+/* expm1(r) for |r| <= ln2/2: Taylor to r^14 (truncation < 3e-19 relative). */
+INLINE double expm1_poly_f64(double r)
+{
+    double p = 1.0 / 87178291200.0;
+    p = p * r + 1.0 / 6227020800.0;
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    return (p * r) * r + r;
+}
+
+INLINE double reduce_ln2_f64(double x, int64_t *k)
+{
+    double shifted = x * LOG2E_D + ROUND_D;
+    double kf = shifted - ROUND_D;
+    *k = (int64_t)(f64_bits(shifted) - f64_bits(ROUND_D));
+    double r = kf * -LN2_HI_D + x;
+    return kf * -LN2_LO_D + r;
+}
+
+INLINE double pow2i_f64(int64_t k) { return f64_from_bits((uint64_t)(k + 1023) << 52); }
+
+INLINE double exp_f64(double x)
+{
+    double xc = x > 710.0 ? 710.0 : x;
+    xc = xc < -746.0 ? -746.0 : xc;
+    int64_t k;
+    double r = reduce_ln2_f64(xc, &k);
+    int64_t k1 = k >> 1;
+    return (1.0 + expm1_poly_f64(r)) * pow2i_f64(k1) * pow2i_f64(k - k1);
+}
+
+INLINE double tanh_f64(double x)
+{
+    double a = fabs(x) * 2.0;
+    a = a > 40.0 ? 40.0 : a;                      /* tanh(20) rounds to 1 */
+    int64_t k;
+    double r = reduce_ln2_f64(a, &k);
+    double scale = pow2i_f64(k);
+    double e = expm1_poly_f64(r) * scale + (scale - 1.0);
+    return copysign(e / (e + 2.0), x);
+}
+
+INLINE double sigmoid_f64(double x)
+{
+    double z = exp_f64(-fabs(x));
+    double r = 1.0 / (1.0 + z);
+    return x < 0.0 ? z * r : r;
+}
+
+INLINE double log_f64(double x)
+{
+    int tiny = x < 2.2250738585072014e-308;
+    double xs = tiny ? x * 18014398509481984.0 : x;                 /* 2^54 */
+    uint64_t ix = f64_bits(xs) - 0x3fe6a09e667f3bcdull;             /* sqrt(1/2) */
+    int64_t k = ((int64_t)ix >> 52) - (tiny ? 54 : 0);
+    double m = f64_from_bits((ix & 0x000fffffffffffffull) + 0x3fe6a09e667f3bcdull);
+    double f = m - 1.0;
+    double s = f / (f + 2.0);
+    double z = s * s;
+    /* 2 atanh(s) = 2s + 2s^3/3 + ...; |s| <= 0.1716, terms to s^23. */
+    double p = 2.0 / 23;
+    p = p * z + 2.0 / 21;
+    p = p * z + 2.0 / 19;
+    p = p * z + 2.0 / 17;
+    p = p * z + 2.0 / 15;
+    p = p * z + 2.0 / 13;
+    p = p * z + 2.0 / 11;
+    p = p * z + 2.0 / 9;
+    p = p * z + 2.0 / 7;
+    p = p * z + 2.0 / 5;
+    p = p * z + 2.0 / 3;
+    double kf = (double)k;
+    double y = kf * LN2_HI_D + (kf * LN2_LO_D + (s * z * p + 2.0 * s));
+    y = x == INFINITY ? x : y;
+    return x > 0.0 ? y : (x == 0.0 ? -INFINITY : NAN);
+}
+
+INLINE double relu_f64(double x) { return x < 0.0 ? 0.0 : x; }
+
+/* ----------------------------------------------------------------------- dispatch */
+
+/* 0 = baseline, 1 = x86-64-v3 (AVX2+FMA), 2 = x86-64-v4 (AVX-512). */
+static int isa_level(void)
+{
+    static int level = -1;
+    if (level < 0) {
+#if defined(__x86_64__) && defined(__GNUC__)
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")
+                && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+            level = 2;
+        else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+            level = 1;
+        else
+#endif
+            level = 0;
+    }
+    return level;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TARGET_V4 __attribute__((target("arch=x86-64-v4,prefer-vector-width=512")))
+#define TARGET_V3 __attribute__((target("arch=x86-64-v3")))
+/* One loop, three builds, one dispatcher. x == y (in place) is fine: element i is
+ * read before it is written, and GCC versions the loop for aliasing. */
+#define DEFINE_VFUNC(name, T, fn)                                                   \
+    TARGET_V4 static void name##_v4(const T *x, T *y, ptrdiff_t n)                 \
+    { for (ptrdiff_t i = 0; i < n; i++) y[i] = fn(x[i]); }                          \
+    TARGET_V3 static void name##_v3(const T *x, T *y, ptrdiff_t n)                 \
+    { for (ptrdiff_t i = 0; i < n; i++) y[i] = fn(x[i]); }                          \
+    static void name##_base(const T *x, T *y, ptrdiff_t n)                          \
+    { for (ptrdiff_t i = 0; i < n; i++) y[i] = fn(x[i]); }                          \
+    void name(const T *x, T *y, ptrdiff_t n)                                        \
+    {                                                                               \
+        int level = isa_level();                                                    \
+        if (level == 2) name##_v4(x, y, n);                                         \
+        else if (level == 1) name##_v3(x, y, n);                                    \
+        else name##_base(x, y, n);                                                  \
+    }
+#else
+#define DEFINE_VFUNC(name, T, fn)                                                   \
+    void name(const T *x, T *y, ptrdiff_t n)                                        \
+    { for (ptrdiff_t i = 0; i < n; i++) y[i] = fn(x[i]); }
+#endif
+
+DEFINE_VFUNC(fastop_vexp_f32, float, exp_f32)
+DEFINE_VFUNC(fastop_vexp_f64, double, exp_f64)
+DEFINE_VFUNC(fastop_vlog_f32, float, log_f32)
+DEFINE_VFUNC(fastop_vlog_f64, double, log_f64)
+DEFINE_VFUNC(fastop_vtanh_f32, float, tanh_f32)
+DEFINE_VFUNC(fastop_vtanh_f64, double, tanh_f64)
+DEFINE_VFUNC(fastop_vsigmoid_f32, float, sigmoid_f32)
+DEFINE_VFUNC(fastop_vsigmoid_f64, double, sigmoid_f64)
+DEFINE_VFUNC(fastop_vrelu_f32, float, relu_f32)
+DEFINE_VFUNC(fastop_vrelu_f64, double, relu_f64)
