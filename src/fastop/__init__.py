@@ -21,12 +21,26 @@ from fastop.static import (CPUPlace, disable_static, enable_static,  # noqa: F40
                            in_dynamic_mode)
 from fastop import static
 from fastop import nn, optimizer
-from fastop.serialization import load, save
 from fastop.plugins import load_plugins as _load_plugins
 
 _load_plugins()
 
 bool = bool_  # PaddlePaddle spells it fastop.bool
+
+# Imported on first use, to keep `import fastop` fast (zipfile + tempfile: ~15 ms).
+_LAZY = {"save": "fastop.serialization", "load": "fastop.serialization"}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'fastop' has no attribute {name!r}")
+    from importlib import import_module
+    value = globals()[name] = getattr(import_module(_LAZY[name]), name)
+    return value
+
+
+def __dir__():
+    return sorted({*globals(), *_LAZY})
 
 __all__ = ["hookimpl", "ops", "autograd", "static", "nn", "optimizer", "save", "load",
            "DType", "bool", "float32", "float64", "int32", "int64", "set_num_threads",
