@@ -1,0 +1,146 @@
+"""Common layers: Linear, Sequential, activations, Flatten, Identity."""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Iterator
+
+from fastop import initializer as _init
+from fastop.nn import functional as F
+from fastop.nn.layer import Layer
+
+__all__ = ["Linear", "Sequential", "ReLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax",
+           "Flatten", "Identity"]
+
+
+class Linear(Layer):
+    """``y = x @ weight + bias`` with ``weight`` of shape ``[in_features, out_features]``.
+
+    Weights default to XavierUniform, the bias to zeros; ``bias_attr=False`` drops the
+    bias. Runs on the fused fc kernel.
+    """
+
+    def __init__(self, in_features: int, out_features: int, weight_attr: Any = None,
+                 bias_attr: Any = None, name: str | None = None) -> None:
+        super().__init__(name_scope=name)
+        self.in_features, self.out_features = int(in_features), int(out_features)
+        self.weight = self.create_parameter([self.in_features, self.out_features],
+                                            attr=weight_attr,
+                                            default_initializer=_init.XavierUniform())
+        self.bias = self.create_parameter([self.out_features], attr=bias_attr, is_bias=True)
+
+    def forward(self, x: Any) -> Any:
+        return F.linear(x, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"dtype={self._dtype.name}")
+
+
+class Sequential(Layer):
+    """Layers run one after another: ``Sequential(l1, l2)`` or with names,
+    ``Sequential(("fc", l1), ("act", l2))``. Indexable and iterable."""
+
+    def __init__(self, *layers: Any) -> None:
+        super().__init__()
+        named = len(layers) > 0 and all(isinstance(item, (tuple, list)) for item in layers)
+        if len(layers) == 1 and isinstance(layers[0], (dict, OrderedDict)):
+            items = list(layers[0].items())
+        elif named:
+            items = [(str(name), layer) for name, layer in layers]
+        else:
+            items = [(str(i), layer) for i, layer in enumerate(layers)]
+        for name, layer in items:
+            self.add_sublayer(name, layer)
+
+    def forward(self, x: Any) -> Any:
+        for layer in self._sub_layers.values():
+            x = layer(x)
+        return x
+
+    def __getitem__(self, index: int | slice | str) -> Any:
+        if isinstance(index, str):
+            return self._sub_layers[index]
+        layers = list(self._sub_layers.values())
+        if isinstance(index, slice):
+            return Sequential(*layers[index])
+        return layers[index]
+
+    def __len__(self) -> int:
+        return len(self._sub_layers)
+
+    def __iter__(self) -> Iterator[Layer]:
+        return iter(list(self._sub_layers.values()))
+
+
+class ReLU(Layer):
+    """max(x, 0)."""
+
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__()
+
+    def forward(self, x: Any) -> Any:
+        return F.relu(x)
+
+
+class Tanh(Layer):
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__()
+
+    def forward(self, x: Any) -> Any:
+        return F.tanh(x)
+
+
+class Sigmoid(Layer):
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__()
+
+    def forward(self, x: Any) -> Any:
+        return F.sigmoid(x)
+
+
+class Softmax(Layer):
+    def __init__(self, axis: int = -1, name: str | None = None) -> None:
+        super().__init__()
+        self.axis = axis
+
+    def forward(self, x: Any) -> Any:
+        return F.softmax(x, axis=self.axis)
+
+    def extra_repr(self) -> str:
+        return f"axis={self.axis}"
+
+
+class LogSoftmax(Layer):
+    def __init__(self, axis: int = -1, name: str | None = None) -> None:
+        super().__init__()
+        self.axis = axis
+
+    def forward(self, x: Any) -> Any:
+        return F.log_softmax(x, axis=self.axis)
+
+    def extra_repr(self) -> str:
+        return f"axis={self.axis}"
+
+
+class Flatten(Layer):
+    """Merge axes `start_axis`..`stop_axis` (by default all but the batch axis)."""
+
+    def __init__(self, start_axis: int = 1, stop_axis: int = -1) -> None:
+        super().__init__()
+        self.start_axis, self.stop_axis = start_axis, stop_axis
+
+    def forward(self, x: Any) -> Any:
+        return F.flatten(x, self.start_axis, self.stop_axis)
+
+    def extra_repr(self) -> str:
+        return f"start_axis={self.start_axis}, stop_axis={self.stop_axis}"
+
+
+class Identity(Layer):
+    """Returns its input."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+
+    def forward(self, x: Any) -> Any:
+        return x

@@ -1,0 +1,308 @@
+"""Optimizers: SGD, Momentum, Adam — eager ``step``/``clear_grad`` and ``minimize``.
+
+Eager mode: ``step()`` updates every parameter that has a gradient in place, with the
+Cython kernels of :mod:`fastop.optimizer._kernels` (no graph, no allocation after the
+first step). Static mode: ``minimize(loss)`` calls ``fastop.static.append_backward``
+and appends the registered update ops (``fastop::sgd_update`` ...) whose outputs are
+the parameter and state variables themselves, so the executor updates them in place.
+State (velocity, moments, beta powers) is created per parameter on first use — eager
+tensors, or persistable variables initialized by the startup program.
+
+>>> import numpy as np, fastop
+>>> layer = fastop.nn.Linear(3, 1)
+>>> opt = fastop.optimizer.SGD(learning_rate=0.1, parameters=layer.parameters())
+>>> loss = layer(fastop.to_tensor(np.ones((2, 3), "float32"))).mean()
+>>> loss.backward(); opt.step(); opt.clear_grad()
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Iterable
+
+import numpy as np
+
+from fastop._core.storage import DenseTensor, zeros
+from fastop.ops import registry
+from fastop.ops._dispatch import current_mode
+from fastop.optimizer import _kernels
+
+__all__ = ["Optimizer", "SGD", "Momentum", "Adam"]
+
+_NAME_COUNTERS: dict[str, int] = {}
+
+
+def _unique_name(prefix: str) -> str:
+    n = _NAME_COUNTERS.get(prefix, 0)
+    _NAME_COUNTERS[prefix] = n + 1
+    return f"{prefix}_{n}"
+
+
+class Optimizer:
+    """Base class: holds the parameters, the learning rate, weight decay and the
+    per-parameter state; subclasses define the update."""
+
+    _update_op: str = ""
+    _state_names: tuple[str, ...] = ()      # per-parameter state tensors (start at 0)
+
+    def __init__(self, learning_rate: float = 0.001, parameters: Iterable[Any] | None = None,
+                 weight_decay: float | None = None, grad_clip: Any = None,
+                 name: str | None = None) -> None:
+        if grad_clip is not None:
+            raise ValueError(f"{type(self).__name__}: grad_clip is not supported by fastop")
+        self.set_lr(learning_rate)
+        if weight_decay is None:
+            weight_decay = 0.0
+        if isinstance(weight_decay, bool) or not isinstance(weight_decay, (int, float)):
+            raise TypeError(f"{type(self).__name__}: weight_decay must be a float (L2 "
+                            f"coefficient) or None, got {type(weight_decay).__name__}")
+        self._weight_decay = float(weight_decay)
+        if parameters is None:
+            if current_mode() == "eager":
+                raise ValueError(f"{type(self).__name__}: parameters are required in "
+                                 f"eager mode (e.g. parameters=model.parameters())")
+            self._parameter_list = None
+        else:
+            self._parameter_list = list(parameters)
+            if not self._parameter_list:
+                raise ValueError(f"{type(self).__name__}: got an empty parameter list")
+        self._state: dict[int, dict[str, Any]] = {}
+        self._name = name or _unique_name(type(self).__name__.lower())
+
+    # -- learning rate -------------------------------------------------------------------
+    def get_lr(self) -> float:
+        return self._learning_rate
+
+    def set_lr(self, value: float) -> None:
+        """Set the learning rate used by the next eager ``step()``."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise TypeError(f"{type(self).__name__}: learning_rate must be a non-negative "
+                            f"float, got {value!r}")
+        self._learning_rate = float(value)
+
+    # -- eager -----------------------------------------------------------------------------
+    def step(self) -> None:
+        """Update every parameter that has a gradient (eager mode), in place."""
+        if current_mode() != "eager":
+            raise RuntimeError(f"{type(self).__name__}.step() runs in eager mode; in "
+                               f"static mode call minimize(loss) while building the program")
+        for param in self._parameter_list:
+            grad = param.grad
+            if grad is None or param.stop_gradient:
+                continue
+            self._eager_update(param, grad, self._eager_state(param))
+
+    def clear_grad(self, set_to_zero: bool = True) -> None:
+        """Reset the parameters' gradients to zeros (PaddlePaddle's default) or, with
+        ``set_to_zero=False``, to None (cheaper: the next backward writes them fresh)."""
+        for param in self._parameter_list:
+            param.clear_grad(set_to_zero)
+
+    clear_gradients = clear_grad
+
+    def _eager_state(self, param: Any) -> dict[str, Any]:
+        state = self._state.get(id(param))
+        if state is None:
+            state = self._new_state(param)
+            self._state[id(param)] = state
+        return state
+
+    def _new_state(self, param: Any) -> dict[str, Any]:
+        return {name: zeros(param.shape, param.dtype) for name in self._state_names}
+
+    def _eager_update(self, param: DenseTensor, grad: DenseTensor, state: dict) -> None:
+        raise NotImplementedError
+
+    # -- both modes ------------------------------------------------------------------------
+    def minimize(self, loss: Any, startup_program: Any = None, parameters: Any = None,
+                 no_grad_set: Any = None) -> tuple[list, list]:
+        """Eager: apply the gradients of the last ``loss.backward()`` (running it first
+        if no parameter has a gradient yet), like PaddlePaddle's dygraph ``minimize``.
+        Static: append backward ops and this optimizer's update ops to the program.
+        Returns ``(update_ops, [(param, grad), ...])``."""
+        if current_mode() == "eager":
+            params = list(parameters) if parameters is not None else self._parameter_list
+            if all(p.grad is None for p in params):
+                loss.backward()
+            saved, self._parameter_list = self._parameter_list, params
+            try:
+                self.step()
+            finally:
+                self._parameter_list = saved
+            return [], [(p, p.grad) for p in params if p.grad is not None]
+        return self._minimize_static(loss, startup_program, parameters, no_grad_set)
+
+    def _minimize_static(self, loss: Any, startup_program: Any, parameters: Any,
+                         no_grad_set: Any) -> tuple[list, list]:
+        from fastop import static
+        if not hasattr(static, "append_backward"):
+            raise RuntimeError("minimize in static mode needs fastop.static.append_backward, "
+                               "which is not available")
+        params = parameters if parameters is not None else self._parameter_list
+        params_grads = static.append_backward(loss, parameter_list=params,
+                                              no_grad_set=no_grad_set)
+        self._startup = startup_program or static.default_startup_program()
+        lr = self._static_variable("learning_rate", [1], params_grads[0][0].dtype,
+                                   self._learning_rate)
+        ops = [self._append_update(param, grad, lr) for param, grad in params_grads
+               if grad is not None]
+        return ops, params_grads
+
+    def _static_variable(self, name: str, shape: list[int], dtype: Any, value: float) -> Any:
+        """A persistable variable of the main program, filled with `value` by the startup
+        program (not a parameter: minimize does not train it)."""
+        from fastop import static
+        name = f"{self._name}.{name}"
+        main = static.default_main_program().global_block()
+        if main.has_var(name):
+            return main.var(name)
+        var = main.create_var(name, dtype, shape, persistable=True, stop_gradient=True)
+        startup = self._startup.global_block()
+        init = startup.create_var(name, dtype, shape, persistable=True, stop_gradient=True)
+        startup.append_op("fastop::full", [], {"shape": list(shape), "fill_value": value,
+                                               "dtype": dtype}, outputs=init)
+        return var
+
+    def _append_update(self, param: Any, grad: Any, lr: Any) -> Any:
+        state = [self._static_variable(f"{param.name}_{n}", list(param.shape), param.dtype, 0.0)
+                 for n in self._state_names]
+        inputs, outputs = self._static_io(param, grad, lr, state)
+        registry.get(self._update_op)(*inputs, out=outputs, **self._attrs())
+        return param.block.ops[-1]
+
+    def _static_io(self, param: Any, grad: Any, lr: Any, state: list) -> tuple[list, list]:
+        raise NotImplementedError
+
+    def _attrs(self) -> dict[str, Any]:
+        return {"weight_decay": self._weight_decay}
+
+    # -- state dict ------------------------------------------------------------------------
+    def _param_key(self, index: int, param: Any) -> str:
+        return getattr(param, "name", None) or f"param_{index}"
+
+    def state_dict(self) -> "OrderedDict[str, Any]":
+        """Per-parameter state as ``{"<param name>_<state>": tensor}`` plus ``LR``."""
+        out: OrderedDict[str, Any] = OrderedDict()
+        for i, param in enumerate(self._parameter_list or ()):
+            for key, value in self._state.get(id(param), {}).items():
+                out[f"{self._param_key(i, param)}_{key}"] = value
+        out["LR"] = self._learning_rate
+        return out
+
+    def set_state_dict(self, state_dict: dict) -> None:
+        """Restore what :meth:`state_dict` returned (tensors or arrays)."""
+        if "LR" in state_dict:
+            self.set_lr(float(np.asarray(state_dict["LR"])))
+        for i, param in enumerate(self._parameter_list or ()):
+            prefix = self._param_key(i, param) + "_"
+            entries = {k[len(prefix):]: v for k, v in state_dict.items()
+                       if k.startswith(prefix) and k[len(prefix):] in self._all_state_keys()}
+            if not entries:
+                continue
+            state = self._eager_state(param)
+            for key, value in entries.items():
+                self._load_state_value(state, key, np.asarray(value), param)
+
+    def _all_state_keys(self) -> tuple[str, ...]:
+        return self._state_names
+
+    def _load_state_value(self, state: dict, key: str, value: np.ndarray, param: Any) -> None:
+        target = np.asarray(state[key])
+        if value.shape != target.shape:
+            raise ValueError(f"{type(self).__name__}.set_state_dict: state '{key}' of "
+                             f"parameter {param.name or ''} has shape {list(target.shape)}, "
+                             f"got {list(value.shape)}")
+        target[...] = value
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(learning_rate={self._learning_rate})"
+
+
+class SGD(Optimizer):
+    """``param -= lr * (grad + weight_decay * param)``."""
+
+    _update_op = "fastop::sgd_update"
+
+    def _eager_update(self, param, grad, state):
+        _kernels.sgd_step(param, grad, self._learning_rate, self._weight_decay)
+
+    def _static_io(self, param, grad, lr, state):
+        return [param, grad, lr], [param]
+
+
+class Momentum(Optimizer):
+    """Momentum SGD: ``v = momentum * v + g; param -= lr * v`` (Nesterov:
+    ``param -= lr * (g + momentum * v)``), ``g = grad + weight_decay * param``."""
+
+    _update_op = "fastop::momentum_update"
+    _state_names = ("velocity",)
+
+    def __init__(self, learning_rate: float = 0.001, momentum: float = 0.9,
+                 parameters: Iterable[Any] | None = None, use_nesterov: bool = False,
+                 weight_decay: float | None = None, grad_clip: Any = None,
+                 name: str | None = None) -> None:
+        super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
+        self._momentum, self._use_nesterov = float(momentum), bool(use_nesterov)
+
+    def _eager_update(self, param, grad, state):
+        _kernels.momentum_step(param, grad, state["velocity"], self._learning_rate,
+                               self._momentum, self._use_nesterov, self._weight_decay)
+
+    def _static_io(self, param, grad, lr, state):
+        (velocity,) = state
+        return [param, grad, velocity, lr], [param, velocity]
+
+    def _attrs(self):
+        return {"momentum": self._momentum, "use_nesterov": self._use_nesterov,
+                "weight_decay": self._weight_decay}
+
+
+class Adam(Optimizer):
+    """Adam with bias correction; ``weight_decay`` is L2 added to the gradient (as
+    PaddlePaddle's Adam). Moments start at zero, the beta powers at beta1/beta2."""
+
+    _update_op = "fastop::adam_update"
+    _state_names = ("moment1", "moment2")
+
+    def __init__(self, learning_rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999,
+                 epsilon: float = 1e-8, parameters: Iterable[Any] | None = None,
+                 weight_decay: float | None = None, grad_clip: Any = None,
+                 name: str | None = None, lazy_mode: bool = False) -> None:
+        super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
+        for label, beta in (("beta1", beta1), ("beta2", beta2)):
+            if not 0.0 <= beta < 1.0:
+                raise ValueError(f"Adam: {label} must be in [0, 1), got {beta}")
+        if lazy_mode:
+            raise ValueError("Adam: lazy_mode (sparse updates) is not supported by fastop")
+        self._beta1, self._beta2, self._epsilon = float(beta1), float(beta2), float(epsilon)
+
+    def _new_state(self, param):
+        state = super()._new_state(param)
+        state["beta1_pow"] = self._beta1
+        state["beta2_pow"] = self._beta2
+        return state
+
+    def _eager_update(self, param, grad, state):
+        _kernels.adam_step(param, grad, state["moment1"], state["moment2"],
+                           self._learning_rate, self._beta1, self._beta2, self._epsilon,
+                           self._weight_decay, state["beta1_pow"], state["beta2_pow"])
+        state["beta1_pow"] *= self._beta1
+        state["beta2_pow"] *= self._beta2
+
+    def _static_io(self, param, grad, lr, state):
+        m1, m2 = state
+        b1p = self._static_variable(f"{param.name}_beta1_pow", [1], param.dtype, self._beta1)
+        b2p = self._static_variable(f"{param.name}_beta2_pow", [1], param.dtype, self._beta2)
+        return [param, grad, lr, m1, m2, b1p, b2p], [param, m1, m2, b1p, b2p]
+
+    def _attrs(self):
+        return {"beta1": self._beta1, "beta2": self._beta2, "epsilon": self._epsilon,
+                "weight_decay": self._weight_decay}
+
+    def _all_state_keys(self):
+        return (*self._state_names, "beta1_pow", "beta2_pow")
+
+    def _load_state_value(self, state, key, value, param):
+        if key in ("beta1_pow", "beta2_pow"):
+            state[key] = float(value)
+        else:
+            super()._load_state_value(state, key, value, param)
