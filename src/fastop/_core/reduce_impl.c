@@ -1,4 +1,4 @@
-/* Hot loops of fastop's reductions (sum, max) over contiguous runs.
+/* Hot loops of fastop's reductions (sum, dot, max) over contiguous runs.
  *
  * The build has no -march and no -ffast-math, so gcc may not reorder float additions:
  * every loop here keeps LANES independent accumulators that it is allowed to vectorize,
@@ -20,28 +20,33 @@
 
 #define STACK_DEPTH 64
 
-/* Sum of a contiguous run; float accumulators, pairwise. */
-#define DEFINE_SUM(NAME, T, LANES, BLOCK)                                            \
-    FASTOP_CLONES T NAME(const T *x, ptrdiff_t n)                                    \
+/* Pairwise sum of TERM(i) over 0 <= i < n (the sum or the dot product of runs). */
+#define DEFINE_PAIRWISE(NAME, T, LANES, BLOCK, PARAMS, TERM)                         \
+    FASTOP_CLONES T NAME PARAMS                                                      \
     {                                                                                \
         T stack[STACK_DEPTH];                                                        \
         int top = 0;                                                                 \
         ptrdiff_t nblocks = 0, start;                                                \
+        if (n < LANES) { /* short run: lanes would cost more than they save */      \
+            T s = 0;                                                                 \
+            for (start = 0; start < n; start++)                                      \
+                s += TERM(start);                                                    \
+            return s;                                                                \
+        }                                                                            \
         for (start = 0; start < n; start += BLOCK) {                                 \
-            ptrdiff_t len = n - start < BLOCK ? n - start : BLOCK, i = 0, k;         \
-            const T *p = x + start;                                                  \
-            T acc[LANES] = {0};                                                      \
+            ptrdiff_t end = n - start < BLOCK ? n : start + BLOCK, i = start, k;     \
+            T acc[LANES] = {0}, tail = 0;                                            \
             int j, w;                                                                \
-            for (; i + LANES <= len; i += LANES)                                     \
+            for (; i + LANES <= end; i += LANES)                                     \
                 for (j = 0; j < LANES; j++)                                          \
-                    acc[j] += p[i + j];                                              \
-            for (j = 0; i < len; i++, j++)                                           \
-                acc[j] += p[i];                                                      \
+                    acc[j] += TERM(i + j);                                           \
+            for (; i < end; i++)                                                     \
+                tail += TERM(i);                                                     \
             for (w = LANES / 2; w > 0; w /= 2)                                       \
                 for (j = 0; j < w; j++)                                              \
                     acc[j] += acc[j + w];                                            \
             /* merge equal-sized partial sums: a binary counter over blocks */       \
-            T s = acc[0];                                                            \
+            T s = acc[0] + tail;                                                     \
             for (k = ++nblocks; (k & 1) == 0; k >>= 1)                               \
                 s += stack[--top];                                                   \
             stack[top++] = s;                                                        \
@@ -52,8 +57,16 @@
         return total;                                                                \
     }
 
-DEFINE_SUM(fastop_sum_f32, float, 32, 1024)
-DEFINE_SUM(fastop_sum_f64, double, 16, 512)
+#define SUM_TERM(i) x[i]
+#define DOT_TERM(i) (x[i] * y[i])
+
+/* sum(x[0:n]) and dot(x[0:n], y[0:n]), in the element type. */
+DEFINE_PAIRWISE(fastop_sum_f32, float, 32, 1024, (const float *x, ptrdiff_t n), SUM_TERM)
+DEFINE_PAIRWISE(fastop_sum_f64, double, 32, 1024, (const double *x, ptrdiff_t n), SUM_TERM)
+DEFINE_PAIRWISE(fastop_dot_f32, float, 32, 1024,
+                (const float *x, const float *y, ptrdiff_t n), DOT_TERM)
+DEFINE_PAIRWISE(fastop_dot_f64, double, 32, 1024,
+                (const double *x, const double *y, ptrdiff_t n), DOT_TERM)
 
 /* Maximum of a contiguous run (n >= 1); NaN wins, as in numpy. A lane that once held
  * NaN keeps it: `v > NaN` and `v != v` are both false for any other v. */
@@ -63,6 +76,12 @@ DEFINE_SUM(fastop_sum_f64, double, 16, 512)
         T acc[LANES];                                                                \
         ptrdiff_t i = 0;                                                             \
         int j;                                                                       \
+        if (n < LANES) {                                                             \
+            T m = x[0];                                                              \
+            for (i = 1; i < n; i++)                                                  \
+                m = (x[i] > m || x[i] != x[i]) ? x[i] : m;                           \
+            return m;                                                                \
+        }                                                                            \
         for (j = 0; j < LANES; j++)                                                  \
             acc[j] = x[0];                                                           \
         for (; i + LANES <= n; i += LANES)                                           \
@@ -80,7 +99,7 @@ DEFINE_SUM(fastop_sum_f64, double, 16, 512)
     }
 
 DEFINE_MAX(fastop_max_f32, float, 32)
-DEFINE_MAX(fastop_max_f64, double, 16)
+DEFINE_MAX(fastop_max_f64, double, 32)
 
 /* acc[i] += x[i] and acc[i] = max(acc[i], x[i]) (NaN wins): one row into another,
  * the inner step of a reduction over a non-last axis. */

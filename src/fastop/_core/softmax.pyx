@@ -1,0 +1,478 @@
+# distutils: sources = src/fastop/_core/reduce_impl.c src/fastop/_core/simd_math_impl.c
+"""Softmax kernels: softmax, log_softmax along an axis, their backward kernels, and the
+fused softmax + cross-entropy with integer labels (forward and backward).
+
+All are numerically stable (the row maximum is subtracted before ``exp``). A kernel
+works row by row: a row is the run of elements along ``axis`` (the last axis for
+cross-entropy); rows are independent, so large inputs split rows over threads. When
+every operand of a row is unit-stride along the axis, the row runs on the SIMD loops of
+``reduce_impl.c`` (max, pairwise sum, dot) and ``simd_math.h`` (exp); other strides take
+a scalar loop with libm.
+
+Formulas (per row; ``g`` is the row's loss gradient)::
+
+    softmax          y = exp(x - m) / s,     m = max(x), s = sum(exp(x - m))
+    log_softmax      y = (x - m) - log(s)
+    softmax_grad     dx = y * (dy - sum(dy * y))
+    log_softmax_grad dx = dy - exp(y) * sum(dy)
+    cross-entropy    loss = log(s) - (x[label] - m),  softmax = y
+    its gradient     dlogits = g * (softmax - onehot(label))
+
+Rows whose label equals ``ignore_index`` get loss 0 and gradient 0; any other label
+outside ``[0, classes)`` is an error naming the op. Attributes: ``ints = [axis]`` for
+softmax and log_softmax (and their grads), ``ints = [ignore_index]`` for cross-entropy.
+"""
+from libc.math cimport exp, log
+from cython.parallel cimport prange
+from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, FASTOP_INT32,
+                                   FASTOP_INT64, FASTOP_FLOAT32, floating_t)
+from fastop._core.kernel cimport (make_kernel, K_OK, K_ERR_ATTR, K_ERR_DTYPE, K_ERR_SHAPE,
+                                  K_ERR_VALUE, get_num_threads, use_threads)
+
+cdef extern from "simd_math.h" nogil:
+    void fastop_vexp_f32(const float* x, float* y, ptrdiff_t n)
+    void fastop_vexp_f64(const double* x, double* y, ptrdiff_t n)
+
+cdef extern from *:
+    """
+    float fastop_sum_f32(const float *x, ptrdiff_t n);
+    double fastop_sum_f64(const double *x, ptrdiff_t n);
+    float fastop_dot_f32(const float *x, const float *y, ptrdiff_t n);
+    double fastop_dot_f64(const double *x, const double *y, ptrdiff_t n);
+    float fastop_max_f32(const float *x, ptrdiff_t n);
+    double fastop_max_f64(const double *x, ptrdiff_t n);
+    """
+    float fastop_sum_f32(const float* x, ptrdiff_t n) noexcept nogil
+    double fastop_sum_f64(const double* x, ptrdiff_t n) noexcept nogil
+    float fastop_dot_f32(const float* x, const float* y, ptrdiff_t n) noexcept nogil
+    double fastop_dot_f64(const double* x, const double* y, ptrdiff_t n) noexcept nogil
+    float fastop_max_f32(const float* x, ptrdiff_t n) noexcept nogil
+    double fastop_max_f64(const double* x, ptrdiff_t n) noexcept nogil
+
+__all__ = ["softmax", "log_softmax", "softmax_grad", "log_softmax_grad",
+           "softmax_cross_entropy", "softmax_cross_entropy_grad"]
+
+cdef enum:
+    SOFTMAX = 0
+    LOG_SOFTMAX = 1
+    SOFTMAX_GRAD = 2
+    LOG_SOFTMAX_GRAD = 3
+    CE = 4
+    CE_GRAD = 5
+    CHUNK = 512           # elements of a stack buffer (exp of a piece of a row)
+    EXP_COST = 8          # an element costs about this many additions (threads sooner)
+
+
+ctypedef struct Rows:
+    int mode
+    int axis                            # the axis of the rows in `shape`
+    int ndim
+    ptrdiff_t n                         # row length
+    ptrdiff_t nrows
+    ptrdiff_t ignore_index
+    const fastop_view* shape            # the operand whose dims define the rows
+    const fastop_view* v[4]             # operands, in the order of the kernel's in+out
+    int failed                          # set when a label is out of range
+
+
+# --------------------------------------------------------------------------- row math
+
+cdef inline floating_t _max(const floating_t* x, ptrdiff_t n, ptrdiff_t s) noexcept nogil:
+    """Row maximum (n >= 1); NaN wins."""
+    cdef ptrdiff_t i
+    cdef floating_t m = x[0], v
+    if s == 1:
+        if floating_t is float:
+            return fastop_max_f32(x, n)
+        else:
+            return fastop_max_f64(x, n)
+    for i in range(1, n):
+        v = x[i * s]
+        if v > m or v != v:
+            m = v
+    return m
+
+
+cdef inline floating_t _sum(const floating_t* x, ptrdiff_t n) noexcept nogil:
+    if floating_t is float:
+        return fastop_sum_f32(x, n)
+    else:
+        return fastop_sum_f64(x, n)
+
+
+cdef inline void _vexp(const floating_t* x, floating_t* y, ptrdiff_t n) noexcept nogil:
+    if floating_t is float:
+        fastop_vexp_f32(x, y, n)
+    else:
+        fastop_vexp_f64(x, y, n)
+
+
+cdef floating_t _softmax_row(const floating_t* x, ptrdiff_t xs, floating_t* y, ptrdiff_t ys,
+                             ptrdiff_t n, floating_t* m_out) noexcept nogil:
+    """y = exp(x - max) / sum; returns the sum, sets *m_out = max."""
+    cdef ptrdiff_t i
+    cdef floating_t m = _max(x, n, xs), s = 0, inv
+    m_out[0] = m
+    if xs == 1 and ys == 1:
+        for i in range(n):
+            y[i] = x[i] - m
+        _vexp(y, y, n)
+        s = _sum(y, n)
+        inv = 1 / s
+        for i in range(n):
+            y[i] = y[i] * inv
+    else:
+        for i in range(n):
+            y[i * ys] = exp(x[i * xs] - m)
+            s += y[i * ys]
+        inv = 1 / s
+        for i in range(n):
+            y[i * ys] = y[i * ys] * inv
+    return s
+
+
+cdef floating_t _log_sum_exp_shifted(const floating_t* x, ptrdiff_t xs, ptrdiff_t n,
+                                     floating_t m) noexcept nogil:
+    """log(sum(exp(x - m))) without writing anything but a stack buffer."""
+    cdef floating_t buf[CHUNK]
+    cdef floating_t s = 0
+    cdef ptrdiff_t i, c, k
+    if xs == 1:
+        for c in range((n + CHUNK - 1) // CHUNK):
+            k = min(<ptrdiff_t>CHUNK, n - c * CHUNK)
+            for i in range(k):
+                buf[i] = x[c * CHUNK + i] - m
+            _vexp(buf, buf, k)
+            s += _sum(buf, k)
+    else:
+        for i in range(n):
+            s += exp(x[i * xs] - m)
+    return log(s)
+
+
+cdef void _log_softmax_row(const floating_t* x, ptrdiff_t xs, floating_t* y, ptrdiff_t ys,
+                           ptrdiff_t n) noexcept nogil:
+    cdef floating_t m = _max(x, n, xs)
+    cdef floating_t lse = _log_sum_exp_shifted(x, xs, n, m)
+    cdef ptrdiff_t i
+    for i in range(n):
+        y[i * ys] = (x[i * xs] - m) - lse
+
+
+cdef void _softmax_grad_row(const floating_t* y, ptrdiff_t ys, const floating_t* dy,
+                            ptrdiff_t dys, floating_t* dx, ptrdiff_t dxs,
+                            ptrdiff_t n) noexcept nogil:
+    cdef ptrdiff_t i
+    cdef floating_t dot = 0
+    if ys == 1 and dys == 1:
+        if floating_t is float:
+            dot = fastop_dot_f32(y, dy, n)
+        else:
+            dot = fastop_dot_f64(y, dy, n)
+    else:
+        for i in range(n):
+            dot += y[i * ys] * dy[i * dys]
+    for i in range(n):
+        dx[i * dxs] = y[i * ys] * (dy[i * dys] - dot)
+
+
+cdef void _log_softmax_grad_row(const floating_t* y, ptrdiff_t ys, const floating_t* dy,
+                                ptrdiff_t dys, floating_t* dx, ptrdiff_t dxs,
+                                ptrdiff_t n) noexcept nogil:
+    cdef floating_t buf[CHUNK]
+    cdef floating_t s = 0
+    cdef ptrdiff_t i, c, k
+    if dys == 1:
+        s = _sum(dy, n)
+    else:
+        for i in range(n):
+            s += dy[i * dys]
+    if ys == 1 and dys == 1 and dxs == 1:
+        for c in range((n + CHUNK - 1) // CHUNK):
+            k = min(<ptrdiff_t>CHUNK, n - c * CHUNK)
+            _vexp(y + c * CHUNK, buf, k)
+            for i in range(k):
+                dx[c * CHUNK + i] = dy[c * CHUNK + i] - buf[i] * s
+    else:
+        for i in range(n):
+            dx[i * dxs] = dy[i * dys] - exp(y[i * ys]) * s
+
+
+# --------------------------------------------------------------------------- rows
+
+cdef inline ptrdiff_t _row_offset(const Rows* R, const fastop_view* v, ptrdiff_t r) noexcept nogil:
+    """Byte offset in v of row r (rows enumerate the dims of R.shape but the axis)."""
+    cdef int d
+    cdef ptrdiff_t off = 0, q
+    for d in range(R.ndim - 1, -1, -1):
+        if d != R.axis:
+            q = r % R.shape.shape[d]
+            r = r // R.shape.shape[d]
+            off += q * v.strides[d]
+    return off
+
+
+cdef inline ptrdiff_t _label_at(const fastop_view* label, ptrdiff_t off) noexcept nogil:
+    if label.dtype == FASTOP_INT32:
+        return (<const int*>(label.data + off))[0]
+    return (<const long long*>(label.data + off))[0]
+
+
+cdef inline ptrdiff_t _step(const fastop_view* v, int axis, floating_t* tag) noexcept nogil:
+    """Element step of v along the rows' axis (1 for a 0-d tensor)."""
+    if v.ndim == 0:
+        return 1
+    return v.strides[axis] // <ptrdiff_t>sizeof(floating_t)
+
+
+cdef void _row(Rows* R, ptrdiff_t r, floating_t* tag) noexcept nogil:
+    """Compute row r of R's kernel."""
+    cdef const fastop_view** v = R.v
+    cdef int a = R.axis
+    cdef ptrdiff_t n = R.n, label, i, xs, ys
+    cdef floating_t m, s, g
+    cdef const floating_t* x
+    cdef floating_t* y
+    if R.mode == SOFTMAX or R.mode == LOG_SOFTMAX:
+        x = <const floating_t*>(v[0].data + _row_offset(R, v[0], r))
+        y = <floating_t*>(v[1].data + _row_offset(R, v[1], r))
+        if R.mode == SOFTMAX:
+            _softmax_row(x, _step(v[0], a, tag), y, _step(v[1], a, tag), n, &m)
+        else:
+            _log_softmax_row(x, _step(v[0], a, tag), y, _step(v[1], a, tag), n)
+    elif R.mode == SOFTMAX_GRAD or R.mode == LOG_SOFTMAX_GRAD:
+        x = <const floating_t*>(v[0].data + _row_offset(R, v[0], r))
+        y = <floating_t*>(v[2].data + _row_offset(R, v[2], r))
+        if R.mode == SOFTMAX_GRAD:
+            _softmax_grad_row(x, _step(v[0], a, tag),
+                              <const floating_t*>(v[1].data + _row_offset(R, v[1], r)),
+                              _step(v[1], a, tag), y, _step(v[2], a, tag), n)
+        else:
+            _log_softmax_grad_row(x, _step(v[0], a, tag),
+                                  <const floating_t*>(v[1].data + _row_offset(R, v[1], r)),
+                                  _step(v[1], a, tag), y, _step(v[2], a, tag), n)
+    elif R.mode == CE:
+        # v: logits, label, loss, softmax
+        x = <const floating_t*>(v[0].data + _row_offset(R, v[0], r))
+        y = <floating_t*>(v[3].data + _row_offset(R, v[3], r))
+        label = _label_at(v[1], _row_offset(R, v[1], r))
+        s = _softmax_row(x, _step(v[0], a, tag), y, _step(v[3], a, tag), n, &m)
+        if label == R.ignore_index or label < 0 or label >= n:
+            R.failed = R.failed or label != R.ignore_index
+            g = 0
+        else:
+            g = log(s) - (x[label * _step(v[0], a, tag)] - m)
+        (<floating_t*>(v[2].data + _row_offset(R, v[2], r)))[0] = g
+    else:
+        # v: label, softmax, dloss, dlogits
+        x = <const floating_t*>(v[1].data + _row_offset(R, v[1], r))
+        y = <floating_t*>(v[3].data + _row_offset(R, v[3], r))
+        label = _label_at(v[0], _row_offset(R, v[0], r))
+        g = (<const floating_t*>(v[2].data + _row_offset(R, v[2], r)))[0]
+        if label == R.ignore_index or label < 0 or label >= n:
+            R.failed = R.failed or label != R.ignore_index
+            g = 0
+        xs = _step(v[1], a, tag)
+        ys = _step(v[3], a, tag)
+        if xs == 1 and ys == 1:
+            for i in range(n):
+                y[i] = x[i] * g
+        else:
+            for i in range(n):
+                y[i * ys] = x[i * xs] * g
+        if g != 0:
+            y[label * ys] -= g
+
+
+cdef int _run_rows(Rows* R, floating_t* tag) noexcept nogil:
+    cdef ptrdiff_t r
+    R.failed = 0
+    if R.n == 0 or R.nrows == 0:
+        return K_OK
+    if R.nrows > 1 and use_threads(R.nrows * R.n * EXP_COST):
+        for r in prange(R.nrows, schedule="static", num_threads=get_num_threads()):
+            _row(R, r, tag)
+    else:
+        for r in range(R.nrows):
+            _row(R, r, tag)
+    return K_ERR_VALUE if R.failed else K_OK
+
+
+cdef int _launch(int mode, int axis, ptrdiff_t ignore_index, const fastop_view* shape,
+                 fastop_view** ins, int n_in, fastop_view** outs, int n_out) noexcept nogil:
+    cdef Rows R
+    cdef int i
+    R.mode = mode
+    R.axis = axis
+    R.ndim = shape.ndim
+    R.shape = shape
+    R.n = shape.shape[axis] if shape.ndim > 0 else 1
+    R.nrows = shape.size // R.n if R.n > 0 else 0
+    R.ignore_index = ignore_index
+    for i in range(n_in):
+        R.v[i] = ins[i]
+    for i in range(n_out):
+        R.v[n_in + i] = outs[i]
+    if shape.dtype == FASTOP_FLOAT32:
+        return _run_rows(&R, <float*>NULL)
+    return _run_rows(&R, <double*>NULL)
+
+
+# --------------------------------------------------------------------------- softmax
+
+cdef int _norm_axis(const fastop_attrs* a, int ndim) noexcept nogil:
+    """ints[0] normalized against ndim (a 0-d tensor takes axis 0 or -1); -1 if invalid."""
+    cdef ptrdiff_t ax = a.ints[0] if a.n_ints > 0 else -1
+    cdef int nd = ndim if ndim > 0 else 1
+    if ax < 0:
+        ax += nd
+    return <int>ax if 0 <= ax < nd else -1
+
+
+cdef int _same_shape(const fastop_view* a, const fastop_view* b) noexcept nogil:
+    cdef int d
+    if a.ndim != b.ndim:
+        return 0
+    for d in range(a.ndim):
+        if a.shape[d] != b.shape[d] and a.shape[d] != -1 and b.shape[d] != -1:
+            return 0
+    return 1
+
+
+cdef void _copy_meta(const fastop_view* src, fastop_view* dst) noexcept nogil:
+    cdef int d
+    dst.ndim = src.ndim
+    dst.dtype = src.dtype
+    for d in range(src.ndim):
+        dst.shape[d] = src.shape[d]
+
+
+cdef int _infer_unary(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
+                      const fastop_attrs* a) noexcept nogil:
+    if _norm_axis(a, ins[0].ndim) < 0:
+        return K_ERR_ATTR
+    _copy_meta(ins[0], &outs[0])
+    return K_OK
+
+
+cdef int _infer_grad(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
+                     const fastop_attrs* a) noexcept nogil:
+    """(y, dy) -> dx: same shapes, same dtypes."""
+    if _norm_axis(a, ins[0].ndim) < 0:
+        return K_ERR_ATTR
+    if ins[0].dtype != ins[1].dtype:
+        return K_ERR_DTYPE
+    if not _same_shape(ins[0], ins[1]):
+        return K_ERR_SHAPE
+    _copy_meta(ins[0], &outs[0])
+    return K_OK
+
+
+cdef int _softmax_kernel(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                         const fastop_attrs* a) noexcept nogil:
+    return _launch(SOFTMAX, _norm_axis(a, ins[0].ndim), 0, ins[0], ins, n_in, outs, n_out)
+
+
+cdef int _log_softmax_kernel(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                             const fastop_attrs* a) noexcept nogil:
+    return _launch(LOG_SOFTMAX, _norm_axis(a, ins[0].ndim), 0, ins[0], ins, n_in, outs, n_out)
+
+
+cdef int _softmax_grad_kernel(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                              const fastop_attrs* a) noexcept nogil:
+    return _launch(SOFTMAX_GRAD, _norm_axis(a, ins[0].ndim), 0, ins[0], ins, n_in, outs,
+                   n_out)
+
+
+cdef int _log_softmax_grad_kernel(fastop_view** ins, int n_in, fastop_view** outs,
+                                  int n_out, const fastop_attrs* a) noexcept nogil:
+    return _launch(LOG_SOFTMAX_GRAD, _norm_axis(a, ins[0].ndim), 0, ins[0], ins, n_in, outs,
+                   n_out)
+
+
+def _pack_axis(attrs):
+    return [int(attrs.get("axis", -1))], []
+
+
+# --------------------------------------------------------------------------- cross-entropy
+
+cdef int _check_rows(const fastop_view* logits, const fastop_view* v,
+                     bint allow_flat) noexcept nogil:
+    """v has logits' leading dims and a last dim of 1 (or, if allow_flat, no last dim)."""
+    cdef int d, lead = logits.ndim - 1
+    if v.ndim == lead + 1:
+        if v.shape[lead] != 1 and v.shape[lead] != -1:
+            return 0
+    elif not (allow_flat and v.ndim == lead):
+        return 0
+    for d in range(lead):
+        if v.shape[d] != logits.shape[d] and v.shape[d] != -1 and logits.shape[d] != -1:
+            return 0
+    return 1
+
+
+cdef int _infer_ce(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
+                   const fastop_attrs* a) noexcept nogil:
+    """(logits [*, C], label [*] or [*, 1]) -> (loss [*, 1], softmax [*, C])."""
+    cdef const fastop_view* logits = ins[0]
+    cdef const fastop_view* label = ins[1]
+    if label.dtype != FASTOP_INT32 and label.dtype != FASTOP_INT64:
+        return K_ERR_DTYPE
+    if logits.ndim < 1 or not _check_rows(logits, label, True):
+        return K_ERR_SHAPE
+    _copy_meta(logits, &outs[0])
+    outs[0].shape[logits.ndim - 1] = 1
+    _copy_meta(logits, &outs[1])
+    return K_OK
+
+
+cdef int _infer_ce_grad(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
+                        const fastop_attrs* a) noexcept nogil:
+    """(label, softmax [*, C], dloss [*, 1]) -> dlogits [*, C]."""
+    cdef const fastop_view* label = ins[0]
+    cdef const fastop_view* sm = ins[1]
+    if label.dtype != FASTOP_INT32 and label.dtype != FASTOP_INT64:
+        return K_ERR_DTYPE
+    if ins[2].dtype != sm.dtype:
+        return K_ERR_DTYPE
+    if sm.ndim < 1 or not _check_rows(sm, label, True) or not _check_rows(sm, ins[2], False):
+        return K_ERR_SHAPE
+    _copy_meta(sm, &outs[0])
+    return K_OK
+
+
+cdef int _ce_kernel(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                    const fastop_attrs* a) noexcept nogil:
+    return _launch(CE, ins[0].ndim - 1, a.ints[0], ins[0], ins, n_in, outs, n_out)
+
+
+cdef int _ce_grad_kernel(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                         const fastop_attrs* a) noexcept nogil:
+    return _launch(CE_GRAD, ins[1].ndim - 1, a.ints[0], ins[1], ins, n_in, outs, n_out)
+
+
+def _pack_ignore_index(attrs):
+    return [int(attrs.get("ignore_index", -100))], []
+
+
+# --------------------------------------------------------------------------- kernels
+
+cdef tuple AXIS = ("axis",)
+
+softmax = make_kernel("softmax", ("x",), ("out",), _infer_unary, NULL, NULL, NULL,
+                      _softmax_kernel, _softmax_kernel, 0, AXIS, _pack_axis, 0)
+log_softmax = make_kernel("log_softmax", ("x",), ("out",), _infer_unary, NULL, NULL, NULL,
+                          _log_softmax_kernel, _log_softmax_kernel, 0, AXIS, _pack_axis, 0)
+softmax_grad = make_kernel("softmax_grad", ("y", "dy"), ("dx",), _infer_grad, NULL, NULL,
+                           NULL, _softmax_grad_kernel, _softmax_grad_kernel, 0, AXIS,
+                           _pack_axis, 0)
+log_softmax_grad = make_kernel("log_softmax_grad", ("y", "dy"), ("dx",), _infer_grad, NULL,
+                               NULL, NULL, _log_softmax_grad_kernel,
+                               _log_softmax_grad_kernel, 0, AXIS, _pack_axis, 0)
+softmax_cross_entropy = make_kernel(
+    "softmax_cross_entropy", ("logits", "label"), ("loss", "softmax"), _infer_ce, NULL, NULL,
+    NULL, _ce_kernel, _ce_kernel, 0, ("ignore_index",), _pack_ignore_index, 0)
+softmax_cross_entropy_grad = make_kernel(
+    "softmax_cross_entropy_grad", ("label", "softmax", "dloss"), ("dlogits",), _infer_ce_grad,
+    NULL, NULL, NULL, _ce_grad_kernel, _ce_grad_kernel, 1, ("ignore_index",),
+    _pack_ignore_index, 0)
