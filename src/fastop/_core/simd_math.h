@@ -39,6 +39,22 @@ void fastop_vsigmoid_f64(const double *x, double *y, ptrdiff_t n);
 void fastop_vrelu_f32(const float *x, float *y, ptrdiff_t n);
 void fastop_vrelu_f64(const double *x, double *y, ptrdiff_t n);
 
+/* Binary elementwise y[i] = a[i] op b[i] over contiguous arrays (y may be a or b). */
+enum {
+    FASTOP_BIN_ADD = 0,
+    FASTOP_BIN_SUB = 1,
+    FASTOP_BIN_MUL = 2,
+    FASTOP_BIN_DIV = 3,
+    FASTOP_BIN_MAX = 4,          /* nan wins, like numpy.maximum */
+    FASTOP_BIN_MIN = 5,
+    FASTOP_BIN_TANH_GRAD = 7,    /* a = tanh output y, b = dy: dy * (1 - y^2) */
+    FASTOP_BIN_SIGMOID_GRAD = 8, /* dy * y * (1 - y) */
+    FASTOP_BIN_RELU_GRAD = 9,    /* y > 0 ? dy : 0 */
+    FASTOP_BIN_SQRT_GRAD = 10    /* 0.5 * dy / y */
+};
+void fastop_vbinary_f32(int op, const float *a, const float *b, float *y, ptrdiff_t n);
+void fastop_vbinary_f64(int op, const double *a, const double *b, double *y, ptrdiff_t n);
+
 #ifdef __cplusplus
 }
 #endif

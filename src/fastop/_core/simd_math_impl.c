@@ -212,6 +212,38 @@ INLINE double log_f64(double x)
 
 INLINE double relu_f64(double x) { return x < 0.0 ? 0.0 : x; }
 
+/* ----------------------------------------------------------------------- binary */
+
+/* The loop of each binary op; the switch sits outside the loops. maximum/minimum let
+ * nan through from either side, like numpy. */
+#define BINARY_BODY(T)                                                              \
+    ptrdiff_t i;                                                                    \
+    switch (op) {                                                                   \
+    case FASTOP_BIN_ADD: for (i = 0; i < n; i++) y[i] = a[i] + b[i]; break;         \
+    case FASTOP_BIN_SUB: for (i = 0; i < n; i++) y[i] = a[i] - b[i]; break;         \
+    case FASTOP_BIN_MUL: for (i = 0; i < n; i++) y[i] = a[i] * b[i]; break;         \
+    case FASTOP_BIN_DIV: for (i = 0; i < n; i++) y[i] = a[i] / b[i]; break;         \
+    case FASTOP_BIN_MAX:                                                            \
+        for (i = 0; i < n; i++) y[i] = (a[i] >= b[i] || a[i] != a[i]) ? a[i] : b[i];\
+        break;                                                                      \
+    case FASTOP_BIN_MIN:                                                            \
+        for (i = 0; i < n; i++) y[i] = (a[i] <= b[i] || a[i] != a[i]) ? a[i] : b[i];\
+        break;                                                                      \
+    case FASTOP_BIN_TANH_GRAD:                                                      \
+        for (i = 0; i < n; i++) y[i] = b[i] * ((T)1 - a[i] * a[i]);                 \
+        break;                                                                      \
+    case FASTOP_BIN_SIGMOID_GRAD:                                                   \
+        for (i = 0; i < n; i++) y[i] = b[i] * a[i] * ((T)1 - a[i]);                 \
+        break;                                                                      \
+    case FASTOP_BIN_RELU_GRAD:                                                      \
+        for (i = 0; i < n; i++) y[i] = a[i] > 0 ? b[i] : (T)0;                      \
+        break;                                                                      \
+    case FASTOP_BIN_SQRT_GRAD:                                                      \
+        for (i = 0; i < n; i++) y[i] = (T)0.5 * b[i] / a[i];                        \
+        break;                                                                      \
+    default: break;                                                                 \
+    }
+
 /* ----------------------------------------------------------------------- dispatch */
 
 /* 0 = baseline, 1 = x86-64-v3 (AVX2+FMA), 2 = x86-64-v4 (AVX-512). */
@@ -252,10 +284,26 @@ static int isa_level(void)
         else if (level == 1) name##_v3(x, y, n);                                    \
         else name##_base(x, y, n);                                                  \
     }
+#define DEFINE_VBINARY(name, T)                                                     \
+    TARGET_V4 static void name##_v4(int op, const T *a, const T *b, T *y, ptrdiff_t n) \
+    { BINARY_BODY(T) }                                                              \
+    TARGET_V3 static void name##_v3(int op, const T *a, const T *b, T *y, ptrdiff_t n) \
+    { BINARY_BODY(T) }                                                              \
+    static void name##_base(int op, const T *a, const T *b, T *y, ptrdiff_t n)      \
+    { BINARY_BODY(T) }                                                              \
+    void name(int op, const T *a, const T *b, T *y, ptrdiff_t n)                    \
+    {                                                                               \
+        int level = isa_level();                                                    \
+        if (level == 2) name##_v4(op, a, b, y, n);                                  \
+        else if (level == 1) name##_v3(op, a, b, y, n);                             \
+        else name##_base(op, a, b, y, n);                                           \
+    }
 #else
 #define DEFINE_VFUNC(name, T, fn)                                                   \
     void name(const T *x, T *y, ptrdiff_t n)                                        \
     { for (ptrdiff_t i = 0; i < n; i++) y[i] = fn(x[i]); }
+#define DEFINE_VBINARY(name, T)                                                     \
+    void name(int op, const T *a, const T *b, T *y, ptrdiff_t n) { BINARY_BODY(T) }
 #endif
 
 DEFINE_VFUNC(fastop_vexp_f32, float, exp_f32)
@@ -268,3 +316,5 @@ DEFINE_VFUNC(fastop_vsigmoid_f32, float, sigmoid_f32)
 DEFINE_VFUNC(fastop_vsigmoid_f64, double, sigmoid_f64)
 DEFINE_VFUNC(fastop_vrelu_f32, float, relu_f32)
 DEFINE_VFUNC(fastop_vrelu_f64, double, relu_f64)
+DEFINE_VBINARY(fastop_vbinary_f32, float)
+DEFINE_VBINARY(fastop_vbinary_f64, double)

@@ -1,0 +1,858 @@
+# distutils: sources = src/fastop/_core/simd_math_impl.c
+"""Elementwise kernels: unary math, their backward forms, binary arithmetic,
+comparisons, where, cast and full_like.
+
+Every kernel runs the same way. The output and its inputs are walked in C order by the
+broadcast iterator (``broadcast.pxd``: numpy's broadcasting rules, size-1 dims dropped,
+contiguous dims merged), so a contiguous same-shape call is a single run. A run whose
+operands all have unit stride goes straight to a typed contiguous loop (fused types;
+exp/log/tanh/sigmoid/relu on floats call the SIMD functions of ``simd_math.h``);
+anything else (views, transposes, stride-0 broadcast inputs) is gathered into small
+per-thread buffers, computed by the same loop, and scattered back. Work above
+``use_threads`` is split into equal pieces over OpenMP threads; small calls never
+start threads.
+
+``out=`` may be an input itself (in place). An input that overlaps the output in any
+other way is copied first, so the result is always as if inputs were read before the
+output is written.
+"""
+from libc.stdint cimport uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport malloc, free
+from libc.math cimport fabs, sqrt as c_sqrt, pow as c_pow
+from cython.parallel cimport prange
+from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, FASTOP_BOOL,
+                                   FASTOP_INT32, FASTOP_INT64, FASTOP_FLOAT32,
+                                   FASTOP_FLOAT64, numeric_t, itemsize_of,
+                                   view_copy, view_set_contiguous_strides)
+from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_BROADCAST, K_ERR_DTYPE,
+                                  K_ERR_VALUE, K_ERR_MEMORY, get_num_threads, use_threads)
+from fastop._core.broadcast cimport (bcast_iter, broadcast_shape, bcast_iter_init,
+                                     bcast_iter_seek, bcast_iter_run, bcast_iter_advance,
+                                     BCAST_MAX_OPERANDS)
+
+cdef extern from "simd_math.h" nogil:
+    void fastop_vexp_f32(const float* x, float* y, ptrdiff_t n)
+    void fastop_vexp_f64(const double* x, double* y, ptrdiff_t n)
+    void fastop_vlog_f32(const float* x, float* y, ptrdiff_t n)
+    void fastop_vlog_f64(const double* x, double* y, ptrdiff_t n)
+    void fastop_vtanh_f32(const float* x, float* y, ptrdiff_t n)
+    void fastop_vtanh_f64(const double* x, double* y, ptrdiff_t n)
+    void fastop_vsigmoid_f32(const float* x, float* y, ptrdiff_t n)
+    void fastop_vsigmoid_f64(const double* x, double* y, ptrdiff_t n)
+    void fastop_vrelu_f32(const float* x, float* y, ptrdiff_t n)
+    void fastop_vrelu_f64(const double* x, double* y, ptrdiff_t n)
+    void fastop_vbinary_f32(int op, const float* a, const float* b, float* y, ptrdiff_t n)
+    void fastop_vbinary_f64(int op, const double* a, const double* b, double* y, ptrdiff_t n)
+
+__all__ = ["neg", "abs", "sign", "exp", "log", "sqrt", "square", "tanh", "sigmoid", "relu",
+           "tanh_grad", "sigmoid_grad", "relu_grad", "sqrt_grad",
+           "add", "subtract", "multiply", "divide", "pow", "maximum", "minimum",
+           "equal", "not_equal", "less_than", "less_equal", "greater_than", "greater_equal",
+           "where", "cast", "full_like"]
+
+# Every type an element can have; bool is stored as one byte (0 or 1), like numpy.
+ctypedef fused any_t:
+    uint8_t
+    int
+    long long
+    float
+    double
+
+# cast: source and destination vary independently (25 specializations).
+ctypedef fused src_t:
+    uint8_t
+    int
+    long long
+    float
+    double
+
+ctypedef fused dst_t:
+    uint8_t
+    int
+    long long
+    float
+    double
+
+cdef enum:
+    BLOCK = 512             # elements per gather buffer (x 8 bytes x 4 operands: 16 KB)
+    MAX_THREADS = 64
+    # Op codes. The binary arithmetic codes are shared with simd_math.h's
+    # fastop_vbinary_* (FASTOP_BIN_*): keep them in step.
+    B_ADD = 0
+    B_SUB = 1
+    B_MUL = 2
+    B_DIV = 3
+    B_MAX = 4
+    B_MIN = 5
+    B_POW = 6
+    B_TANH_GRAD = 7
+    B_SIGMOID_GRAD = 8
+    B_RELU_GRAD = 9
+    B_SQRT_GRAD = 10
+    U_NEG = 20
+    U_ABS = 21
+    U_SIGN = 22
+    U_SQUARE = 23
+    U_SQRT = 24
+    U_EXP = 25
+    U_LOG = 26
+    U_TANH = 27
+    U_SIGMOID = 28
+    U_RELU = 29
+    C_EQ = 40
+    C_NE = 41
+    C_LT = 42
+    C_LE = 43
+    C_GT = 44
+    C_GE = 45
+
+# Threads pay off once a loop has ~32K elements of transcendental work (use_threads'
+# threshold); a cheap op (add, compare, copy) needs 8x more elements than that.
+cdef enum:
+    HEAVY = 0
+    LIGHT = 3
+
+
+ctypedef struct OpCtx:
+    int op
+    int dtype                      # dtype of the typed inputs (x for where)
+    int out_dtype
+    const fastop_attrs* attrs
+
+# Compute n elements of contiguous operands: p[0] the output, p[1 + i] input i.
+ctypedef int (*block_fn)(const OpCtx* c, char** p, ptrdiff_t n) noexcept nogil
+
+
+# --------------------------------------------------------------------------- typed loops
+
+cdef inline void _unary_loop(int op, const numeric_t* x, numeric_t* y, ptrdiff_t n) noexcept nogil:
+    cdef ptrdiff_t i
+    if op == U_NEG:
+        for i in range(n):
+            y[i] = -x[i]
+    elif op == U_ABS:
+        if numeric_t is float or numeric_t is double:
+            for i in range(n):
+                y[i] = fabs(x[i])
+        else:
+            for i in range(n):
+                y[i] = -x[i] if x[i] < 0 else x[i]
+    elif op == U_SIGN:
+        if numeric_t is float or numeric_t is double:
+            for i in range(n):   # nan stays nan, like numpy
+                y[i] = x[i] if x[i] != x[i] else <numeric_t>((x[i] > 0) - (x[i] < 0))
+        else:
+            for i in range(n):
+                y[i] = (x[i] > 0) - (x[i] < 0)
+    elif op == U_SQUARE:
+        for i in range(n):
+            y[i] = x[i] * x[i]
+    elif op == U_RELU:
+        if numeric_t is float:
+            fastop_vrelu_f32(x, y, n)
+        elif numeric_t is double:
+            fastop_vrelu_f64(x, y, n)
+        else:
+            for i in range(n):
+                y[i] = 0 if x[i] < 0 else x[i]
+    elif numeric_t is float:
+        if op == U_SQRT:
+            for i in range(n):
+                y[i] = c_sqrt(x[i])
+        elif op == U_EXP:
+            fastop_vexp_f32(x, y, n)
+        elif op == U_LOG:
+            fastop_vlog_f32(x, y, n)
+        elif op == U_TANH:
+            fastop_vtanh_f32(x, y, n)
+        elif op == U_SIGMOID:
+            fastop_vsigmoid_f32(x, y, n)
+    elif numeric_t is double:
+        if op == U_SQRT:
+            for i in range(n):
+                y[i] = c_sqrt(x[i])
+        elif op == U_EXP:
+            fastop_vexp_f64(x, y, n)
+        elif op == U_LOG:
+            fastop_vlog_f64(x, y, n)
+        elif op == U_TANH:
+            fastop_vtanh_f64(x, y, n)
+        elif op == U_SIGMOID:
+            fastop_vsigmoid_f64(x, y, n)
+
+
+cdef inline numeric_t _ipow(numeric_t base, long long e) noexcept nogil:
+    """base ** e for a non-negative integer e, by squaring (wraps like numpy)."""
+    cdef numeric_t result = 1
+    while e > 0:
+        if e & 1:
+            result = result * base
+        base = base * base
+        e = e >> 1
+    return result
+
+
+cdef inline int _binary_loop(int op, const numeric_t* a, const numeric_t* b, numeric_t* y,
+                             ptrdiff_t n) noexcept nogil:
+    cdef ptrdiff_t i
+    if numeric_t is float:
+        if op != B_POW:
+            fastop_vbinary_f32(op, a, b, y, n)
+            return K_OK
+    elif numeric_t is double:
+        if op != B_POW:
+            fastop_vbinary_f64(op, a, b, y, n)
+            return K_OK
+    if op == B_ADD:
+        for i in range(n):
+            y[i] = a[i] + b[i]
+    elif op == B_SUB:
+        for i in range(n):
+            y[i] = a[i] - b[i]
+    elif op == B_MUL:
+        for i in range(n):
+            y[i] = a[i] * b[i]
+    elif op == B_MAX:
+        for i in range(n):
+            y[i] = a[i] if a[i] >= b[i] else b[i]
+    elif op == B_MIN:
+        for i in range(n):
+            y[i] = a[i] if a[i] <= b[i] else b[i]
+    elif op == B_POW:
+        if numeric_t is float or numeric_t is double:
+            for i in range(n):
+                y[i] = c_pow(a[i], b[i])
+        else:
+            for i in range(n):
+                if b[i] < 0:
+                    return K_ERR_VALUE   # numpy: integers to negative powers are not allowed
+                y[i] = _ipow(a[i], <long long>b[i])
+    return K_OK
+
+
+cdef inline void _compare_loop(int op, const any_t* a, const any_t* b, uint8_t* y,
+                               ptrdiff_t n) noexcept nogil:
+    cdef ptrdiff_t i
+    if op == C_EQ:
+        for i in range(n):
+            y[i] = a[i] == b[i]
+    elif op == C_NE:
+        for i in range(n):
+            y[i] = a[i] != b[i]
+    elif op == C_LT:
+        for i in range(n):
+            y[i] = a[i] < b[i]
+    elif op == C_LE:
+        for i in range(n):
+            y[i] = a[i] <= b[i]
+    elif op == C_GT:
+        for i in range(n):
+            y[i] = a[i] > b[i]
+    elif op == C_GE:
+        for i in range(n):
+            y[i] = a[i] >= b[i]
+
+
+cdef inline void _where_loop(const uint8_t* c, const any_t* x, const any_t* y, any_t* out,
+                             ptrdiff_t n) noexcept nogil:
+    cdef ptrdiff_t i
+    for i in range(n):
+        out[i] = x[i] if c[i] else y[i]
+
+
+cdef inline void _cast_loop(const src_t* x, dst_t* y, ptrdiff_t n) noexcept nogil:
+    cdef ptrdiff_t i
+    if dst_t is uint8_t:
+        for i in range(n):
+            y[i] = x[i] != 0
+    else:
+        for i in range(n):
+            y[i] = <dst_t>x[i]
+
+
+cdef inline void _cast_from(int src, const char* x, dst_t* y, ptrdiff_t n) noexcept nogil:
+    if src == FASTOP_BOOL:
+        _cast_loop(<const uint8_t*>x, y, n)
+    elif src == FASTOP_INT32:
+        _cast_loop(<const int*>x, y, n)
+    elif src == FASTOP_INT64:
+        _cast_loop(<const long long*>x, y, n)
+    elif src == FASTOP_FLOAT32:
+        _cast_loop(<const float*>x, y, n)
+    else:
+        _cast_loop(<const double*>x, y, n)
+
+
+cdef inline void _fill_loop(any_t* y, any_t value, ptrdiff_t n) noexcept nogil:
+    cdef ptrdiff_t i
+    for i in range(n):
+        y[i] = value
+
+
+# --------------------------------------------------------------------------- block functions
+
+cdef int _unary_block(const OpCtx* c, char** p, ptrdiff_t n) noexcept nogil:
+    if c.dtype == FASTOP_FLOAT32:
+        _unary_loop(c.op, <const float*>p[1], <float*>p[0], n)
+    elif c.dtype == FASTOP_FLOAT64:
+        _unary_loop(c.op, <const double*>p[1], <double*>p[0], n)
+    elif c.dtype == FASTOP_INT32:
+        _unary_loop(c.op, <const int*>p[1], <int*>p[0], n)
+    else:
+        _unary_loop(c.op, <const long long*>p[1], <long long*>p[0], n)
+    return K_OK
+
+
+cdef int _binary_block(const OpCtx* c, char** p, ptrdiff_t n) noexcept nogil:
+    if c.dtype == FASTOP_FLOAT32:
+        return _binary_loop(c.op, <const float*>p[1], <const float*>p[2], <float*>p[0], n)
+    if c.dtype == FASTOP_FLOAT64:
+        return _binary_loop(c.op, <const double*>p[1], <const double*>p[2], <double*>p[0], n)
+    if c.dtype == FASTOP_INT32:
+        return _binary_loop(c.op, <const int*>p[1], <const int*>p[2], <int*>p[0], n)
+    return _binary_loop(c.op, <const long long*>p[1], <const long long*>p[2],
+                        <long long*>p[0], n)
+
+
+cdef int _compare_block(const OpCtx* c, char** p, ptrdiff_t n) noexcept nogil:
+    cdef uint8_t* y = <uint8_t*>p[0]
+    if c.dtype == FASTOP_BOOL:
+        _compare_loop(c.op, <const uint8_t*>p[1], <const uint8_t*>p[2], y, n)
+    elif c.dtype == FASTOP_INT32:
+        _compare_loop(c.op, <const int*>p[1], <const int*>p[2], y, n)
+    elif c.dtype == FASTOP_INT64:
+        _compare_loop(c.op, <const long long*>p[1], <const long long*>p[2], y, n)
+    elif c.dtype == FASTOP_FLOAT32:
+        _compare_loop(c.op, <const float*>p[1], <const float*>p[2], y, n)
+    else:
+        _compare_loop(c.op, <const double*>p[1], <const double*>p[2], y, n)
+    return K_OK
+
+
+cdef int _where_block(const OpCtx* c, char** p, ptrdiff_t n) noexcept nogil:
+    cdef const uint8_t* cond = <const uint8_t*>p[1]
+    if c.dtype == FASTOP_BOOL:
+        _where_loop(cond, <const uint8_t*>p[2], <const uint8_t*>p[3], <uint8_t*>p[0], n)
+    elif c.dtype == FASTOP_INT32:
+        _where_loop(cond, <const int*>p[2], <const int*>p[3], <int*>p[0], n)
+    elif c.dtype == FASTOP_INT64:
+        _where_loop(cond, <const long long*>p[2], <const long long*>p[3], <long long*>p[0], n)
+    elif c.dtype == FASTOP_FLOAT32:
+        _where_loop(cond, <const float*>p[2], <const float*>p[3], <float*>p[0], n)
+    else:
+        _where_loop(cond, <const double*>p[2], <const double*>p[3], <double*>p[0], n)
+    return K_OK
+
+
+cdef int _cast_block(const OpCtx* c, char** p, ptrdiff_t n) noexcept nogil:
+    if c.out_dtype == FASTOP_BOOL:
+        _cast_from(c.dtype, p[1], <uint8_t*>p[0], n)
+    elif c.out_dtype == FASTOP_INT32:
+        _cast_from(c.dtype, p[1], <int*>p[0], n)
+    elif c.out_dtype == FASTOP_INT64:
+        _cast_from(c.dtype, p[1], <long long*>p[0], n)
+    elif c.out_dtype == FASTOP_FLOAT32:
+        _cast_from(c.dtype, p[1], <float*>p[0], n)
+    else:
+        _cast_from(c.dtype, p[1], <double*>p[0], n)
+    return K_OK
+
+
+cdef int _fill_block(const OpCtx* c, char** p, ptrdiff_t n) noexcept nogil:
+    # attrs: f[0] = the value; ints[0] = the value as an integer (exact for int64)
+    if c.dtype == FASTOP_BOOL:
+        _fill_loop(<uint8_t*>p[0], <uint8_t>(c.attrs.f[0] != 0), n)
+    elif c.dtype == FASTOP_INT32:
+        _fill_loop(<int*>p[0], <int>c.attrs.ints[0], n)
+    elif c.dtype == FASTOP_INT64:
+        _fill_loop(<long long*>p[0], <long long>c.attrs.ints[0], n)
+    elif c.dtype == FASTOP_FLOAT32:
+        _fill_loop(<float*>p[0], <float>c.attrs.f[0], n)
+    else:
+        _fill_loop(<double*>p[0], c.attrs.f[0], n)
+    return K_OK
+
+
+# --------------------------------------------------------------------------- the driver
+
+cdef inline void _gather(char* dst, const char* src, ptrdiff_t stride, ptrdiff_t n,
+                         ptrdiff_t itemsize) noexcept nogil:
+    """dst[i] = src[i * stride] for n elements (dst contiguous)."""
+    cdef ptrdiff_t i
+    if itemsize == 8:
+        for i in range(n):
+            (<uint64_t*>dst)[i] = (<const uint64_t*>(src + i * stride))[0]
+    elif itemsize == 4:
+        for i in range(n):
+            (<uint32_t*>dst)[i] = (<const uint32_t*>(src + i * stride))[0]
+    else:
+        for i in range(n):
+            (<uint8_t*>dst)[i] = (<const uint8_t*>(src + i * stride))[0]
+
+
+cdef inline void _scatter(char* dst, const char* src, ptrdiff_t stride, ptrdiff_t n,
+                          ptrdiff_t itemsize) noexcept nogil:
+    """dst[i * stride] = src[i] for n elements (src contiguous)."""
+    cdef ptrdiff_t i
+    if itemsize == 8:
+        for i in range(n):
+            (<uint64_t*>(dst + i * stride))[0] = (<const uint64_t*>src)[i]
+    elif itemsize == 4:
+        for i in range(n):
+            (<uint32_t*>(dst + i * stride))[0] = (<const uint32_t*>src)[i]
+    else:
+        for i in range(n):
+            (<uint8_t*>(dst + i * stride))[0] = (<const uint8_t*>src)[i]
+
+
+cdef int _run_range(block_fn fn, const OpCtx* c, const bcast_iter* it,
+                    const ptrdiff_t* itemsizes, ptrdiff_t start, ptrdiff_t stop) noexcept nogil:
+    """Compute output elements [start, stop) (C order)."""
+    cdef ptrdiff_t index[FASTOP_MAX_NDIM]
+    cdef ptrdiff_t saved_index[FASTOP_MAX_NDIM]
+    cdef char* ptrs[BCAST_MAX_OPERANDS]
+    cdef char* saved_ptrs[BCAST_MAX_OPERANDS]
+    cdef char* blocks[BCAST_MAX_OPERANDS]
+    cdef uint64_t buffers[BCAST_MAX_OPERANDS][BLOCK]
+    cdef int op, status, last = it.ndim - 1
+    cdef ptrdiff_t n, filled, pos = start
+    cdef bint direct = True
+    for op in range(it.nop):
+        if it.strides[op][last] != itemsizes[op]:
+            direct = False
+        blocks[op] = <char*>buffers[op]
+    bcast_iter_seek(it, start, index, ptrs)
+    if direct:
+        # every operand has unit stride along runs: compute in place, run by run
+        while pos < stop:
+            n = bcast_iter_run(it, index)
+            if n > stop - pos:
+                n = stop - pos
+            status = fn(c, ptrs, n)
+            if status != K_OK:
+                return status
+            bcast_iter_advance(it, n, index, ptrs)
+            pos += n
+        return K_OK
+    while pos < stop:
+        # gather up to BLOCK elements (across runs) of every input, compute, scatter
+        for op in range(it.nop):
+            saved_ptrs[op] = ptrs[op]
+        for op in range(last + 1):
+            saved_index[op] = index[op]
+        filled = 0
+        while filled < BLOCK and pos < stop:
+            n = bcast_iter_run(it, index)
+            if n > BLOCK - filled:
+                n = BLOCK - filled
+            if n > stop - pos:
+                n = stop - pos
+            for op in range(1, it.nop):
+                _gather(blocks[op] + filled * itemsizes[op], ptrs[op], it.strides[op][last],
+                        n, itemsizes[op])
+            bcast_iter_advance(it, n, index, ptrs)
+            filled += n
+            pos += n
+        status = fn(c, blocks, filled)
+        if status != K_OK:
+            return status
+        # walk the same elements again to scatter the output
+        ptrs[0] = saved_ptrs[0]
+        for op in range(last + 1):
+            index[op] = saved_index[op]
+        n = 0
+        while n < filled:
+            op = <int>bcast_iter_run(it, index)
+            if op > filled - n:
+                op = <int>(filled - n)
+            _scatter(ptrs[0], blocks[0] + n * itemsizes[0], it.strides[0][last], op,
+                     itemsizes[0])
+            bcast_iter_advance(it, op, index, ptrs)
+            n += op
+    return K_OK
+
+
+cdef inline bint _same_view(const fastop_view* a, const fastop_view* b) noexcept nogil:
+    cdef int i
+    if a.data != b.data or a.ndim != b.ndim:
+        return False
+    for i in range(a.ndim):
+        if a.shape[i] != b.shape[i] or (a.shape[i] > 1 and a.strides[i] != b.strides[i]):
+            return False
+    return True
+
+
+cdef inline void _extent(const fastop_view* v, char** lo, char** hi) noexcept nogil:
+    """The byte range [lo, hi) a view touches."""
+    cdef int i
+    cdef ptrdiff_t span
+    lo[0] = v.data
+    hi[0] = v.data + itemsize_of(v.dtype)
+    for i in range(v.ndim):
+        span = (v.shape[i] - 1) * v.strides[i]
+        if span < 0:
+            lo[0] += span
+        else:
+            hi[0] += span
+
+
+cdef inline bint _overlaps(const fastop_view* a, const fastop_view* b) noexcept nogil:
+    cdef char* alo
+    cdef char* ahi
+    cdef char* blo
+    cdef char* bhi
+    if a.size == 0 or b.size == 0:
+        return False
+    _extent(a, &alo, &ahi)
+    _extent(b, &blo, &bhi)
+    return alo < bhi and blo < ahi
+
+
+cdef int _execute(block_fn fn, OpCtx* c, fastop_view** ins, int n_in, fastop_view* out,
+                  int cost_shift) noexcept nogil:
+    """Run `fn` over out = f(ins) with broadcasting, buffering and threads."""
+    cdef bcast_iter it
+    cdef ptrdiff_t itemsizes[BCAST_MAX_OPERANDS]
+    cdef fastop_view copies[BCAST_MAX_OPERANDS]
+    cdef fastop_view* views[BCAST_MAX_OPERANDS]
+    cdef void* temps[BCAST_MAX_OPERANDS]
+    cdef int codes[MAX_THREADS]
+    cdef int i, t, nt = 1, status = K_OK
+    cdef ptrdiff_t size = out.size, chunk
+    if size == 0:
+        return K_OK
+    for i in range(n_in):
+        views[i] = ins[i]
+        temps[i] = NULL
+        if _overlaps(ins[i], out) and not _same_view(ins[i], out):
+            # partial overlap: read from a private copy
+            copies[i] = ins[i][0]
+            view_set_contiguous_strides(&copies[i])
+            temps[i] = malloc(copies[i].size * itemsize_of(copies[i].dtype))
+            if temps[i] == NULL:
+                status = K_ERR_MEMORY
+                break
+            copies[i].data = <char*>temps[i]
+            view_copy(ins[i], &copies[i])
+            views[i] = &copies[i]
+    if status == K_OK:
+        bcast_iter_init(&it, out, views, n_in)
+        itemsizes[0] = itemsize_of(out.dtype)
+        for i in range(n_in):
+            itemsizes[i + 1] = itemsize_of(views[i].dtype)
+        if use_threads(size >> cost_shift):
+            nt = get_num_threads()
+            if nt > MAX_THREADS:
+                nt = MAX_THREADS
+        if nt <= 1:
+            status = _run_range(fn, c, &it, itemsizes, 0, size)
+        else:
+            # equal pieces, multiples of 16 elements so threads never share a cache line
+            chunk = ((size + nt - 1) // nt + 15) & ~(<ptrdiff_t>15)
+            for t in prange(nt, num_threads=nt, schedule="static"):
+                codes[t] = _run_range(fn, c, &it, itemsizes, min(t * chunk, size),
+                                      min((t + 1) * chunk, size))
+            for t in range(nt):
+                if codes[t] != K_OK:
+                    status = codes[t]
+    for i in range(n_in):
+        if views[i] != ins[i]:
+            free(temps[i])
+    return status
+
+
+cdef inline int _unary(int op, fastop_view** ins, fastop_view* out, int cost_shift) noexcept nogil:
+    cdef OpCtx c
+    c.op = op
+    c.dtype = ins[0].dtype
+    return _execute(_unary_block, &c, ins, 1, out, cost_shift)
+
+
+cdef inline int _binary(int op, fastop_view** ins, fastop_view* out, int cost_shift) noexcept nogil:
+    cdef OpCtx c
+    c.op = op
+    c.dtype = ins[0].dtype
+    return _execute(_binary_block, &c, ins, 2, out, cost_shift)
+
+
+cdef inline int _compare(int op, fastop_view** ins, fastop_view* out) noexcept nogil:
+    cdef OpCtx c
+    c.op = op
+    c.dtype = ins[0].dtype
+    return _execute(_compare_block, &c, ins, 2, out, LIGHT)
+
+
+# --------------------------------------------------------------------------- inference
+
+cdef int _infer_same(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
+                     const fastop_attrs* attrs) noexcept nogil:
+    """Output: the input's shape and dtype."""
+    cdef int i
+    outs[0].dtype = ins[0].dtype
+    outs[0].ndim = ins[0].ndim
+    for i in range(ins[0].ndim):
+        outs[0].shape[i] = ins[0].shape[i]
+    return K_OK
+
+
+cdef int _infer_binary(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
+                       const fastop_attrs* attrs) noexcept nogil:
+    """Equal dtypes; the broadcast shape; the inputs' dtype."""
+    if ins[0].dtype != ins[1].dtype:
+        return K_ERR_DTYPE
+    outs[0].dtype = ins[0].dtype
+    return K_ERR_BROADCAST if broadcast_shape(ins, 2, &outs[0]) else K_OK
+
+
+cdef int _infer_compare(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
+                        const fastop_attrs* attrs) noexcept nogil:
+    """Equal dtypes; the broadcast shape; bool."""
+    if ins[0].dtype != ins[1].dtype:
+        return K_ERR_DTYPE
+    outs[0].dtype = FASTOP_BOOL
+    return K_ERR_BROADCAST if broadcast_shape(ins, 2, &outs[0]) else K_OK
+
+
+cdef int _infer_where(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
+                      const fastop_attrs* attrs) noexcept nogil:
+    """A bool condition, x and y of one dtype; the broadcast of all three."""
+    if ins[0].dtype != FASTOP_BOOL or ins[1].dtype != ins[2].dtype:
+        return K_ERR_DTYPE
+    outs[0].dtype = ins[1].dtype
+    return K_ERR_BROADCAST if broadcast_shape(ins, 3, &outs[0]) else K_OK
+
+
+cdef int _infer_cast(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
+                     const fastop_attrs* attrs) noexcept nogil:
+    """x's shape, the dtype given by attrs.ints[0]."""
+    _infer_same(ins, n_in, outs, n_out, attrs)
+    outs[0].dtype = <int>attrs.ints[0]
+    return K_OK
+
+
+# --------------------------------------------------------------------------- kernels
+
+cdef int _k_neg(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                const fastop_attrs* attrs) noexcept nogil:
+    return _unary(U_NEG, ins, outs[0], LIGHT)
+
+cdef int _k_abs(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                const fastop_attrs* attrs) noexcept nogil:
+    return _unary(U_ABS, ins, outs[0], LIGHT)
+
+cdef int _k_sign(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                 const fastop_attrs* attrs) noexcept nogil:
+    return _unary(U_SIGN, ins, outs[0], LIGHT)
+
+cdef int _k_square(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                   const fastop_attrs* attrs) noexcept nogil:
+    return _unary(U_SQUARE, ins, outs[0], LIGHT)
+
+cdef int _k_relu(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                 const fastop_attrs* attrs) noexcept nogil:
+    return _unary(U_RELU, ins, outs[0], LIGHT)
+
+cdef int _k_sqrt(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                 const fastop_attrs* attrs) noexcept nogil:
+    return _unary(U_SQRT, ins, outs[0], HEAVY)
+
+cdef int _k_exp(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                const fastop_attrs* attrs) noexcept nogil:
+    return _unary(U_EXP, ins, outs[0], HEAVY)
+
+cdef int _k_log(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                const fastop_attrs* attrs) noexcept nogil:
+    return _unary(U_LOG, ins, outs[0], HEAVY)
+
+cdef int _k_tanh(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                 const fastop_attrs* attrs) noexcept nogil:
+    return _unary(U_TANH, ins, outs[0], HEAVY)
+
+cdef int _k_sigmoid(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                    const fastop_attrs* attrs) noexcept nogil:
+    return _unary(U_SIGMOID, ins, outs[0], HEAVY)
+
+cdef int _k_add(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                const fastop_attrs* attrs) noexcept nogil:
+    return _binary(B_ADD, ins, outs[0], LIGHT)
+
+cdef int _k_subtract(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                     const fastop_attrs* attrs) noexcept nogil:
+    return _binary(B_SUB, ins, outs[0], LIGHT)
+
+cdef int _k_multiply(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                     const fastop_attrs* attrs) noexcept nogil:
+    return _binary(B_MUL, ins, outs[0], LIGHT)
+
+cdef int _k_divide(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                   const fastop_attrs* attrs) noexcept nogil:
+    return _binary(B_DIV, ins, outs[0], LIGHT)
+
+cdef int _k_pow(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                const fastop_attrs* attrs) noexcept nogil:
+    return _binary(B_POW, ins, outs[0], HEAVY)
+
+cdef int _k_maximum(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                    const fastop_attrs* attrs) noexcept nogil:
+    return _binary(B_MAX, ins, outs[0], LIGHT)
+
+cdef int _k_minimum(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                    const fastop_attrs* attrs) noexcept nogil:
+    return _binary(B_MIN, ins, outs[0], LIGHT)
+
+cdef int _k_tanh_grad(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                      const fastop_attrs* attrs) noexcept nogil:
+    return _binary(B_TANH_GRAD, ins, outs[0], LIGHT)
+
+cdef int _k_sigmoid_grad(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                         const fastop_attrs* attrs) noexcept nogil:
+    return _binary(B_SIGMOID_GRAD, ins, outs[0], LIGHT)
+
+cdef int _k_relu_grad(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                      const fastop_attrs* attrs) noexcept nogil:
+    return _binary(B_RELU_GRAD, ins, outs[0], LIGHT)
+
+cdef int _k_sqrt_grad(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                      const fastop_attrs* attrs) noexcept nogil:
+    return _binary(B_SQRT_GRAD, ins, outs[0], LIGHT)
+
+cdef int _k_equal(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                  const fastop_attrs* attrs) noexcept nogil:
+    return _compare(C_EQ, ins, outs[0])
+
+cdef int _k_not_equal(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                      const fastop_attrs* attrs) noexcept nogil:
+    return _compare(C_NE, ins, outs[0])
+
+cdef int _k_less_than(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                      const fastop_attrs* attrs) noexcept nogil:
+    return _compare(C_LT, ins, outs[0])
+
+cdef int _k_less_equal(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                       const fastop_attrs* attrs) noexcept nogil:
+    return _compare(C_LE, ins, outs[0])
+
+cdef int _k_greater_than(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                         const fastop_attrs* attrs) noexcept nogil:
+    return _compare(C_GT, ins, outs[0])
+
+cdef int _k_greater_equal(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                          const fastop_attrs* attrs) noexcept nogil:
+    return _compare(C_GE, ins, outs[0])
+
+cdef int _k_where(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                  const fastop_attrs* attrs) noexcept nogil:
+    cdef OpCtx c
+    c.dtype = ins[1].dtype
+    return _execute(_where_block, &c, ins, 3, outs[0], LIGHT)
+
+cdef int _k_cast(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                 const fastop_attrs* attrs) noexcept nogil:
+    cdef OpCtx c
+    c.dtype = ins[0].dtype
+    c.out_dtype = outs[0].dtype
+    return _execute(_cast_block, &c, ins, 1, outs[0], LIGHT)
+
+cdef int _k_full_like(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                      const fastop_attrs* attrs) noexcept nogil:
+    cdef OpCtx c
+    c.dtype = outs[0].dtype
+    c.attrs = attrs
+    return _execute(_fill_block, &c, ins, 0, outs[0], LIGHT)
+
+
+# --------------------------------------------------------------------------- attribute packers
+
+def _pack_cast(attrs):
+    """cast(x, dtype=...): ints = [dtype code]."""
+    from fastop._core.storage import as_dtype
+    if "dtype" not in attrs:
+        raise TypeError("cast: missing attribute 'dtype'")
+    return (as_dtype(attrs["dtype"]).code,), ()
+
+
+def _pack_fill(attrs):
+    """full_like(x, fill_value=...): f = [value], ints = [value as an integer]."""
+    value = attrs.get("fill_value", 0.0)
+    if not isinstance(value, (bool, int, float)):
+        try:
+            value = value.item()
+        except AttributeError:
+            raise TypeError(f"full_like: fill_value must be a number, got "
+                            f"{type(value).__name__}") from None
+    as_int = int(value) if isinstance(value, int) or value == value and \
+        abs(value) < 2.0 ** 63 else 0
+    return (as_int,), (float(value),)
+
+
+# --------------------------------------------------------------------------- the kernels
+
+# Unary math. neg/abs/sign/square/relu take int32, int64, float32, float64; the rest
+# floats only (numpy would promote ints to float; fastop asks for an explicit cast).
+neg = make_kernel("neg", ("x",), ("out",), _infer_same, NULL, _k_neg, _k_neg, _k_neg, _k_neg)
+abs = make_kernel("abs", ("x",), ("out",), _infer_same, NULL, _k_abs, _k_abs, _k_abs, _k_abs)
+sign = make_kernel("sign", ("x",), ("out",), _infer_same, NULL, _k_sign, _k_sign, _k_sign,
+                   _k_sign)
+square = make_kernel("square", ("x",), ("out",), _infer_same, NULL, _k_square, _k_square,
+                     _k_square, _k_square)
+relu = make_kernel("relu", ("x",), ("out",), _infer_same, NULL, _k_relu, _k_relu, _k_relu,
+                   _k_relu)
+sqrt = make_kernel("sqrt", ("x",), ("out",), _infer_same, NULL, NULL, NULL, _k_sqrt, _k_sqrt)
+exp = make_kernel("exp", ("x",), ("out",), _infer_same, NULL, NULL, NULL, _k_exp, _k_exp)
+log = make_kernel("log", ("x",), ("out",), _infer_same, NULL, NULL, NULL, _k_log, _k_log)
+tanh = make_kernel("tanh", ("x",), ("out",), _infer_same, NULL, NULL, NULL, _k_tanh, _k_tanh)
+sigmoid = make_kernel("sigmoid", ("x",), ("out",), _infer_same, NULL, NULL, NULL,
+                      _k_sigmoid, _k_sigmoid)
+
+# Backward forms, from the forward output y and the output gradient dy (floats).
+tanh_grad = make_kernel("tanh_grad", ("y", "dy"), ("dx",), _infer_binary, NULL, NULL, NULL,
+                        _k_tanh_grad, _k_tanh_grad)
+sigmoid_grad = make_kernel("sigmoid_grad", ("y", "dy"), ("dx",), _infer_binary, NULL, NULL,
+                           NULL, _k_sigmoid_grad, _k_sigmoid_grad)
+relu_grad = make_kernel("relu_grad", ("y", "dy"), ("dx",), _infer_binary, NULL, NULL, NULL,
+                        _k_relu_grad, _k_relu_grad)
+sqrt_grad = make_kernel("sqrt_grad", ("y", "dy"), ("dx",), _infer_binary, NULL, NULL, NULL,
+                        _k_sqrt_grad, _k_sqrt_grad)
+
+# Binary arithmetic (equal dtypes, broadcasting). divide is true division: floats only.
+add = make_kernel("add", ("x", "y"), ("out",), _infer_binary, NULL, _k_add, _k_add, _k_add,
+                  _k_add)
+subtract = make_kernel("subtract", ("x", "y"), ("out",), _infer_binary, NULL, _k_subtract,
+                       _k_subtract, _k_subtract, _k_subtract)
+multiply = make_kernel("multiply", ("x", "y"), ("out",), _infer_binary, NULL, _k_multiply,
+                       _k_multiply, _k_multiply, _k_multiply)
+divide = make_kernel("divide", ("x", "y"), ("out",), _infer_binary, NULL, NULL, NULL,
+                     _k_divide, _k_divide)
+pow = make_kernel("pow", ("x", "y"), ("out",), _infer_binary, NULL, _k_pow, _k_pow, _k_pow,
+                  _k_pow)
+maximum = make_kernel("maximum", ("x", "y"), ("out",), _infer_binary, NULL, _k_maximum,
+                      _k_maximum, _k_maximum, _k_maximum)
+minimum = make_kernel("minimum", ("x", "y"), ("out",), _infer_binary, NULL, _k_minimum,
+                      _k_minimum, _k_minimum, _k_minimum)
+
+# Comparisons: every dtype (bool too), bool output.
+equal = make_kernel("equal", ("x", "y"), ("out",), _infer_compare, _k_equal, _k_equal,
+                    _k_equal, _k_equal, _k_equal)
+not_equal = make_kernel("not_equal", ("x", "y"), ("out",), _infer_compare, _k_not_equal,
+                        _k_not_equal, _k_not_equal, _k_not_equal, _k_not_equal)
+less_than = make_kernel("less_than", ("x", "y"), ("out",), _infer_compare, _k_less_than,
+                        _k_less_than, _k_less_than, _k_less_than, _k_less_than)
+less_equal = make_kernel("less_equal", ("x", "y"), ("out",), _infer_compare, _k_less_equal,
+                         _k_less_equal, _k_less_equal, _k_less_equal, _k_less_equal)
+greater_than = make_kernel("greater_than", ("x", "y"), ("out",), _infer_compare,
+                           _k_greater_than, _k_greater_than, _k_greater_than,
+                           _k_greater_than, _k_greater_than)
+greater_equal = make_kernel("greater_equal", ("x", "y"), ("out",), _infer_compare,
+                            _k_greater_equal, _k_greater_equal, _k_greater_equal,
+                            _k_greater_equal, _k_greater_equal)
+
+# where(condition, x, y): dispatched on x's dtype (every dtype).
+where = make_kernel("where", ("condition", "x", "y"), ("out",), _infer_where, _k_where,
+                    _k_where, _k_where, _k_where, _k_where, 1)
+# cast(x, dtype=...): any dtype to any dtype (to bool: x != 0; float to int truncates).
+cast = make_kernel("cast", ("x",), ("out",), _infer_cast, _k_cast, _k_cast, _k_cast, _k_cast,
+                   _k_cast, 0, ("dtype",), _pack_cast)
+# full_like(x, fill_value=0.0): x's shape and dtype, every element fill_value.
+full_like = make_kernel("full_like", ("x",), ("out",), _infer_same, _k_full_like,
+                        _k_full_like, _k_full_like, _k_full_like, _k_full_like, 0,
+                        ("fill_value",), _pack_fill)
