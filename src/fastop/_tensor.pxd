@@ -1,0 +1,20 @@
+# The eager Tensor: DenseTensor storage plus autograd state. cimported by the autograd
+# engine (fastop/autograd/_engine.pyx), which builds and walks the graph.
+from libc.stddef cimport ptrdiff_t
+from fastop._core.storage cimport DenseTensor
+from fastop.autograd._engine cimport Node
+
+
+cdef class Tensor(DenseTensor):
+    cdef bint requires_grad       # the negation of `stop_gradient` (zero-init: False)
+    cdef public object grad       # accumulated gradient (a Tensor) or None
+    cdef Node _node               # the graph node that produced this tensor (None: a leaf)
+    cdef int _out_index           # which output of `_node` this tensor is
+    cdef public object name
+
+
+cdef Tensor wrap_dense(DenseTensor d)
+cdef Tensor as_tensor(object value, int dtype)
+cdef Tensor full_tensor(int ndim, const ptrdiff_t* shape, int dtype, double value)
+cdef Tensor add_tensors(Tensor a, Tensor b)
+cdef Tensor view_of(DenseTensor src)

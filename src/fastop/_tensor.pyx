@@ -1,0 +1,459 @@
+# cython: freethreading_compatible = False
+"""The eager Tensor: DenseTensor storage plus autograd state, with numpy-style operators.
+
+Arithmetic dunders are the hot path of eager mode, so they stay in Cython: each built-in
+op's OpDef and CKernel are resolved from the registry once (at first use), a Python
+scalar becomes a 0-d tensor of the other operand's dtype, and the kernel runs through
+``CKernel.run``; a graph node is recorded only when grad mode is on and an input needs a
+gradient. Everything else (``fastop.tanh(x)``, ``x.mean()``, plugin ops) goes through the
+op registry and the eager dispatcher of :mod:`fastop.autograd._engine`.
+"""
+from cpython.float cimport PyFloat_Check
+from libc.stddef cimport ptrdiff_t
+from cpython.long cimport PyLong_Check
+from fastop._core.storage cimport (DenseTensor, FASTOP_BOOL, FASTOP_FLOAT32,
+                                   FASTOP_FLOAT64, FASTOP_INT32, FASTOP_INT64,
+                                   FASTOP_MAX_NDIM, alloc_tensor, dtype_code)
+from fastop._core.kernel cimport CKernel
+from fastop.autograd._engine cimport (Node, OpInfo, dispatch_eager, grad_enabled,
+                                      op_info, record_op, run_backward)
+
+import numpy as np
+
+from fastop._core.storage import as_dtype, from_numpy
+from fastop.autograd import _engine
+from fastop.ops._registry import registry
+
+__all__ = ["Tensor", "to_tensor", "from_numpy_tensor"]
+
+
+# --------------------------------------------------------------------------- fast ops
+
+cdef enum:
+    ADD, SUB, MUL, DIV, POW, MATMUL, EQ, NE, LT, LE, GT, GE, NEG, N_FAST
+
+cdef tuple _FAST_NAMES = ("add", "subtract", "multiply", "divide", "pow", "matmul",
+                          "equal", "not_equal", "less_than", "less_equal", "greater_than",
+                          "greater_equal", "neg")
+cdef list _fast = [None] * N_FAST
+cdef tuple _DTYPE_NAMES = ("bool", "int32", "int64", "float32", "float64")
+
+
+cdef OpInfo _fast_info(int which):
+    """The op behind an operator, looked up in the registry at first use only."""
+    cdef object info = _fast[which]
+    if info is None:
+        info = op_info(registry.get("fastop::" + _FAST_NAMES[which]))
+        _fast[which] = info
+    return <OpInfo>info
+
+
+cdef object _run(OpInfo info, tuple ins):
+    """Run a built-in op on Tensors: its CKernel directly when it covers the dtype."""
+    cdef Tensor first = <Tensor>ins[0]
+    cdef CKernel ck = info.ck
+    if ck is None or not (info.ck_mask >> first.view.dtype) & 1 or info.default_attrs is None:
+        return dispatch_eager(info.op, ins, {})
+    cdef tuple outs = ck.run(ins, None, &info.packed, Tensor)
+    if grad_enabled():
+        for x in ins:
+            if (<Tensor>x).requires_grad:
+                outs = record_op(info, ins, outs, info.default_attrs)
+                break
+    return outs[0]
+
+
+cdef Tensor _scalar(object value, int dtype):
+    """A 0-d Tensor holding a Python number, in the given dtype."""
+    cdef Tensor t = <Tensor>alloc_tensor(Tensor, 0, NULL, dtype)
+    if dtype == FASTOP_FLOAT32:
+        (<float*>t.view.data)[0] = value
+    elif dtype == FASTOP_FLOAT64:
+        (<double*>t.view.data)[0] = value
+    elif dtype == FASTOP_INT64:
+        (<long long*>t.view.data)[0] = value
+    elif dtype == FASTOP_INT32:
+        (<int*>t.view.data)[0] = value
+    else:
+        (<char*>t.view.data)[0] = 1 if value else 0
+    return t
+
+
+cdef inline bint _is_number(object v):
+    return PyFloat_Check(v) or PyLong_Check(v)
+
+
+cdef object _operand(object value, Tensor like):
+    """The other operand of an operator as a Tensor (None: not a supported type)."""
+    if isinstance(value, Tensor):
+        return value
+    if _is_number(value):
+        return _scalar(value, like.view.dtype)
+    if isinstance(value, DenseTensor):
+        return wrap_dense(value)
+    if isinstance(value, np.generic):
+        return _scalar(value.item(), like.view.dtype)
+    if isinstance(value, (np.ndarray, list, tuple)):
+        return as_tensor(value, -1 if isinstance(value, np.ndarray) else like.view.dtype)
+    return None
+
+
+cdef Tensor _promote(Tensor t):
+    """An integer/bool tensor meeting a float scalar computes in float32 (like Paddle)."""
+    return t.astype("float32")
+
+
+cdef object _binary(int which, object a, object b):
+    """`a OP b` where at least one side is a Tensor."""
+    cdef Tensor x, y
+    if isinstance(a, Tensor):
+        x = <Tensor>a
+        if PyFloat_Check(b) and x.view.dtype < FASTOP_FLOAT32:
+            x = _promote(x)
+        other = _operand(b, x)
+        if other is None:
+            return NotImplemented
+        y = <Tensor>other
+    else:
+        y = <Tensor>b
+        if PyFloat_Check(a) and y.view.dtype < FASTOP_FLOAT32:
+            y = _promote(y)
+        other = _operand(a, y)
+        if other is None:
+            return NotImplemented
+        x = <Tensor>other
+    return _run(_fast_info(which), (x, y))
+
+
+cdef object _call(str name, tuple args, dict kwargs):
+    """Call the registry op ``fastop::<name>`` (through the current mode's dispatcher)."""
+    return registry.get("fastop::" + name)(*args, **kwargs)
+
+
+# --------------------------------------------------------------------------- helpers
+
+cdef Tensor view_of(DenseTensor src):
+    """A new Tensor (no autograd state) sharing src's memory."""
+    cdef Tensor out = Tensor.__new__(Tensor)
+    out.view = src.view
+    out.owner = src if src._alloc is not NULL or src.owner is None else src.owner
+    out.readonly = src.readonly
+    return out
+
+
+cdef Tensor wrap_dense(DenseTensor d):
+    """d itself if it is a Tensor, else a Tensor view of it (zero-copy)."""
+    if isinstance(d, Tensor):
+        return <Tensor>d
+    return view_of(d)
+
+
+cdef Tensor as_tensor(object value, int dtype):
+    """A Tensor for value (a tensor, array, nested list or number); dtype -1 keeps its own."""
+    if isinstance(value, DenseTensor) and (dtype < 0 or (<DenseTensor>value).view.dtype == dtype):
+        return wrap_dense(value)
+    arr = np.asarray(value, dtype=None if dtype < 0 else _DTYPE_NAMES[dtype])
+    return <Tensor>from_numpy(arr, Tensor)
+
+
+cdef Tensor full_tensor(int ndim, const ptrdiff_t* shape, int dtype, double value):
+    """A new contiguous Tensor filled with value."""
+    cdef Tensor t = <Tensor>alloc_tensor(Tensor, ndim, shape, dtype)
+    cdef Py_ssize_t i, n = t.view.size
+    if dtype == FASTOP_FLOAT32:
+        for i in range(n):
+            (<float*>t.view.data)[i] = <float>value
+    elif dtype == FASTOP_FLOAT64:
+        for i in range(n):
+            (<double*>t.view.data)[i] = value
+    elif dtype == FASTOP_INT64:
+        for i in range(n):
+            (<long long*>t.view.data)[i] = <long long>value
+    elif dtype == FASTOP_INT32:
+        for i in range(n):
+            (<int*>t.view.data)[i] = <int>value
+    else:
+        for i in range(n):
+            (<char*>t.view.data)[i] = value != 0
+    return t
+
+
+cdef Tensor add_tensors(Tensor a, Tensor b):
+    """a + b through the built-in add (recorded when grad mode is on)."""
+    return <Tensor>_run(_fast_info(ADD), (a, b))
+
+
+# --------------------------------------------------------------------------- creation
+
+def to_tensor(data, dtype=None, place=None, stop_gradient=True) -> Tensor:
+    """A new Tensor holding a copy of data (a number, nested list, numpy array or tensor).
+
+    The dtype is ``dtype`` when given, else the array's (Python floats give float32,
+    ints int64, like PaddlePaddle). ``stop_gradient=False`` makes a trainable leaf
+    (how parameters are made). ``place`` is accepted for PaddlePaddle compatibility
+    (fastop runs on the CPU).
+    """
+    if isinstance(data, DenseTensor):
+        arr = (<DenseTensor>data).numpy()
+    elif isinstance(data, np.ndarray):
+        arr = data
+    else:
+        arr = np.asarray(data)
+        if arr.dtype == np.float64:
+            arr = arr.astype(np.float32)
+    if dtype is not None:
+        target = as_dtype(dtype).numpy_dtype
+    elif arr.dtype.kind == "f" and arr.dtype.itemsize not in (4, 8):
+        target = np.float32
+    elif arr.dtype.kind in "iu" and (arr.dtype.itemsize < 4 or arr.dtype.kind == "u"):
+        target = np.int64
+    else:
+        target = arr.dtype
+    cdef ptrdiff_t shape[FASTOP_MAX_NDIM]
+    cdef int i, nd = arr.ndim
+    if nd > FASTOP_MAX_NDIM:
+        raise ValueError(f"to_tensor: at most {FASTOP_MAX_NDIM} dimensions, got {nd}")
+    for i in range(nd):
+        shape[i] = arr.shape[i]
+    cdef Tensor t = <Tensor>alloc_tensor(Tensor, nd, shape, dtype_code(target))
+    np.copyto(t.numpy(), arr, casting="unsafe")
+    t.requires_grad = not stop_gradient
+    return t
+
+
+def from_numpy_tensor(array, stop_gradient=True) -> Tensor:
+    """A Tensor sharing a numpy array's memory (no copy; the tensor keeps it alive),
+    like ``torch.from_numpy``. For Python ops that compute with numpy."""
+    cdef Tensor t = <Tensor>from_numpy(array, Tensor)
+    t.requires_grad = not stop_gradient
+    return t
+
+
+# --------------------------------------------------------------------------- Tensor
+
+cdef class Tensor(DenseTensor):
+    """An n-d array of one dtype that records operations for automatic differentiation.
+
+    Create one with ``fastop.to_tensor``, ``fastop.randn`` and friends. Operators work
+    like numpy's (broadcasting, Python scalars taking the tensor's dtype). A tensor
+    created by the user is a *leaf*; with ``stop_gradient=False`` (parameters), every
+    op on it is recorded, and ``backward()`` fills its ``.grad``.
+
+    Example::
+
+        >>> import fastop
+        >>> x = fastop.to_tensor([1.0, 2.0], stop_gradient=False)
+        >>> (x * x).sum().backward()
+        >>> x.grad.numpy()
+        array([2., 4.], dtype=float32)
+    """
+
+    __array_ufunc__ = None   # numpy defers to Tensor's reflected operators (a + t)
+
+    def __init__(self, data, dtype=None, stop_gradient=True):
+        """``Tensor(data)`` is ``fastop.to_tensor(data, dtype, stop_gradient=...)``."""
+        cdef Tensor src = to_tensor(data, dtype)
+        self.view = src.view
+        self.owner = src
+        self.readonly = src.readonly
+        self.requires_grad = not stop_gradient
+
+    # -- autograd state ----------------------------------------------------------
+    @property
+    def stop_gradient(self) -> bool:
+        """True (the default for created tensors): no gradient flows into this tensor.
+        Parameters have False; results of ops are False when an input is False."""
+        return not self.requires_grad
+
+    @stop_gradient.setter
+    def stop_gradient(self, bint value):
+        self.requires_grad = not value
+
+    @property
+    def is_leaf(self) -> bool:
+        """True for tensors made by the user rather than by a recorded op."""
+        return self._node is None
+
+    def backward(self, grad_tensor=None, bint retain_graph=False):
+        """Accumulate d(self)/d(leaf) into the ``.grad`` of every leaf with
+        ``stop_gradient=False``.
+
+        ``grad_tensor`` is the gradient of self (ones when None). The graph's saved
+        tensors are freed afterwards unless ``retain_graph=True``; backward through a
+        freed graph raises.
+        """
+        run_backward((self,), [grad_tensor], retain_graph, False, None, False)
+
+    def clear_grad(self, bint set_to_zero=True):
+        """Reset ``.grad``: to a new zero tensor (``set_to_zero``, Paddle's default) or None."""
+        cdef Tensor g
+        if self.grad is not None and set_to_zero:
+            g = <Tensor>self.grad
+            self.grad = full_tensor(g.view.ndim, g.view.shape, g.view.dtype, 0.0)
+        else:
+            self.grad = None
+
+    clear_gradient = clear_grad
+
+    def detach(self) -> Tensor:
+        """A view of the same memory that is cut from the graph (stop_gradient=True)."""
+        return view_of(self)
+
+    # -- values ------------------------------------------------------------------
+    def set_value(self, value) -> None:
+        """Overwrite this tensor's values in place with an array/tensor of the same shape
+        (cast to this tensor's dtype). Used to load parameters."""
+        arr = np.asarray(value)
+        if list(arr.shape) != self.shape:
+            raise ValueError(f"set_value: expected a value of shape {self.shape}, got "
+                             f"{list(arr.shape)}")
+        np.copyto(self.numpy(), arr, casting="same_kind")
+
+    def astype(self, dtype) -> Tensor:
+        """A copy converted to dtype (the op ``fastop::cast``)."""
+        return _call("cast", (self,), {"dtype": as_dtype(dtype)})
+
+    cast = astype
+
+    def __bool__(self):
+        return bool(self.item())
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __hash__(self):
+        return id(self) >> 4
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def __repr__(self):
+        body = np.array2string(self.numpy(), separator=", ", prefix="       ")
+        return (f"Tensor(shape={self.shape}, dtype={self.dtype.name}, place=Place(cpu), "
+                f"stop_gradient={not self.requires_grad},\n       {body})")
+
+    __str__ = __repr__
+
+    # -- indexing ----------------------------------------------------------------
+    def __getitem__(self, key):
+        """Basic indexing (ints, slices, None, ...) gives a view; integer arrays gather
+        (a copy). Both are differentiable."""
+        return _engine.index(self, key)
+
+    # -- operators -----------------------------------------------------------------
+    def __add__(self, other):
+        return _binary(ADD, self, other)
+
+    def __radd__(self, other):
+        return _binary(ADD, other, self)
+
+    def __sub__(self, other):
+        return _binary(SUB, self, other)
+
+    def __rsub__(self, other):
+        return _binary(SUB, other, self)
+
+    def __mul__(self, other):
+        return _binary(MUL, self, other)
+
+    def __rmul__(self, other):
+        return _binary(MUL, other, self)
+
+    def __truediv__(self, other):
+        return _binary(DIV, self, other)
+
+    def __rtruediv__(self, other):
+        return _binary(DIV, other, self)
+
+    def __pow__(self, other, mod):
+        return _binary(POW, self, other)
+
+    def __rpow__(self, other, mod):
+        return _binary(POW, other, self)
+
+    def __matmul__(self, other):
+        return _binary(MATMUL, self, other)
+
+    def __rmatmul__(self, other):
+        return _binary(MATMUL, other, self)
+
+    def __neg__(self):
+        return _run(_fast_info(NEG), (self,))
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return _call("abs", (self,), {})
+
+    def __eq__(self, other):
+        return _binary(EQ, self, other)
+
+    def __ne__(self, other):
+        return _binary(NE, self, other)
+
+    def __lt__(self, other):
+        return _binary(LT, self, other)
+
+    def __le__(self, other):
+        return _binary(LE, self, other)
+
+    def __gt__(self, other):
+        return _binary(GT, self, other)
+
+    def __ge__(self, other):
+        return _binary(GE, self, other)
+
+    # -- methods mirroring fastop functions (PaddlePaddle's Tensor methods) ------------
+    def mean(self, axis=None, keepdim=False, name=None) -> Tensor:
+        return _call("mean", (self,), {"axis": axis, "keepdim": keepdim})
+
+    def sum(self, axis=None, dtype=None, keepdim=False, name=None) -> Tensor:
+        out = _call("sum", (self,), {"axis": axis, "keepdim": keepdim})
+        return out if dtype is None else out.astype(dtype)
+
+    def max(self, axis=None, keepdim=False, name=None) -> Tensor:
+        return _call("max", (self,), {"axis": axis, "keepdim": keepdim})
+
+    def reshape(self, *shape, name=None) -> Tensor:
+        """A tensor of a new shape (one -1 inferred): ``x.reshape([2, 3])``."""
+        if len(shape) == 1 and not isinstance(shape[0], int):
+            shape = shape[0]
+        return _call("reshape", (self,), {"shape": list(shape)})
+
+    def transpose(self, *perm, name=None) -> Tensor:
+        """Permute the axes: ``x.transpose([1, 0])`` (reversed when none given)."""
+        if len(perm) == 1 and not isinstance(perm[0], int):
+            perm = perm[0]
+        perm = list(perm) or list(range(self.view.ndim - 1, -1, -1))
+        return _call("transpose", (self,), {"perm": perm})
+
+    @property
+    def T(self) -> Tensor:
+        return self.transpose()
+
+    def matmul(self, y, transpose_x=False, transpose_y=False, name=None) -> Tensor:
+        return _call("matmul", (self, y),
+                     {"transpose_x": transpose_x, "transpose_y": transpose_y})
+
+    def tanh(self, name=None) -> Tensor:
+        return _call("tanh", (self,), {})
+
+    def exp(self, name=None) -> Tensor:
+        return _call("exp", (self,), {})
+
+    def log(self, name=None) -> Tensor:
+        return _call("log", (self,), {})
+
+    def sqrt(self, name=None) -> Tensor:
+        return _call("sqrt", (self,), {})
+
+    def square(self, name=None) -> Tensor:
+        return _call("square", (self,), {})
+
+    def abs(self, name=None) -> Tensor:
+        return _call("abs", (self,), {})

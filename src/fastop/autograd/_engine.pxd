@@ -1,0 +1,38 @@
+# The autograd engine's graph node and per-op cache, shared with fastop._tensor.
+from fastop._core.storage cimport fastop_attrs
+from fastop._core.kernel cimport CKernel
+
+
+cdef class Node:
+    cdef tuple next               # per input slot: the input Tensor if it takes a gradient, else None
+    cdef list buffer              # output gradients gathered during a backward walk
+    cdef Py_ssize_t n_out
+    cdef Py_ssize_t deps          # edges from not-yet-run nodes into this one
+    cdef Py_ssize_t epoch         # the walk that last visited this node
+    cdef bint released            # saved tensors freed by a backward without retain_graph
+
+    cdef list run(self, list grads, bint create_graph)
+    cdef void release(self)
+    cdef str label(self)
+
+
+cdef class OpInfo:
+    cdef readonly object op       # the OpDef
+    cdef CKernel ck               # its Cython kernel, or None (Python kernels only)
+    cdef dict default_attrs       # attributes when none are given (None: one is required)
+    cdef fastop_attrs packed      # default_attrs packed for `ck`
+    cdef Py_ssize_t n_in
+    cdef bint simple              # no optional or variadic inputs
+    cdef object rule              # the grad rule `needs`/`diff` were computed for
+    cdef tuple needs              # per needed value: (is_output, index)
+    cdef tuple diff               # per declared input: takes gradients
+    cdef tuple saves_out          # per output: the rule needs it (saved, so returned as a view)
+    cdef int ck_mask              # bit d set: `ck` computes dtype code d
+
+
+cdef bint grad_enabled() noexcept
+cdef OpInfo op_info(object op)
+cdef tuple record_op(OpInfo info, tuple inputs, tuple outputs, dict attrs)
+cdef object dispatch_eager(object op, tuple args, dict kwargs)
+cdef list run_backward(tuple outputs, list grads, bint retain_graph, bint create_graph,
+                       tuple inputs, bint allow_unused)

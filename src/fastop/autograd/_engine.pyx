@@ -1,0 +1,872 @@
+# cython: freethreading_compatible = False
+"""The autograd engine: grad mode, graph nodes, the eager dispatcher, the backward walk.
+
+A recorded op is a :class:`Node`: ``next`` holds, per input, the input Tensor when it
+takes a gradient (else None); each output Tensor points back at its node. Nothing points
+from a node to its outputs, so there are no reference cycles: an op that saves one of its
+outputs for backward keeps the kernel's raw result and hands the user a view of it.
+
+``backward`` walks the graph in topological order (Kahn's algorithm over the nodes
+reachable from the outputs, counting in-edges first), accumulates the gradients of
+tensors used several times, and frees saved tensors after use unless ``retain_graph``.
+Gradient rules run with grad mode set to ``create_graph``, so rules made of registry ops
+are recorded again when higher-order gradients are wanted.
+"""
+from cpython.ref cimport Py_REFCNT
+from libc.stddef cimport ptrdiff_t
+from fastop._core.storage cimport (DenseTensor, FASTOP_FLOAT32, FASTOP_FLOAT64,
+                                   FASTOP_MAX_NDIM, fastop_attrs)
+from fastop._core.kernel cimport CKernel
+from fastop._tensor cimport (Tensor, add_tensors, as_tensor, full_tensor, view_of,
+                             wrap_dense)
+
+import functools
+
+import numpy as np
+
+from fastop.ops import _dispatch
+from fastop.ops._registry import add_note
+
+__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "backward",
+           "grad", "apply_py_layer", "index", "eager_dispatch", "Node", "PyLayerNode"]
+
+
+# --------------------------------------------------------------------------- grad mode
+
+cdef bint _grad_enabled = True
+
+
+cdef bint grad_enabled() noexcept:
+    return _grad_enabled
+
+
+def is_grad_enabled() -> bool:
+    """Whether ops are recorded for autograd (False inside ``no_grad``)."""
+    return _grad_enabled
+
+
+cdef class set_grad_enabled:
+    """Turn recording on or off; restores the previous mode on exit.
+
+    Usable as a context manager (``with set_grad_enabled(False): ...``) and as a
+    decorator. Grad mode is process-wide (not per thread).
+    """
+    cdef bint mode
+    cdef list _saved
+
+    def __init__(self, bint mode=True):
+        self.mode = mode
+        self._saved = []
+
+    def __enter__(self):
+        global _grad_enabled
+        self._saved.append(_grad_enabled)
+        _grad_enabled = self.mode
+        return self
+
+    def __exit__(self, *exc_info):
+        global _grad_enabled
+        _grad_enabled = self._saved.pop()
+        return False
+
+    def __call__(self, func):
+        mode = self.mode
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            with set_grad_enabled(mode):
+                return func(*args, **kwargs)
+        return wrapper
+
+
+class no_grad(set_grad_enabled):
+    """Run without recording ops: results have ``stop_gradient=True``.
+
+    Context manager or decorator::
+
+        with fastop.no_grad():
+            y = x * 2
+
+        @fastop.no_grad()
+        def evaluate(model, x): ...
+    """
+
+    def __init__(self):
+        super().__init__(False)
+
+
+class enable_grad(set_grad_enabled):
+    """Record ops again inside a ``no_grad`` region (context manager or decorator)."""
+
+    def __init__(self):
+        super().__init__(True)
+
+
+# --------------------------------------------------------------------------- op cache
+
+cdef dict _infos = {}
+
+
+cdef OpInfo op_info(object op):
+    """Per-op facts the eager path needs on every call, computed once per OpDef."""
+    cdef OpInfo info = _infos.get(op.name)
+    if info is not None and info.op is op:
+        return info
+    info = OpInfo.__new__(OpInfo)
+    info.op = op
+    info.n_in = len(op.inputs)
+    info.simple = not any(a.optional or a.variadic for a in op.inputs)
+    try:
+        info.default_attrs = op.check_attrs({})
+    except TypeError:
+        info.default_attrs = None          # an attribute is required
+    kernel = op.kernels.get("*")
+    if isinstance(kernel, CKernel) and info.simple:
+        info.ck = <CKernel>kernel
+        for code, name in enumerate(("bool", "int32", "int64", "float32", "float64")):
+            if info.ck.fns[code] != NULL and name not in op.kernels:
+                info.ck_mask |= 1 << code
+        if info.default_attrs is not None:
+            info.ck.pack(info.default_attrs, &info.packed)
+    _infos[op.name] = info
+    return info
+
+
+cdef void _prepare_rule(OpInfo info, object rule):
+    op = info.op
+    in_names = [a.name for a in op.inputs]
+    out_names = [a.name for a in op.outputs]
+    info.needs = tuple((True, out_names.index(n)) if n in out_names else
+                       (False, in_names.index(n)) for n in rule.needs)
+    diff = set(op.differentiable_inputs)
+    info.diff = tuple(n in diff for n in in_names)
+    info.saves_out = tuple(n in rule.needs for n in out_names)
+    info.rule = rule
+
+
+cdef inline bint _is_float(DenseTensor t):
+    return t.view.dtype == FASTOP_FLOAT32 or t.view.dtype == FASTOP_FLOAT64
+
+
+# --------------------------------------------------------------------------- nodes
+
+cdef class Node:
+    """A recorded op in the graph. Subclasses compute input gradients in :meth:`run`."""
+
+    cdef list run(self, list grads, bint create_graph):
+        raise NotImplementedError
+
+    cdef void release(self):
+        self.released = True
+
+    cdef str label(self):
+        return type(self).__name__
+
+    def __repr__(self):
+        return f"<{self.label()} node>"
+
+
+cdef Tensor _zeros_like_meta(tuple meta):
+    cdef list shape = meta[0]
+    cdef ptrdiff_t dims[FASTOP_MAX_NDIM]
+    cdef int i
+    for i in range(len(shape)):
+        dims[i] = shape[i]
+    return full_tensor(len(shape), dims, meta[1], 0.0)
+
+
+cdef tuple _meta_of(Tensor t):
+    return (t.shape, t.view.dtype)
+
+
+cdef Tensor _check_grad(object g, Tensor x, str who, object what):
+    """g as a Tensor, checked against the input x it is the gradient of."""
+    cdef Tensor t
+    if isinstance(g, Tensor):
+        t = <Tensor>g
+    elif isinstance(g, (DenseTensor, np.ndarray)):
+        t = as_tensor(g, -1)
+    else:
+        raise TypeError(f"{who}: the gradient for {what} must be a Tensor or None, got "
+                        f"{type(g).__name__}")
+    cdef int i
+    cdef bint same = t.view.ndim == x.view.ndim
+    if same:
+        for i in range(t.view.ndim):
+            if t.view.shape[i] != x.view.shape[i]:
+                same = False
+                break
+    if not same:
+        raise ValueError(f"{who}: the gradient for {what} has shape {t.shape}, expected "
+                         f"{x.shape} (the input's shape); gradients are never broadcast")
+    if t.view.dtype != x.view.dtype:
+        raise TypeError(f"{who}: the gradient for {what} has dtype {t.dtype.name}, "
+                        f"expected {x.dtype.name} (the input's dtype)")
+    return t
+
+
+cdef class OpNode(Node):
+    """A registry op: its backward is the op's gradient rule."""
+    cdef OpInfo info
+    cdef object rule
+    cdef dict attrs
+    cdef tuple saved              # needed forward values (raw outputs, not the user's views)
+    cdef tuple layout             # per declared input: tensor count if variadic, else -1
+    cdef tuple out_meta           # (shape, dtype) per output, for zero-filling missing grads
+
+    cdef str label(self):
+        return f"op '{self.info.op.name}'"
+
+    cdef void release(self):
+        self.saved = None
+        self.released = True
+
+    cdef list run(self, list grads, bint create_graph):
+        global _grad_enabled
+        cdef OpInfo info = self.info
+        cdef Tensor v
+        cdef Py_ssize_t k
+        if self.released:
+            raise _released_error(self)
+        needed = list(self.saved)
+        if create_graph:   # saved outputs rejoin the graph so the rule is differentiable
+            for k, (is_out, idx) in enumerate(info.needs):
+                if is_out:
+                    v = view_of(<DenseTensor>needed[k])
+                    v.requires_grad = True
+                    v._node = self
+                    v._out_index = idx
+                    needed[k] = v
+        for k in range(self.n_out):
+            if grads[k] is None:
+                grads[k] = _zeros_like_meta(self.out_meta[k])
+        cdef bint prev = _grad_enabled
+        _grad_enabled = create_graph
+        try:
+            result = self.rule.fn(*needed, *grads, **self.attrs)
+        except BaseException as exc:
+            add_note(exc, f"raised in the gradient rule of {self.label()}")
+            raise
+        finally:
+            _grad_enabled = prev
+        return self._flatten(result)
+
+    cdef list _flatten(self, object result):
+        """The rule's result (one gradient per declared input) aligned with `next`."""
+        op = self.info.op
+        cdef Py_ssize_t n_decl = len(op.inputs), i, j, pos = 0
+        if not isinstance(result, (tuple, list)):
+            result = (result,)
+        if len(result) != n_decl:
+            raise TypeError(f"{self.label()}: the gradient rule returned {len(result)} "
+                            f"gradient(s), expected {n_decl} (one per input: "
+                            f"{', '.join(a.name for a in op.inputs)}; None for none)")
+        cdef list flat = []
+        for i in range(n_decl):
+            n = -1 if self.layout is None else self.layout[i]
+            if n < 0:
+                flat.append(result[i])
+            elif result[i] is None:
+                flat.extend([None] * n)
+            else:
+                if len(result[i]) != n:
+                    raise TypeError(f"{self.label()}: the gradient for variadic input "
+                                    f"'{op.inputs[i].name}' has {len(result[i])} entries, "
+                                    f"expected {n}")
+                flat.extend(result[i])
+        for i in range(len(flat)):
+            x = self.next[i]
+            if x is not None and flat[i] is not None:
+                flat[i] = _check_grad(flat[i], <Tensor>x, self.label(),
+                                      f"input '{self._input_name(i)}'")
+        return flat
+
+    cdef str _input_name(self, Py_ssize_t flat_index):
+        op = self.info.op
+        if self.layout is None:
+            return op.inputs[flat_index].name
+        cdef Py_ssize_t i, n
+        for i in range(len(op.inputs)):
+            n = self.layout[i]
+            if n < 0:
+                if flat_index == 0:
+                    return op.inputs[i].name
+                flat_index -= 1
+            elif flat_index < n:
+                return f"{op.inputs[i].name}[{flat_index}]"
+            else:
+                flat_index -= n
+        return "?"
+
+
+cdef object _released_error(Node node):
+    return RuntimeError(
+        f"backward through {node.label()} a second time: its saved tensors were freed "
+        f"by the first backward; pass retain_graph=True to the first backward() (or "
+        f"fastop.grad) to backward through the graph again")
+
+
+cdef tuple record_op(OpInfo info, tuple inputs, tuple outputs, dict attrs):
+    """Record a node for an op call when an input needs a gradient; returns the outputs
+    to hand to the user (views of the saved ones)."""
+    rule = info.op.grad_rule
+    if rule is None:
+        return outputs
+    if rule is not info.rule:
+        _prepare_rule(info, rule)
+    cdef list edges = []
+    cdef list layout = None
+    cdef bint need = False
+    cdef Py_ssize_t i, k
+    for i in range(len(inputs)):
+        x = inputs[i]
+        if isinstance(x, (list, tuple)):
+            if layout is None:
+                layout = [-1] * len(inputs)
+            layout[i] = len(x)
+            for e in x:
+                if info.diff[i] and (<Tensor>e).requires_grad:
+                    edges.append(e)
+                    need = True
+                else:
+                    edges.append(None)
+        elif x is not None and info.diff[i] and (<Tensor>x).requires_grad:
+            edges.append(x)
+            need = True
+        else:
+            edges.append(None)
+    if not need:
+        return outputs
+    cdef OpNode node = OpNode.__new__(OpNode)
+    node.next = tuple(edges)
+    node.info = info
+    node.rule = rule
+    node.attrs = attrs
+    node.layout = None if layout is None else tuple(layout)
+    node.n_out = len(outputs)
+    node.saved = tuple([outputs[idx] if is_out else inputs[idx] for is_out, idx in info.needs])
+    if node.n_out > 1:
+        node.out_meta = tuple([_meta_of(<Tensor>o) for o in outputs])
+    cdef list result = []
+    cdef Tensor t
+    for k in range(node.n_out):
+        t = <Tensor>outputs[k]
+        if _is_float(t):
+            if info.saves_out[k]:
+                t = view_of(t)
+            t.requires_grad = True
+            t._node = node
+            t._out_index = k
+        result.append(t)
+    return tuple(result)
+
+
+# --------------------------------------------------------------------------- dispatch
+
+cdef object _to_input(object value, object spec, int ref_dtype):
+    if value is None or isinstance(value, Tensor):
+        return value
+    if isinstance(value, (list, tuple)) and spec.variadic:
+        return [_to_input(v, spec, ref_dtype) for v in value]
+    if isinstance(value, DenseTensor):
+        return wrap_dense(value)
+    if isinstance(value, (bool, int, float, np.generic)):
+        return as_tensor(value, ref_dtype if ref_dtype >= 0 else FASTOP_FLOAT32)
+    return as_tensor(value, -1)
+
+
+cdef int _ref_dtype(list inputs):
+    for x in inputs:
+        if isinstance(x, DenseTensor):
+            return (<DenseTensor>x).view.dtype
+        if isinstance(x, (list, tuple)):
+            for e in x:
+                if isinstance(e, DenseTensor):
+                    return (<DenseTensor>e).view.dtype
+    return -1
+
+
+cdef object dispatch_eager(object op, tuple args, dict kwargs):
+    """Run an op call eagerly: bind, run its kernel, record a node; one output or a tuple."""
+    cdef OpInfo info = op_info(op)
+    cdef list inputs
+    cdef dict attrs
+    cdef bint defaults = (not kwargs and len(args) == info.n_in and info.simple
+                          and info.default_attrs is not None)
+    if defaults:
+        inputs = list(args)
+        attrs = info.default_attrs
+    else:
+        inputs, attrs = op.bind(args, kwargs)
+    cdef int ref = _ref_dtype(inputs)
+    cdef Py_ssize_t i
+    for i in range(len(inputs)):
+        x = inputs[i]
+        if not isinstance(x, Tensor):
+            inputs[i] = _to_input(x, op.inputs[i], ref)
+    cdef tuple ins = tuple(inputs)
+    cdef tuple outs
+    cdef CKernel ck = info.ck
+    cdef fastop_attrs packed
+    if ck is not None and (info.ck_mask >> (<Tensor>ins[ck.dispatch_input]).view.dtype) & 1:
+        if defaults:
+            outs = ck.run(ins, None, &info.packed, Tensor)
+        else:
+            ck.pack(attrs, &packed)
+            outs = ck.run(ins, None, &packed, Tensor)
+    else:
+        outs = tuple([wrap_dense(<DenseTensor>d) for d in op.invoke(inputs, attrs)])
+    if _grad_enabled:
+        outs = record_op(info, ins, outs, attrs)
+    return outs[0] if len(outs) == 1 else outs
+
+
+def eager_dispatch(op, args, kwargs):
+    """The eager-mode dispatcher installed in :mod:`fastop.ops._dispatch`."""
+    return dispatch_eager(op, tuple(args), dict(kwargs))
+
+
+_dispatch.set_dispatcher("eager", eager_dispatch)
+
+
+# --------------------------------------------------------------------------- backward
+
+cdef Py_ssize_t _epoch = 0
+
+
+cdef inline object _acc(object a, object b):
+    return b if a is None else add_tensors(<Tensor>a, <Tensor>b)
+
+
+cdef inline void _visit(Node n, Py_ssize_t epoch, list stack):
+    n.epoch = epoch
+    n.deps = 0
+    n.buffer = [None] * n.n_out
+    stack.append(n)
+
+
+cdef Tensor _own(Tensor g, bint create_graph):
+    """g, or a copy of it when someone else may hold it (it becomes a leaf's .grad, which
+    optimizers may update in place). Two references are ours: the caller's list and arg."""
+    if create_graph or (Py_REFCNT(g) <= 3 and g._alloc is not NULL):
+        return g
+    return <Tensor>g.copy()
+
+
+cdef class _Walk:
+    """One backward pass: where captured gradients go (``fastop.grad``) or leaves' .grad."""
+    cdef dict leaf_pos            # id(leaf) -> positions in `captured`
+    cdef dict node_pos            # id(node) -> [(output index, position)]
+    cdef list captured
+    cdef bint create_graph
+
+    cdef void deliver_leaf(self, Tensor t, Tensor g) except *:
+        if self.captured is not None:
+            for p in self.leaf_pos.get(id(t), ()):
+                self.captured[p] = _acc(self.captured[p], g)
+        elif t.grad is None:
+            t.grad = _own(g, self.create_graph)
+        else:
+            t.grad = add_tensors(<Tensor>t.grad, g)
+
+
+cdef list run_backward(tuple outputs, list grads, bint retain_graph, bint create_graph,
+                       tuple inputs, bint allow_unused):
+    """Backpropagate grads from outputs; with `inputs`, return their gradients instead of
+    accumulating into leaves' ``.grad``."""
+    global _epoch, _grad_enabled
+    _epoch += 1
+    cdef Py_ssize_t epoch = _epoch, i, p
+    cdef _Walk walk = _Walk.__new__(_Walk)
+    walk.create_graph = create_graph
+    cdef Tensor t, g
+    cdef Node n, m
+    if inputs is not None:
+        walk.captured = [None] * len(inputs)
+        walk.leaf_pos = {}
+        walk.node_pos = {}
+        for p in range(len(inputs)):
+            t = _require_tensor(inputs[p], "inputs")
+            if t._node is None:
+                walk.leaf_pos.setdefault(id(t), []).append(p)
+            else:
+                walk.node_pos.setdefault(id(t._node), []).append((t._out_index, p))
+    cdef list stack = [], roots = []
+    for i in range(len(outputs)):
+        t = _require_tensor(outputs[i], "outputs")
+        if not t.requires_grad:
+            raise RuntimeError(f"backward: output {i} (shape {t.shape}) has "
+                               f"stop_gradient=True, so no gradient flows from it; set "
+                               f"stop_gradient=False on the inputs that need gradients")
+        g = _root_grad(t, grads[i], i)
+        if t._node is None:                       # a leaf: its own gradient
+            walk.deliver_leaf(t, g if grads[i] is None or create_graph else <Tensor>g.copy())
+            continue
+        n = t._node
+        if n.epoch != epoch:
+            _visit(n, epoch, stack)
+            roots.append(n)
+        n.buffer[t._out_index] = _acc(n.buffer[t._out_index], g)
+    while stack:                                  # count in-edges of reachable nodes
+        n = stack.pop()
+        for e in n.next:
+            if e is not None:
+                m = (<Tensor>e)._node
+                if m is not None:
+                    if m.epoch != epoch:
+                        _visit(m, epoch, stack)
+                    m.deps += 1
+    cdef list ready = [r for r in roots if (<Node>r).deps == 0]
+    cdef list node_grads, in_grads
+    cdef bint prev = _grad_enabled
+    _grad_enabled = create_graph
+    try:
+        while ready:                              # Kahn: a node runs once all its
+            n = ready.pop()                       # consumers have given their grads
+            node_grads = n.buffer
+            n.buffer = None
+            if walk.node_pos is not None and id(n) in walk.node_pos:
+                for idx, p in walk.node_pos[id(n)]:
+                    walk.captured[p] = node_grads[idx]
+            in_grads = None
+            for x in node_grads:
+                if x is not None:
+                    in_grads = n.run(node_grads, create_graph)
+                    break
+            if not retain_graph:
+                n.release()
+            for i in range(len(n.next)):
+                e = n.next[i]
+                if e is None:
+                    continue
+                t = <Tensor>e
+                x = None if in_grads is None else in_grads[i]
+                m = t._node
+                if m is None:
+                    if x is not None:
+                        walk.deliver_leaf(t, <Tensor>x)
+                else:
+                    if x is not None:
+                        m.buffer[t._out_index] = _acc(m.buffer[t._out_index], x)
+                    m.deps -= 1
+                    if m.deps == 0:
+                        ready.append(m)
+    finally:
+        _grad_enabled = prev
+    if inputs is None:
+        return None
+    if not allow_unused:
+        for p in range(len(inputs)):
+            if walk.captured[p] is None:
+                raise RuntimeError(
+                    f"fastop.grad: input {p} (shape {inputs[p].shape}) was not used to "
+                    f"compute the outputs; pass allow_unused=True to get None for it")
+    return walk.captured
+
+
+cdef Tensor _require_tensor(object value, str what):
+    if not isinstance(value, Tensor):
+        raise TypeError(f"backward: {what} must be Tensors, got {type(value).__name__}")
+    return <Tensor>value
+
+
+cdef Tensor _root_grad(Tensor out, object grad, Py_ssize_t i):
+    if grad is None:
+        return full_tensor(out.view.ndim, out.view.shape, out.view.dtype, 1.0)
+    return _check_grad(grad if isinstance(grad, DenseTensor) else as_tensor(grad, out.view.dtype),
+                       out, "backward", f"output {i}")
+
+
+cdef tuple _as_tuple(object x):
+    if x is None:
+        return None
+    return tuple(x) if isinstance(x, (list, tuple)) else (x,)
+
+
+def backward(tensors, grad_tensors=None, bint retain_graph=False) -> None:
+    """Accumulate the gradients of ``tensors`` (weighted by ``grad_tensors``, ones when
+    None) into the ``.grad`` of the leaves that need them (PaddlePaddle's
+    ``paddle.autograd.backward``)."""
+    cdef tuple outs = _as_tuple(tensors)
+    cdef tuple gs = _as_tuple(grad_tensors)
+    if gs is None:
+        gs = (None,) * len(outs)
+    if len(gs) != len(outs):
+        raise ValueError(f"backward: got {len(outs)} tensors but {len(gs)} grad_tensors")
+    run_backward(outs, list(gs), retain_graph, False, None, False)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, bint create_graph=False,
+         only_inputs=True, bint allow_unused=False, no_grad_vars=None) -> list:
+    """The gradients of ``outputs`` with respect to ``inputs``, as a list (one per input).
+
+    Leaves' ``.grad`` are not touched. ``grad_outputs`` weights each output (ones when
+    None). ``create_graph=True`` records the gradient computation itself, so the result
+    can be differentiated again (higher-order gradients); ``retain_graph`` defaults to
+    ``create_graph``. An input not used to compute the outputs raises unless
+    ``allow_unused=True`` (then its gradient is None).
+    """
+    if no_grad_vars is not None:
+        raise NotImplementedError("grad: no_grad_vars is not supported; set "
+                                  "stop_gradient=True on those tensors instead")
+    cdef tuple outs = _as_tuple(outputs)
+    cdef tuple ins = _as_tuple(inputs)
+    cdef tuple gs = _as_tuple(grad_outputs)
+    if gs is None:
+        gs = (None,) * len(outs)
+    if len(gs) != len(outs):
+        raise ValueError(f"grad: got {len(outs)} outputs but {len(gs)} grad_outputs")
+    cdef bint retain = create_graph if retain_graph is None else retain_graph
+    return run_backward(outs, list(gs), retain, create_graph, ins, allow_unused)
+
+
+# --------------------------------------------------------------------------- PyLayer
+
+cdef class PyLayerNode(Node):
+    """The context of one PyLayer call, and its node in the graph (see PyLayerContext)."""
+    cdef object cls
+    cdef tuple saved
+    cdef tuple saved_out          # per saved tensor: the output index it is, or -1
+    cdef tuple non_diff           # outputs marked non-differentiable
+    cdef tuple out_meta
+    cdef bint no_materialize
+    cdef readonly tuple needs_input_grad
+
+    cdef str label(self):
+        return f"PyLayer '{self.cls.__name__}'"
+
+    cdef void release(self):
+        self.saved = None
+        self.released = True
+
+    def save_for_backward(self, *tensors):
+        """Keep tensors for ``backward`` (read them there with :meth:`saved_tensor`).
+
+        Call it once, in ``forward``. Saving through the context (rather than as an
+        attribute) lets fastop free them after backward and save outputs without a
+        reference cycle.
+        """
+        self.saved = tensors
+
+    def saved_tensor(self):
+        """The tensors given to :meth:`save_for_backward`, as a tuple (call in backward)."""
+        cdef Tensor v
+        if self.released:
+            raise _released_error(self)
+        if self.saved is None:
+            return ()
+        if not _grad_enabled or self.saved_out is None:
+            return self.saved
+        out = list(self.saved)                    # create_graph: outputs rejoin the graph
+        for k, idx in enumerate(self.saved_out):
+            if idx >= 0:
+                v = view_of(<DenseTensor>out[k])
+                v.requires_grad = True
+                v._node = self
+                v._out_index = idx
+                out[k] = v
+        return tuple(out)
+
+    def mark_non_differentiable(self, *tensors):
+        """Declare outputs that have no gradient (e.g. indices, masks).
+
+        Call it in ``forward`` with tensors that forward returns. They come out with
+        ``stop_gradient=True``, and ``backward`` still receives a gradient argument for
+        each of them (zeros, or None after ``set_materialize_grads(False)``).
+        """
+        self.non_diff = tensors
+
+    def set_materialize_grads(self, bint value):
+        """Whether ``backward`` gets zero tensors (True, the default) or None for outputs
+        that received no gradient. Call in ``forward``; with False, backward must handle
+        None, which saves allocating zeros."""
+        self.no_materialize = not value
+
+    cdef list run(self, list grads, bint create_graph):
+        global _grad_enabled
+        if self.released:
+            raise _released_error(self)
+        cdef Py_ssize_t k
+        if not self.no_materialize:
+            for k in range(self.n_out):
+                if grads[k] is None:
+                    grads[k] = _zeros_like_meta(self.out_meta[k])
+        cdef bint prev = _grad_enabled
+        _grad_enabled = create_graph
+        try:
+            result = self.cls.backward(self, *grads)
+        except BaseException as exc:
+            add_note(exc, f"raised in backward of {self.label()}")
+            raise
+        finally:
+            _grad_enabled = prev
+        cdef list flat = list(result) if isinstance(result, (tuple, list)) else [result]
+        if len(flat) != len(self.next):
+            raise TypeError(f"{self.label()}: backward returned {len(flat)} gradient(s), "
+                            f"expected {len(self.next)} (one per Tensor input of forward, "
+                            f"None for an input without gradient)")
+        for k in range(len(flat)):
+            x = self.next[k]
+            if x is not None and flat[k] is not None:
+                flat[k] = _check_grad(flat[k], <Tensor>x, self.label(),
+                                      f"Tensor input {k}")
+        return flat
+
+
+cdef object _context_type = PyLayerNode
+
+
+def set_context_type(cls) -> None:
+    """The class of PyLayer contexts (``PyLayerContext``, a subclass with ``__dict__``)."""
+    global _context_type
+    _context_type = cls
+
+
+def apply_py_layer(cls, *args, **kwargs):
+    """Run ``cls.forward(ctx, *args, **kwargs)`` without recording, then record one node
+    whose backward is ``cls.backward``. Tensor arguments (positional, then keyword) are
+    the inputs that receive gradients."""
+    global _grad_enabled
+    cdef list inputs = [a for a in args if isinstance(a, Tensor)]
+    if kwargs:
+        inputs.extend([v for v in kwargs.values() if isinstance(v, Tensor)])
+    cdef PyLayerNode ctx = _context_type()
+    cdef bint need = False
+    if _grad_enabled:
+        ctx.needs_input_grad = tuple([(<Tensor>x).requires_grad for x in inputs])
+        need = any(ctx.needs_input_grad)
+    else:
+        ctx.needs_input_grad = (False,) * len(inputs)
+    ctx.cls = cls
+    cdef bint prev = _grad_enabled
+    _grad_enabled = False
+    try:
+        result = cls.forward(ctx, *args, **kwargs)
+    except BaseException as exc:
+        add_note(exc, f"raised in forward of PyLayer '{cls.__name__}'")
+        raise
+    finally:
+        _grad_enabled = prev
+    cdef bint is_seq = isinstance(result, (tuple, list))
+    cdef list outs = list(result) if is_seq else [result]
+    cdef bint any_tensor = False
+    for o in outs:
+        if isinstance(o, Tensor):
+            any_tensor = True
+            break
+    if not any_tensor:
+        raise TypeError(f"PyLayer '{cls.__name__}': forward must return a Tensor or a "
+                        f"tuple/list with at least one Tensor, got {_describe(result)}")
+    if not need:
+        return result
+    _connect(ctx, inputs, outs)
+    if not is_seq:
+        return outs[0]
+    return tuple(outs) if isinstance(result, tuple) else outs
+
+
+cdef void _connect(PyLayerNode ctx, list inputs, list outs) except *:
+    """Make ctx the node of forward's outputs (views of them: ctx keeps the raw ones)."""
+    cdef Py_ssize_t k, n = len(outs)
+    cdef Tensor v
+    ctx.next = tuple([x if (<Tensor>x).requires_grad else None for x in inputs])
+    ctx.n_out = n
+    non_diff = ctx.non_diff or ()
+    if n > 1:
+        ctx.out_meta = tuple([_meta_of(<Tensor>o) if isinstance(o, Tensor) else None
+                              for o in outs])
+    if ctx.saved is not None:
+        ctx.saved_out = tuple([next((k for k in range(n) if outs[k] is s), -1)
+                               for s in ctx.saved])
+    for k in range(n):
+        o = outs[k]
+        if not isinstance(o, Tensor) or not _is_float(<Tensor>o) or \
+                any(o is d for d in non_diff):
+            continue
+        v = view_of(<Tensor>o)
+        v.requires_grad = True
+        v._node = ctx
+        v._out_index = k
+        outs[k] = v
+
+
+cdef str _describe(object value):
+    if isinstance(value, (tuple, list)):
+        return f"{type(value).__name__} of ({', '.join(type(v).__name__ for v in value)})"
+    return type(value).__name__
+
+
+# --------------------------------------------------------------------------- indexing
+
+cdef class IndexNode(Node):
+    """``x[key]``: the gradient scatters into zeros of x's shape."""
+    cdef object key
+    cdef tuple meta
+
+    cdef str label(self):
+        return "indexing"
+
+    cdef list run(self, list grads, bint create_graph):
+        return [_scatter(<Tensor>grads[0], self.key, self.meta)]
+
+
+cdef class ScatterNode(Node):
+    """The gradient of indexing as an op of its own (for higher-order gradients)."""
+    cdef object key
+
+    cdef str label(self):
+        return "indexing gradient"
+
+    cdef list run(self, list grads, bint create_graph):
+        return [index(<Tensor>grads[0], self.key)]
+
+
+cdef bint _is_advanced(object key):
+    for k in key:
+        if isinstance(k, (list, np.ndarray, DenseTensor)):
+            return True
+    return False
+
+
+cdef tuple _normalize_key(object key):
+    key = key if isinstance(key, tuple) else (key,)
+    return tuple([np.asarray(k) if isinstance(k, (list, DenseTensor)) else k for k in key])
+
+
+cdef Tensor _scatter(Tensor g, object key, tuple meta):
+    """zeros(meta) with g added at key; recorded (as the adjoint of indexing) if needed."""
+    cdef Tensor out = _zeros_like_meta(meta)
+    if _is_advanced(key):
+        np.add.at(out.numpy(), key, g.numpy())
+    else:
+        out.numpy()[key] += g.numpy()
+    cdef ScatterNode node
+    if _grad_enabled and g.requires_grad:
+        node = ScatterNode.__new__(ScatterNode)
+        node.next = (g,)
+        node.n_out = 1
+        node.key = key
+        out.requires_grad = True
+        out._node = node
+    return out
+
+
+def index(Tensor x, key):
+    """``x[key]``: a view for basic indexing, a gather (copy) for integer arrays."""
+    cdef tuple nkey = _normalize_key(key)
+    cdef Tensor out
+    if _is_advanced(nkey):
+        out = as_tensor(np.ascontiguousarray(x.numpy()[nkey]), -1)
+    else:
+        view = x._basic_index(nkey)
+        out = view if type(view) is Tensor else view_of(<DenseTensor>view)
+    cdef IndexNode node
+    if _grad_enabled and x.requires_grad and _is_float(x):
+        node = IndexNode.__new__(IndexNode)
+        node.next = (x,)
+        node.n_out = 1
+        node.key = nkey
+        node.meta = _meta_of(x)
+        out.requires_grad = True
+        out._node = node
+    return out
