@@ -247,3 +247,21 @@ def test_worker_env_sets_every_thread_variable():
     assert all(env[name] == "3" for name in benchmark.THREAD_ENV)
     assert env["PYTHONPATH"].split(os.pathsep)[0] == str(
         Path(benchmark.__file__).resolve().parents[1])
+
+
+# -- the repository's own bench modules -------------------------------------------------
+REPO_BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.mark.skipif(not REPO_BENCHMARKS.is_dir(), reason="no benchmarks/ next to tests/")
+def test_repository_bench_modules_register_and_run_once():
+    """Every benchmarks/bench_*.py registers in quick mode and each of its callables runs
+    (once, untimed): a bench module broken by an API change fails here, not in a run."""
+    suite = Suite(quick=True, threads=1, torch=None)
+    assert benchmark.load_modules(REPO_BENCHMARKS, suite) == []
+    assert suite.cases
+    for case in suite.cases:
+        if case.setup is not None:
+            case.setup()
+        for fn in case.impls.values():
+            fn()
