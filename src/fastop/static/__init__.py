@@ -1,7 +1,36 @@
-"""Static mode (being built): Program, Executor, py_func, append_backward."""
-from fastop.ops._dispatch import current_mode, set_mode
+"""Static mode: build a Program of operators, then run it with an Executor.
 
-__all__ = ["CPUPlace", "enable_static", "disable_static", "in_dynamic_mode"]
+>>> import numpy as np, fastop
+>>> fastop.enable_static()
+>>> x = fastop.static.data("x", [None, 2], "float32")
+>>> y = x * 2.0 + 1.0
+>>> exe = fastop.static.Executor(fastop.CPUPlace())
+>>> exe.run(feed={"x": np.ones((1, 2), "float32")}, fetch_list=[y])
+[array([[3., 3.]], dtype=float32)]
+>>> fastop.disable_static()
+
+Pieces: the IR (:mod:`.framework`), ``py_func`` (:mod:`.py_func`), parameters
+(:mod:`.parameters`), ``fc`` (:mod:`.nn`), gradients (:mod:`.backward`), the executor
+front end and scopes (:mod:`.executor`, loop in ``fastop._core.executor``), and
+saving/loading (:mod:`.io`).
+"""
+from fastop.ops._dispatch import current_mode, set_mode
+from fastop.static.framework import (Block, Operator, Program, Variable, data,
+                                     default_main_program, default_startup_program,
+                                     program_guard)
+from fastop.static.py_func import py_func, set_strict
+from fastop.static.parameters import create_global_var, create_parameter
+from fastop.static.backward import append_backward, gradients
+from fastop.static.executor import Executor, Scope, global_scope, scope_guard
+from fastop.static.io import load, load_program, save
+from fastop.static import nn
+
+__all__ = ["CPUPlace", "enable_static", "disable_static", "in_dynamic_mode", "Program",
+           "Block", "Variable", "Operator", "data", "default_main_program",
+           "default_startup_program", "program_guard", "py_func", "set_strict",
+           "append_backward", "gradients", "Executor", "Scope", "global_scope",
+           "scope_guard", "create_parameter", "create_global_var", "save", "load",
+           "load_program", "nn"]
 
 
 class CPUPlace:
@@ -12,10 +41,12 @@ class CPUPlace:
 
 
 def enable_static() -> None:
+    """Make op calls append operators to the default main program."""
     set_mode("static")
 
 
 def disable_static() -> None:
+    """Back to eager mode (the default)."""
     set_mode("eager")
 
 

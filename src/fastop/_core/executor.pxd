@@ -1,0 +1,72 @@
+# The static executor's compiled plan: slot table, op records, arena. The Python front
+# end (fastop.static.executor) builds a Plan from a Program; Plan.run is the loop.
+from fastop._core.storage cimport fastop_view, fastop_attrs, DenseTensor
+from fastop._core.kernel cimport infer_fn, kernel_fn
+
+cdef enum:
+    MAX_OPERANDS = 16
+
+# How an op is run: a Cython kernel called through its C pointers, or a Python callable.
+cdef enum OpKind:
+    OP_C = 0
+    OP_PY = 1
+
+# Where a slot's memory comes from (see Plan's docstring).
+cdef enum SlotKind:
+    SLOT_ARENA = 0      # a temporary written by a C kernel: an offset into the arena
+    SLOT_FRESH = 1      # a fetched (or rewritten) temporary: allocated on every run
+    SLOT_EXTERNAL = 2   # written by a Python op: the memory its result came in
+    SLOT_FEED = 3       # a fed array, borrowed without copying
+    SLOT_PERSIST = 4    # a persistable variable living in the scope
+    SLOT_CONST = 5      # a constant bound once at plan time
+
+cdef struct OpRecord:
+    int kind
+    int n_in
+    int n_out
+    int ins[MAX_OPERANDS]      # slot indices
+    int outs[MAX_OPERANDS]
+    infer_fn infer
+    kernel_fn fn
+    int dispatch               # the input whose dtype selected fn (-1: none)
+    int dtype                  # that dtype
+    Py_ssize_t grain           # release the GIL when the first output has this many elements
+    fastop_attrs attrs
+
+
+cdef class Plan:
+    cdef readonly int n_slots
+    cdef readonly int n_ops
+    cdef int capacity
+    cdef OpRecord* ops
+    cdef fastop_view* views       # current view of every slot
+    cdef fastop_view* planned     # arena slots: their planned view
+    cdef int* kinds
+    cdef int* first_def           # op index of a slot's first write (-1: never written)
+    cdef int* last_use            # op index of a slot's last read or write
+    cdef char* dirty              # arena slot re-pointed for this run only
+    cdef list objs                # per slot: the DenseTensor owning its memory, or None
+    cdef list names               # per slot: the variable name
+    cdef list py_calls            # per op: the Python callable (OP_PY) or the CKernel
+    cdef list py_ins              # per Python op: tuple of input slots (-1: None)
+    cdef list feed_slots          # [(name, slot)]
+    cdef list persist_slots       # [(name, slot, must_exist)]
+    cdef list fetch_slots
+    cdef DenseTensor arena
+    cdef readonly bint traced     # the arena is laid out (after the first good run)
+    cdef readonly bint stale      # a shape changed this run: lay the arena out again
+    cdef readonly Py_ssize_t arena_bytes
+    cdef readonly Py_ssize_t min_live_bytes
+    cdef readonly int current_op  # the op being run (for error notes)
+    cdef dict scope
+
+    cdef OpRecord* _new_record(self, int kind, list ins, list outs) except NULL
+    cdef int _run_c(self, int i) except -1
+    cdef int _kernel_error(self, int i, int status, fastop_view** ins) except -1
+    cdef list _fetch(self)
+    cdef int _run_py(self, int i) except -1
+    cdef int _provide(self, int s, const fastop_view* meta) except -1
+    cdef DenseTensor _wrap(self, int s)
+    cdef int _bind(self, dict feeds) except -1
+    cdef void _release(self)
+    cdef int _lay_out_arena(self) except -1

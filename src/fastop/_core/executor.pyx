@@ -1,0 +1,403 @@
+# cython: freethreading_compatible = False
+"""The static executor's run loop: a compiled :class:`Plan` of a Program.
+
+The Python front end (``fastop.static.executor``) lowers a Program into a Plan once per
+(program version, feed/fetch signature): every variable becomes a *slot* (a
+``fastop_view``), every operator an ``OpRecord`` — a Cython kernel's ``infer``/kernel C
+pointers with its packed attributes, or a Python callable (one Python call per run).
+
+Where a slot's memory comes from (``SlotKind``):
+
+* arena — temporaries written by C kernels live at planned offsets of one arena,
+  laid out by liveness after the first successful run (which records every shape);
+  two slots share bytes only if their live ranges ``[first write, last use]`` don't
+  overlap, so the arena stays near the minimum live set;
+* fresh — fetched temporaries, allocated each run and handed out without a copy;
+* external — results of Python ops, kept in the memory they came in;
+* feed — the caller's arrays, borrowed without copying;
+* persist — the scope's tensors (parameters), read and updated in place;
+* const — constants, bound once.
+
+Each run calls every C kernel's ``infer`` on the live input views (a few ns) and checks
+the result against the slot: a shape that changed (a Python op returning another batch
+size) gets its own buffer for that run and the arena is laid out again afterwards.
+"""
+from cpython.mem cimport PyMem_Malloc, PyMem_Realloc, PyMem_Free
+from libc.stddef cimport ptrdiff_t
+from libc.string cimport memset
+
+from fastop._core.storage cimport (DenseTensor, fastop_view, fastop_attrs, FASTOP_BOOL,
+                                   FASTOP_NUM_DTYPES, alloc_tensor, as_dense, itemsize_of,
+                                   view_copy, view_set_contiguous_strides, dtype_from_code)
+from fastop._core.kernel cimport CKernel, K_OK
+
+__all__ = ["Plan", "SLOT_KINDS"]
+
+SLOT_KINDS = {"arena": SLOT_ARENA, "fresh": SLOT_FRESH, "external": SLOT_EXTERNAL,
+              "feed": SLOT_FEED, "persist": SLOT_PERSIST, "const": SLOT_CONST}
+
+cdef Py_ssize_t ALIGN = 64
+
+
+cdef inline bint same_meta(const fastop_view* a, const fastop_view* b) noexcept nogil:
+    cdef int i
+    if a.dtype != b.dtype or a.ndim != b.ndim:
+        return False
+    for i in range(a.ndim):
+        if a.shape[i] != b.shape[i]:
+            return False
+    return True
+
+
+cdef list shape_of(const fastop_view* v):
+    return [v.shape[i] for i in range(v.ndim)]
+
+
+cdef class Plan:
+    """A Program compiled for one feed/fetch signature; :meth:`run` executes it.
+
+    Built by the front end: ``Plan(names, kinds)``, then :meth:`add_ckernel` /
+    :meth:`add_python` in execution order, :meth:`set_const`, :meth:`set_io`.
+    """
+
+    def __cinit__(self, list names, list kinds):
+        cdef int n = len(names), i
+        self.n_slots = n
+        self.n_ops = 0
+        self.capacity = 16
+        self.ops = <OpRecord*>PyMem_Malloc(self.capacity * sizeof(OpRecord))
+        self.views = <fastop_view*>PyMem_Malloc((n + 1) * sizeof(fastop_view))
+        self.planned = <fastop_view*>PyMem_Malloc((n + 1) * sizeof(fastop_view))
+        self.kinds = <int*>PyMem_Malloc((n + 1) * sizeof(int))
+        self.first_def = <int*>PyMem_Malloc((n + 1) * sizeof(int))
+        self.last_use = <int*>PyMem_Malloc((n + 1) * sizeof(int))
+        self.dirty = <char*>PyMem_Malloc(n + 1)
+        if not (self.ops and self.views and self.planned and self.kinds and self.first_def
+                and self.last_use and self.dirty):
+            raise MemoryError()
+        memset(self.views, 0, (n + 1) * sizeof(fastop_view))
+        memset(self.planned, 0, (n + 1) * sizeof(fastop_view))
+        memset(self.dirty, 0, n + 1)
+        for i in range(n):
+            self.kinds[i] = kinds[i]
+            self.first_def[i] = -1
+            self.last_use[i] = -1
+        self.names = list(names)
+        self.objs = [None] * n
+        self.py_calls = []
+        self.py_ins = []
+        self.feed_slots = []
+        self.persist_slots = []
+        self.fetch_slots = []
+        self.current_op = -1
+
+    def __dealloc__(self):
+        PyMem_Free(self.ops)
+        PyMem_Free(self.views)
+        PyMem_Free(self.planned)
+        PyMem_Free(self.kinds)
+        PyMem_Free(self.first_def)
+        PyMem_Free(self.last_use)
+        PyMem_Free(self.dirty)
+
+    # -- building ------------------------------------------------------------------
+    cdef OpRecord* _new_record(self, int kind, list ins, list outs) except NULL:
+        cdef int i, s
+        cdef OpRecord* rec
+        if self.n_ops == self.capacity:
+            self.capacity *= 2
+            rec = <OpRecord*>PyMem_Realloc(self.ops, self.capacity * sizeof(OpRecord))
+            if rec is NULL:
+                raise MemoryError()
+            self.ops = rec
+        rec = &self.ops[self.n_ops]
+        memset(rec, 0, sizeof(OpRecord))
+        rec.kind = kind
+        rec.dispatch = -1
+        rec.n_in = len(ins) if kind == OP_C else 0
+        rec.n_out = len(outs)
+        if rec.n_out > MAX_OPERANDS or (kind == OP_C and rec.n_in > MAX_OPERANDS):
+            raise ValueError(f"an op has more than {MAX_OPERANDS} operands")
+        for i in range(len(ins)):
+            s = ins[i]
+            if kind == OP_C:
+                rec.ins[i] = s
+            if s >= 0:
+                self.last_use[s] = self.n_ops
+        for i in range(rec.n_out):
+            s = outs[i]
+            rec.outs[i] = s
+            if self.first_def[s] < 0:
+                self.first_def[s] = self.n_ops
+            self.last_use[s] = self.n_ops
+        return rec
+
+    def add_ckernel(self, CKernel kernel, int dtype, list ins, list outs, dict attrs) -> None:
+        """Append a call of `kernel`'s function for dtype code `dtype`."""
+        if dtype < 0 or dtype >= FASTOP_NUM_DTYPES or kernel.fns[dtype] is NULL \
+                or kernel.infer is NULL:
+            raise ValueError(f"{kernel.name}: no C function for dtype code {dtype}")
+        cdef fastop_attrs packed
+        kernel.pack(attrs, &packed)
+        cdef OpRecord* rec = self._new_record(OP_C, ins, outs)
+        rec.infer = kernel.infer
+        rec.fn = kernel.fns[dtype]
+        rec.dtype = dtype
+        if 0 <= kernel.dispatch_input < rec.n_in:
+            rec.dispatch = kernel.dispatch_input
+        rec.grain = kernel.parallel_grain
+        rec.attrs = packed
+        self.py_calls.append(kernel)
+        self.py_ins.append(None)
+        self.n_ops += 1
+
+    def add_python(self, fn, list ins, list outs) -> None:
+        """Append a Python op: ``fn(*tensors)`` returns one DenseTensor per output.
+
+        `ins` may hold -1 for an absent input (passed as None).
+        """
+        self._new_record(OP_PY, ins, outs)
+        self.py_calls.append(fn)
+        self.py_ins.append(tuple(ins))
+        self.n_ops += 1
+
+    def set_const(self, int slot, DenseTensor value) -> None:
+        self.objs[slot] = value
+        self.views[slot] = value.view
+
+    def set_io(self, list feeds, list persists, list fetches) -> None:
+        """Feeds ``[(name, slot)]``, persistables ``[(name, slot, must_exist)]`` (must
+        exist in the scope: read before any op of this plan writes them), fetch slots."""
+        self.feed_slots = feeds
+        self.persist_slots = persists
+        self.fetch_slots = fetches
+
+    # -- introspection -----------------------------------------------------------------
+    def slot_shape(self, int slot) -> list:
+        """The shape a slot had in the last run (or its planned shape)."""
+        return shape_of(&self.views[slot])
+
+    def live_range(self, int slot) -> tuple:
+        return (self.first_def[slot], self.last_use[slot])
+
+    def kernel_of(self, int op):
+        """The CKernel or Python callable of op `op`."""
+        return self.py_calls[op]
+
+    # -- running -----------------------------------------------------------------------
+    def run(self, dict feeds, dict scope) -> list:
+        """Run every op once; return the fetched values as DenseTensors.
+
+        `feeds` maps names to arrays of the planned dtype and shape; `scope` maps
+        persistable names to DenseTensors (created ones are added to it).
+        """
+        cdef int i
+        self.scope = scope
+        self.stale = False
+        try:
+            self._bind(feeds)
+            for i in range(self.n_ops):
+                self.current_op = i
+                if self.ops[i].kind == OP_C:
+                    self._run_c(i)
+                else:
+                    self._run_py(i)
+            self.current_op = -1
+            result = self._fetch()
+            if not self.traced or self.stale:
+                self._lay_out_arena()
+            return result
+        finally:
+            self._release()
+            self.scope = None
+
+    cdef int _bind(self, dict feeds) except -1:
+        cdef int s
+        cdef DenseTensor t
+        for name, s in self.feed_slots:
+            t = as_dense(feeds[name])
+            self.objs[s] = t
+            self.views[s] = t.view
+        for name, s, must_exist in self.persist_slots:
+            value = self.scope.get(name)
+            if value is None:
+                if must_exist:
+                    raise RuntimeError(
+                        f"persistable variable '{name}' has no value in the scope; run "
+                        f"the startup program first (or load the parameters)")
+                self.objs[s] = None
+                self.views[s].ndim = -1
+            else:
+                t = <DenseTensor?>value
+                self.objs[s] = t
+                self.views[s] = t.view
+        return 0
+
+    cdef void _release(self):
+        cdef int s, k
+        for s in range(self.n_slots):
+            k = self.kinds[s]
+            if self.dirty[s]:
+                self.views[s] = self.planned[s]
+                self.dirty[s] = 0
+                self.objs[s] = None
+            elif k != SLOT_CONST and k != SLOT_ARENA:
+                self.objs[s] = None
+
+    cdef int _run_c(self, int i) except -1:
+        cdef OpRecord* rec = &self.ops[i]
+        cdef fastop_view* ins[MAX_OPERANDS]
+        cdef fastop_view* outs[MAX_OPERANDS]
+        cdef fastop_view metas[MAX_OPERANDS]
+        cdef int j, s, status
+        for j in range(rec.n_in):
+            ins[j] = &self.views[rec.ins[j]]
+        if rec.dispatch >= 0 and ins[rec.dispatch].dtype != rec.dtype:
+            raise TypeError(
+                f"{self.py_calls[i].name}: input "
+                f"'{self.names[rec.ins[rec.dispatch]]}' has dtype "
+                f"{dtype_from_code(ins[rec.dispatch].dtype).name} at run time, the plan "
+                f"expected {dtype_from_code(rec.dtype).name}")
+        status = rec.infer(ins, rec.n_in, metas, rec.n_out, &rec.attrs)
+        if status != K_OK:
+            self._kernel_error(i, status, ins)
+        for j in range(rec.n_out):
+            s = rec.outs[j]
+            if not (self.kinds[s] == SLOT_ARENA and self.traced and not self.dirty[s]
+                    and same_meta(&metas[j], &self.views[s])):
+                self._provide(s, &metas[j])
+            outs[j] = &self.views[s]
+        if rec.n_out and outs[0].size >= rec.grain:
+            with nogil:
+                status = rec.fn(ins, rec.n_in, outs, rec.n_out, &rec.attrs)
+        else:
+            status = rec.fn(ins, rec.n_in, outs, rec.n_out, &rec.attrs)
+        if status != K_OK:
+            self._kernel_error(i, status, ins)
+        return 0
+
+    cdef int _kernel_error(self, int i, int status, fastop_view** ins) except -1:
+        """Raise the kernel's own error (naming its inputs, shapes and dtypes)."""
+        cdef OpRecord* rec = &self.ops[i]
+        described = [(shape_of(ins[j]), dtype_from_code(ins[j].dtype).name)
+                     for j in range(rec.n_in)]
+        (<CKernel>self.py_calls[i])._raise(status, described)
+        return -1
+
+    cdef int _provide(self, int s, const fastop_view* meta) except -1:
+        """Give slot `s` a buffer for `meta` (shape/dtype) for this run."""
+        cdef int k = self.kinds[s]
+        cdef DenseTensor t
+        if k == SLOT_PERSIST:
+            if self.objs[s] is not None:
+                t = <DenseTensor>self.objs[s]
+                if same_meta(meta, &t.view):
+                    return 0
+                raise ValueError(
+                    f"persistable variable '{self.names[s]}' has shape {t.shape} "
+                    f"{t.dtype.name}; the op writes shape {shape_of(meta)} "
+                    f"{dtype_from_code(meta.dtype).name}")
+            t = alloc_tensor(DenseTensor, meta.ndim, meta.shape, meta.dtype)
+            self.scope[self.names[s]] = t
+        else:
+            t = alloc_tensor(DenseTensor, meta.ndim, meta.shape, meta.dtype)
+            if k == SLOT_ARENA:
+                self.dirty[s] = 1
+                if self.traced:
+                    self.stale = True
+        self.objs[s] = t
+        self.views[s] = t.view
+        return 0
+
+    cdef DenseTensor _wrap(self, int s):
+        """A DenseTensor for slot `s` (a view into the arena for arena slots)."""
+        obj = self.objs[s]
+        if obj is not None:
+            return <DenseTensor>obj
+        cdef DenseTensor t = DenseTensor.__new__(DenseTensor)
+        t.view = self.views[s]
+        t.owner = self.arena
+        return t
+
+    cdef int _run_py(self, int i) except -1:
+        cdef OpRecord* rec = &self.ops[i]
+        cdef tuple slots = <tuple>self.py_ins[i]
+        cdef int n = len(slots), j, s
+        cdef list args = [None] * n
+        cdef DenseTensor t, dst
+        for j in range(n):
+            s = slots[j]
+            if s >= 0:
+                args[j] = self._wrap(s)
+        results = self.py_calls[i](*args)
+        for j in range(rec.n_out):
+            s = rec.outs[j]
+            t = <DenseTensor?>results[j]
+            if self.kinds[s] == SLOT_PERSIST:
+                if self.objs[s] is not None and same_meta(&t.view, &(<DenseTensor>self.objs[s]).view):
+                    dst = <DenseTensor>self.objs[s]
+                    if dst.view.data != t.view.data:
+                        view_copy(&t.view, &dst.view)
+                    continue
+                self.scope[self.names[s]] = t
+            elif self.kinds[s] == SLOT_ARENA:
+                self.dirty[s] = 1
+            self.objs[s] = t
+            self.views[s] = t.view
+        return 0
+
+    cdef list _fetch(self):
+        cdef list out = []
+        cdef int s
+        cdef DenseTensor t
+        for s in self.fetch_slots:
+            if self.kinds[s] == SLOT_FRESH and self.objs[s] is not None:
+                out.append(self.objs[s])
+            else:
+                t = alloc_tensor(DenseTensor, self.views[s].ndim, self.views[s].shape,
+                                 self.views[s].dtype)
+                view_copy(&self.views[s], &t.view)
+                out.append(t)
+        return out
+
+    cdef int _lay_out_arena(self) except -1:
+        """Place every arena slot at an offset: biggest first, lowest offset that no
+        slot with an overlapping live range occupies (greedy by size)."""
+        cdef int s, t
+        cdef ptrdiff_t size, off, total = 0, live, peak = 0
+        slots = []
+        for s in range(self.n_slots):
+            if self.kinds[s] == SLOT_ARENA and self.first_def[s] >= 0:
+                size = self.views[s].size * itemsize_of(self.views[s].dtype)
+                slots.append((-((size + ALIGN - 1) // ALIGN * ALIGN), self.first_def[s], s, size))
+        slots.sort()
+        placed = []   # (offset, aligned size, first, last)
+        offsets = {}
+        for neg, first, s, size in slots:
+            last = self.last_use[s]
+            busy = sorted((p[0], p[1]) for p in placed if p[2] <= last and first <= p[3])
+            off = 0
+            for p_off, p_size in busy:
+                if off + (-neg) <= p_off:
+                    break
+                off = max(off, p_off + p_size)
+            placed.append((off, -neg, first, last))
+            offsets[s] = off
+            total = max(total, off - neg)
+        for t in range(self.n_ops):
+            live = 0
+            for neg, first, s, size in slots:
+                if first <= t <= self.last_use[s]:
+                    live += size
+            peak = max(peak, live)
+        self.arena = alloc_tensor(DenseTensor, 1, &total, FASTOP_BOOL)
+        for neg, first, s, size in slots:
+            self.planned[s] = self.views[s]
+            self.planned[s].data = self.arena.view.data + <Py_ssize_t>offsets[s]
+            view_set_contiguous_strides(&self.planned[s])
+            self.dirty[s] = 1       # _release points the slot at its planned view
+        self.arena_bytes = total
+        self.min_live_bytes = peak
+        self.traced = True
+        self.stale = False
+        return 0

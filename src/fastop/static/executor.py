@@ -1,0 +1,423 @@
+"""The executor front end: lowers a Program to a Cython :class:`~fastop._core.executor.Plan`
+(once per program version and feed/fetch signature) and runs it; the :class:`Scope`
+that holds persistable values (parameters) across runs.
+
+Lowering: ops are scheduled in dependency order (program order unless a variable is
+read before the op that writes it; a cycle is an error); every variable gets a slot;
+each op becomes a C kernel record (its ``infer``/kernel pointers and packed attrs) or
+a Python callable (py_func, Python-kernel ops, dtypes a C kernel lacks).
+"""
+from __future__ import annotations
+
+import contextlib
+import difflib
+import heapq
+import weakref
+from collections import defaultdict
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from fastop._core.executor import SLOT_KINDS, Plan
+from fastop._core.kernel import CKernel
+from fastop._core.storage import DenseTensor, as_dtype, from_numpy
+from fastop.ops._registry import add_note
+from fastop.static.framework import Operator, Program, Variable, default_main_program
+from fastop.static.py_func import PyFuncOp
+
+__all__ = ["Executor", "Scope", "global_scope", "scope_guard"]
+
+_MAX_PLANS = 32   # compiled signatures kept per program
+_MAX_OPERANDS = 16  # inputs/outputs a C kernel record holds (executor.pxd)
+
+
+class Scope:
+    """Persistable values by name (DenseTensors), shared by the runs that use it."""
+
+    def __init__(self) -> None:
+        self._vars: dict[str, DenseTensor] = {}
+
+    def find_var(self, name: str) -> DenseTensor | None:
+        """The tensor of `name` (read it with ``np.asarray``), or None."""
+        return self._vars.get(name)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        try:
+            return np.asarray(self._vars[name])
+        except KeyError:
+            close = difflib.get_close_matches(name, list(self._vars), n=3)
+            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise KeyError(f"the scope has no variable '{name}'{hint}") from None
+
+    def set(self, name: str, value: Any) -> None:
+        """Store a copy of `value` (in the existing buffer when shape and dtype match)."""
+        array = np.asarray(value)
+        current = self._vars.get(name)
+        if current is not None and list(array.shape) == current.shape \
+                and current.dtype == array.dtype:
+            np.copyto(np.asarray(current), array)
+        else:
+            self._vars[name] = from_numpy(np.array(array, order="C", copy=True))
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._vars
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._vars))
+
+    def __len__(self) -> int:
+        return len(self._vars)
+
+    def names(self) -> list[str]:
+        return list(self._vars)
+
+    def drop(self, name: str) -> None:
+        self._vars.pop(name, None)
+
+    def clear(self) -> None:
+        self._vars.clear()
+
+    def __repr__(self) -> str:
+        return f"<Scope {len(self._vars)} variables>"
+
+
+_global_scope = Scope()
+
+
+def global_scope() -> Scope:
+    """The scope executors use unless given another."""
+    return _global_scope
+
+
+@contextlib.contextmanager
+def scope_guard(scope: Scope) -> Iterator[None]:
+    """Make `scope` the global scope inside the block."""
+    global _global_scope
+    saved, _global_scope = _global_scope, scope
+    try:
+        yield
+    finally:
+        _global_scope = saved
+
+
+# ----------------------------------------------------------------------------- scheduling
+
+def _schedule(ops: Sequence[Operator], sources: set[str]) -> list[int]:
+    """Op indices in dependency order (program order where consistent).
+
+    A read depends on the latest earlier write of the variable; a read of a variable
+    that is not a source (feed, persistable, constant) and is written only later
+    depends on that later write. Writes wait for earlier writes and reads of the
+    previous value. A cycle raises, naming its ops and variables.
+    """
+    n = len(ops)
+    deps: list[dict[int, str]] = [{} for _ in range(n)]
+    writers: dict[str, list[int]] = defaultdict(list)
+    for i, op in enumerate(ops):
+        for v in op.outputs:
+            writers[v.name].append(i)
+    last_writer: dict[str, int] = {}
+    readers: dict[str, list[int]] = defaultdict(list)
+    for i, op in enumerate(ops):
+        for v in op.input_vars():
+            w = last_writer.get(v.name)
+            if w is None and v.name not in sources and writers.get(v.name):
+                w = writers[v.name][0]          # read before its write: wait for it
+            else:
+                readers[v.name].append(i)
+            if w is not None and w != i:
+                deps[i].setdefault(w, v.name)
+        for v in op.outputs:
+            prev = last_writer.get(v.name)
+            if prev is not None and prev != i:
+                deps[i].setdefault(prev, v.name)
+            for r in readers.pop(v.name, []):
+                if r != i:
+                    deps[i].setdefault(r, v.name)
+            last_writer[v.name] = i
+    waiting = [len(d) for d in deps]
+    users: list[list[int]] = [[] for _ in range(n)]
+    for i, d in enumerate(deps):
+        for j in d:
+            users[j].append(i)
+    ready = [i for i in range(n) if waiting[i] == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for u in users[i]:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                heapq.heappush(ready, u)
+    if len(order) < n:
+        raise ValueError("the program has a cycle: " + _describe_cycle(ops, deps, set(order)))
+    return order
+
+
+def _describe_cycle(ops: Sequence[Operator], deps: list[dict[int, str]], done: set[int]) -> str:
+    i = next(k for k in range(len(ops)) if k not in done)
+    path: list[int] = []
+    while i not in path:
+        path.append(i)
+        i = next(j for j in deps[i] if j not in done)
+    cycle = path[path.index(i):]
+    return "; ".join(f"op #{a} ({ops[a]}) needs '{deps[a][b]}' from op #{b}"
+                     for a, b in zip(cycle, cycle[1:] + cycle[:1]))
+
+
+# ----------------------------------------------------------------------------- lowering
+
+class _Compiled:
+    """A Plan plus what the front end needs to explain errors."""
+
+    def __init__(self, plan: Plan, labels: list[str]) -> None:
+        self.plan = plan
+        self.labels = labels
+
+    def run(self, feeds: dict[str, Any], scope: Scope) -> list[DenseTensor]:
+        try:
+            return self.plan.run(feeds, scope._vars)
+        except BaseException as exc:
+            k = self.plan.current_op
+            if k >= 0:
+                add_note(exc, f"raised while running {self.labels[k]}")
+            raise
+
+
+def _python_call(op: Operator) -> Any:
+    """The executor callable of a registry op run through ``OpDef.invoke``: regroups
+    the flat input tensors (variadic lists, absent optional inputs) first."""
+    opdef, attrs = op.opdef, op.attrs
+    sizes = [len(x) if isinstance(x, list) else None for x in op.inputs]
+    if all(s is None for s in sizes):
+        return lambda *tensors: opdef.invoke(tensors, attrs)
+
+    def call(*tensors: Any) -> tuple:
+        grouped, k = [], 0
+        for size in sizes:
+            if size is None:
+                grouped.append(tensors[k])
+                k += 1
+            else:
+                grouped.append(list(tensors[k:k + size]))
+                k += size
+        return opdef.invoke(grouped, attrs)
+    return call
+
+
+def _flat_inputs(op: Operator) -> list[Variable | None]:
+    flat: list[Variable | None] = []
+    for x in op.inputs:
+        flat.extend(x) if isinstance(x, list) else flat.append(x)
+    return flat
+
+
+def _c_kernel(op: Operator) -> tuple[CKernel, int] | None:
+    """The op's C kernel and the dtype code selecting its function, if it has one."""
+    if isinstance(op.opdef, PyFuncOp):
+        return None
+    flat = op.input_vars()
+    if len(flat) > _MAX_OPERANDS or len(op.outputs) > _MAX_OPERANDS:
+        return None
+    dtype = flat[0].dtype if flat else op.outputs[0].dtype
+    try:
+        kernel = op.opdef.kernel_for(dtype)
+    except TypeError:
+        return None  # invoke raises the registry's error, naming the op
+    if not isinstance(kernel, CKernel):
+        return None
+    d = kernel.dispatch_input
+    dispatch = flat[d].dtype if 0 <= d < len(flat) else dtype
+    if dispatch.name not in kernel.dtypes:
+        return None
+    return kernel, dispatch.code
+
+
+def _compile(program: Program, feeds: dict[str, Any],
+             fetch_names: Sequence[str]) -> _Compiled:
+    block = program.global_block()
+    ops = block.ops
+    _check_feeds(block, ops, feeds)
+    for name in fetch_names:
+        if name not in block.vars:
+            close = difflib.get_close_matches(name, list(block.vars), n=3)
+            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise ValueError(f"fetch_list: the program has no variable '{name}'{hint}")
+    sources = {v.name for v in block.vars.values()
+               if v.persistable or v.constant is not None} | set(feeds)
+    order = _schedule(ops, sources)
+    labels = [f"op #{i} of the program: {ops[i]}" for i in order]
+
+    lowered = [_c_kernel(ops[i]) for i in order]
+    writers: dict[str, list[int]] = defaultdict(list)
+    first_access: dict[str, tuple[str, int]] = {}
+    for k, i in enumerate(order):
+        for v in ops[i].input_vars():
+            first_access.setdefault(v.name, ("read", k))
+        for v in ops[i].outputs:
+            writers[v.name].append(k)
+            first_access.setdefault(v.name, ("write", k))
+    names: list[str] = []
+    slot: dict[str, int] = {}
+    for k, i in enumerate(order):
+        for v in ops[i].input_vars() + ops[i].outputs:
+            if v.name not in slot:
+                slot[v.name] = len(names)
+                names.append(v.name)
+    for name in fetch_names:
+        if name not in slot:
+            slot[name] = len(names)
+            names.append(name)
+
+    fetched = set(fetch_names)
+    kinds, persists, consts = [], [], []
+    for name in names:
+        var = block.vars[name]
+        if var.constant is not None:
+            kinds.append("const")
+            consts.append(name)
+        elif var.persistable:
+            kinds.append("persist")
+            access, k = first_access.get(name, ("read", -1))
+            persists.append((name, slot[name], labels[k] if access == "read" and k >= 0
+                             else "fetch_list" if access == "read" else None))
+        elif name in feeds:
+            kinds.append("feed")
+        elif writers.get(name):
+            if any(lowered[k] is None for k in writers[name]):
+                kinds.append("external")
+            elif name in fetched or len(writers[name]) > 1:
+                kinds.append("fresh")
+            else:
+                kinds.append("arena")
+        else:
+            access, k = first_access.get(name, ("read", -1))
+            need = labels[k] if k >= 0 else "fetch_list"
+            what = "static.data variable" if var.is_data else "variable"
+            raise ValueError(f"missing feed: {what} '{name}' ({var.dtype.name}"
+                             f"{var.shape}) is needed by {need} but is neither fed nor "
+                             f"computed by an op; pass feed={{'{name}': array}}")
+
+    plan = Plan(names, [SLOT_KINDS[k] for k in kinds])
+    for name in consts:
+        plan.set_const(slot[name], from_numpy(np.ascontiguousarray(block.vars[name].constant)))
+    for k, i in enumerate(order):
+        op = ops[i]
+        outs = [slot[v.name] for v in op.outputs]
+        choice = lowered[k]
+        if choice is not None:
+            plan.add_ckernel(choice[0], choice[1], [slot[v.name] for v in op.input_vars()],
+                             outs, op.attrs)
+            continue
+        call = op.opdef.runner() if isinstance(op.opdef, PyFuncOp) else _python_call(op)
+        plan.add_python(call, [-1 if v is None else slot[v.name] for v in _flat_inputs(op)],
+                        outs)
+    plan.set_io([(name, slot[name]) for name in feeds if name in slot],
+                persists, [slot[n] for n in fetch_names])
+    return _Compiled(plan, labels)
+
+
+def _check_feeds(block: Any, ops: Sequence[Operator], feeds: dict[str, Any]) -> None:
+    for name, value in feeds.items():
+        var = block.vars.get(name)
+        if var is None:
+            close = difflib.get_close_matches(name, list(block.vars), n=3)
+            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise ValueError(f"feed: the program has no variable '{name}'{hint}")
+        reader = next((f" (read by op #{i}: {op})" for i, op in enumerate(ops)
+                       if any(v is var for v in op.input_vars())), "")
+        if var.constant is not None:
+            raise ValueError(f"feed: '{name}' is a constant of the program{reader}")
+        if as_dtype(value.dtype) != var.dtype:
+            raise TypeError(f"feed '{name}': expected dtype {var.dtype.name} (as declared), "
+                            f"got {as_dtype(value.dtype).name}{reader}")
+        shape = list(value.shape)
+        if len(shape) != var.ndim or any(d is not None and d != s
+                                         for d, s in zip(var.shape, shape)):
+            declared = "[" + ", ".join("None" if d is None else str(d) for d in var.shape) + "]"
+            raise ValueError(f"feed '{name}': expected shape {declared} (as declared), got "
+                             f"{shape}{reader}")
+
+
+# ----------------------------------------------------------------------------- Executor
+
+def _feed_value(block: Any, name: str, value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value if value.flags.c_contiguous else np.ascontiguousarray(value)
+    if isinstance(value, DenseTensor):
+        return value if value.is_contiguous() else value.contiguous()
+    var = block.vars.get(name)
+    return np.ascontiguousarray(value, dtype=None if var is None else var.dtype.numpy_dtype)
+
+
+def _fetch_name(item: Any) -> str:
+    if isinstance(item, Variable):
+        return item.name
+    if isinstance(item, str):
+        return item
+    raise TypeError(f"fetch_list items are Variables or names, got {type(item).__name__}")
+
+
+class Executor:
+    """Runs Programs: ``Executor(place).run(program, feed, fetch_list)``.
+
+    A program is compiled once per (program version, feed names/shapes/dtypes, fetch
+    names) and the compiled plan reused; fetches come back as numpy arrays (DenseTensors
+    with ``return_numpy=False``).
+    """
+
+    def __init__(self, place: Any = None) -> None:
+        self.place = place
+        self._plans: weakref.WeakKeyDictionary[Program, tuple[int, dict]] = \
+            weakref.WeakKeyDictionary()
+
+    def run(self, program: Program | None = None, feed: dict[str, Any] | None = None,
+            fetch_list: Sequence[Any] | None = None, feed_var_name: str = "feed",
+            fetch_var_name: str = "fetch", scope: Scope | None = None,
+            return_numpy: bool = True, use_program_cache: bool = True) -> list[Any]:
+        if program is None:
+            program = default_main_program()
+        elif not isinstance(program, Program):
+            raise TypeError(f"Executor.run: expected a Program, got {type(program).__name__}")
+        if scope is None:
+            scope = _global_scope
+        arrays: dict[str, Any] = {}
+        signature = []
+        if feed:
+            block = program.global_block()
+            for name, value in feed.items():
+                value = _feed_value(block, name, value)
+                arrays[name] = value
+                signature.append((name, tuple(value.shape), str(value.dtype)))
+        fetch_names = tuple(map(_fetch_name, fetch_list)) if fetch_list else ()
+        key = (tuple(signature), fetch_names)
+        version, plans = self._plans.get(program, (None, None))
+        if version != program._version:
+            plans = {}
+            self._plans[program] = (program._version, plans)
+        compiled = plans.get(key)
+        if compiled is None:
+            compiled = _compile(program, arrays, fetch_names)
+            if len(plans) >= _MAX_PLANS:
+                plans.pop(next(iter(plans)))
+            plans[key] = compiled
+        outs = compiled.run(arrays, scope)
+        if return_numpy:
+            return [t.numpy() for t in outs]
+        return outs
+
+    def plan_of(self, program: Program, feed: dict[str, Any] | None = None,
+                fetch_list: Sequence[Any] | None = None) -> Plan | None:
+        """The compiled plan used for this signature (after a run), for inspection."""
+        version, plans = self._plans.get(program, (None, None))
+        if version != program._version:
+            return None
+        block = program.global_block()
+        signature = tuple((name, tuple(np.shape(v)), str(_feed_value(block, name, v).dtype))
+                          for name, v in (feed or {}).items())
+        compiled = plans.get((signature, tuple(map(_fetch_name, fetch_list or ()))))
+        return None if compiled is None else compiled.plan
+
+    def close(self) -> None:
+        self._plans = weakref.WeakKeyDictionary()

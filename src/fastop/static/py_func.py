@@ -1,0 +1,223 @@
+"""``py_func``: a Python function as an operator of a static Program.
+
+Rules (PaddlePaddle's ``py_func``, seeds 000/001):
+
+* ``func(*x)`` runs on every ``Executor.run``; it gets DenseTensors (``np.asarray`` reads
+  them without copying, numpy functions take them directly) and returns numpy arrays or
+  tensors, one per ``out`` variable. ``out=None`` makes a debugging op: it still runs,
+  its result is ignored.
+* The declared ``out`` shape/dtype is a contract: a result whose known dims or dtype
+  differ warns once (naming op, variable, declared and actual) and is an error in
+  strict mode (:func:`set_strict`, or ``FASTOP_STRICT=1``); a wrong count of results
+  is always an error.
+* ``backward_func`` receives forward inputs + forward outputs (minus
+  ``skip_vars_in_backward_input``, which must be among them) + output gradients (None
+  for an output without gradient), and returns one gradient per input (None for an
+  input without gradient).
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from fastop._core.storage import DenseTensor, as_dtype, from_numpy
+from fastop.ops import ArgSpec, TensorMeta
+from fastop.static.framework import Operator, Variable, default_main_program
+
+__all__ = ["py_func", "PyFuncOp", "set_strict", "is_strict"]
+
+_strict = os.environ.get("FASTOP_STRICT", "") == "1"
+
+
+def set_strict(enabled: bool = True) -> None:
+    """Make a py_func result that breaks its declared shape/dtype an error."""
+    global _strict
+    _strict = bool(enabled)
+
+
+def is_strict() -> bool:
+    return _strict
+
+
+def _func_name(func: Callable) -> str:
+    return getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
+
+
+def _shape_str(shape: Sequence[Any]) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+class PyFuncOp:
+    """The op definition of one py_func call (forward, or the gradient op calling
+    ``backward_func``): declared output metas, a Python kernel, no attributes."""
+
+    name = "py_func"
+    attrs: dict[str, Any] = {}
+    inputs = (ArgSpec("x", variadic=True),)
+    outputs = (ArgSpec("out", variadic=True),)
+    plugin = "fastop"
+
+    def __init__(self, func: Callable, out_metas: Sequence[TensorMeta],
+                 out_names: Sequence[str], *, role: str = "forward",
+                 expected: int | None = None, keep: Sequence[int] | None = None,
+                 backward_func: Callable | None = None,
+                 skip_positions: Sequence[int] = ()) -> None:
+        self.func = func
+        self.role = role
+        self.out_metas = list(out_metas)
+        self.out_names = list(out_names)
+        self.expected = len(self.out_metas) if expected is None else expected
+        self.keep = list(range(len(self.out_metas))) if keep is None else list(keep)
+        self.backward_func = backward_func
+        self.skip_positions = sorted(skip_positions)
+        self.label = ("py_func" if role == "forward" else "py_func_grad") + \
+            f"[{_func_name(func)}]"
+        self._warned: set[tuple[str, str]] = set()
+
+    # -- the OpDef interface the IR, backward and executor use --------------------------
+    @property
+    def grad_rule(self) -> Callable | None:
+        return self.backward_func
+
+    differentiable_inputs = ("x",)
+
+    def check_attrs(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs:
+            raise TypeError(f"{self.label}: takes no attributes, got {sorted(attrs)}")
+        return {}
+
+    def infer_meta(self, metas: Sequence[Any], attrs: dict[str, Any]) -> list[TensorMeta]:
+        return list(self.out_metas)
+
+    def runner(self) -> Callable[..., tuple]:
+        """The executor's callable: run the function, check and wrap its results."""
+        return self._run
+
+    # -- running ------------------------------------------------------------------------
+    def _run(self, *tensors: Any) -> tuple:
+        result = self.func(*tensors)
+        if self.expected == 0:
+            return ()
+        values = list(result) if isinstance(result, (list, tuple)) else [result]
+        if len(values) != self.expected:
+            what = "gradients" if self.role == "backward" else "outputs"
+            raise ValueError(
+                f"{self.label}: {_func_name(self.func)} returned {len(values)} value(s), "
+                f"expected {self.expected} {what}"
+                + (f" ({', '.join(self.out_names)})" if self.role == "forward" else ""))
+        return tuple(self._conform(values[i], meta, name, tensors)
+                     for i, meta, name in zip(self.keep, self.out_metas, self.out_names))
+
+    def _conform(self, value: Any, meta: TensorMeta, name: str,
+                 inputs: Sequence[Any]) -> DenseTensor:
+        if value is None:
+            if self.role == "backward" and None not in meta.shape:
+                return from_numpy(np.zeros(meta.shape, meta.dtype.numpy_dtype))
+            raise ValueError(
+                f"{self.label}: {_func_name(self.func)} returned None for '{name}'"
+                + (", a gradient that is needed and whose shape "
+                   f"{_shape_str(meta.shape)} is not fully known; return an array"
+                   if self.role == "backward" else ""))
+        if isinstance(value, DenseTensor):
+            tensor, dtype, shape = value, value.dtype, value.shape
+        else:
+            array = np.asarray(value)
+            try:
+                dtype = as_dtype(array.dtype)
+            except TypeError as exc:
+                raise TypeError(f"{self.label}: '{name}' came back with unsupported "
+                                f"dtype {array.dtype}") from exc
+            tensor, shape = None, list(array.shape)
+        if dtype != meta.dtype:
+            self._break_contract(name, f"dtype {meta.dtype.name}", f"dtype {dtype.name}")
+            tensor, array = None, np.asarray(value).astype(meta.dtype.numpy_dtype)
+        if len(shape) != meta.ndim or any(d is not None and d != s
+                                          for d, s in zip(meta.shape, shape)):
+            self._break_contract(name, f"shape {_shape_str(meta.shape)}", f"shape {shape}")
+        if tensor is None:
+            tensor = from_numpy(np.ascontiguousarray(array))
+        elif not tensor.is_contiguous():
+            tensor = tensor.contiguous()
+        return tensor.copy() if _aliases(tensor, inputs) else tensor
+
+    def _break_contract(self, name: str, declared: str, actual: str) -> None:
+        message = (f"{self.label}: '{name}' was declared with {declared} but "
+                   f"{_func_name(self.func)} returned {actual}")
+        if _strict:
+            raise ValueError(message + " (strict mode)")
+        if (name, declared) not in self._warned:
+            self._warned.add((name, declared))
+            warnings.warn(message + "; using the returned value", RuntimeWarning,
+                          stacklevel=3)
+
+    # -- gradient -----------------------------------------------------------------------
+    def build_grad(self, op: Operator, out_grads: Sequence[Variable | None],
+                   needs_grad: Sequence[bool]) -> list[Variable | None]:
+        """Append the gradient op (calling ``backward_func``); one grad per input."""
+        xs: list[Variable] = op.inputs[0]
+        visible = [v for i, v in enumerate(xs + op.outputs) if i not in self.skip_positions]
+        wanted = [i for i, need in enumerate(needs_grad) if need]
+        gop = PyFuncOp(self.backward_func, [TensorMeta(xs[i].shape, xs[i].dtype) for i in wanted],
+                       [xs[i].name + "@GRAD" for i in wanted], role="backward",
+                       expected=len(xs), keep=wanted)
+        grads = op.block.append_op(gop, [visible + list(out_grads)])
+        grads = list(grads) if isinstance(grads, tuple) else [grads]
+        result: list[Variable | None] = [None] * len(xs)
+        for i, g in zip(wanted, grads):
+            result[i] = g
+        return result
+
+
+def _aliases(tensor: DenseTensor, inputs: Sequence[Any]) -> bool:
+    """Whether `tensor` shares memory with an input (whose buffer the executor reuses)."""
+    start, end = tensor.data_ptr, tensor.data_ptr + tensor.nbytes
+    for x in inputs:
+        if isinstance(x, DenseTensor) and x.data_ptr < end and start < x.data_ptr + x.nbytes:
+            return True
+    return False
+
+
+def _as_vars(value: Any, what: str) -> list[Variable]:
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    for v in items:
+        if not isinstance(v, Variable):
+            raise TypeError(f"py_func: {what} must be a Variable or a list/tuple of "
+                            f"Variables, got {type(v).__name__}")
+    return items
+
+
+def py_func(func: Callable, x: Any, out: Any, backward_func: Callable | None = None,
+            skip_vars_in_backward_input: Any = None) -> Any:
+    """Append a Python op computing ``out = func(*x)``; returns `out`.
+
+    See the module docstring for every rule. Example (seed 001)::
+
+        hidden = fastop.static.py_func(func=np.tanh, x=hidden, out=new_hidden,
+                                       backward_func=tanh_grad,
+                                       skip_vars_in_backward_input=hidden)
+    """
+    if not callable(func):
+        raise TypeError(f"py_func: func must be callable, got {type(func).__name__}")
+    if backward_func is not None and not callable(backward_func):
+        raise TypeError(f"py_func: backward_func must be callable or None, got "
+                        f"{type(backward_func).__name__}")
+    xs = _as_vars(x, "x") if x is not None else []
+    outs = [] if out is None else _as_vars(out, "out")
+    skip = [] if skip_vars_in_backward_input is None else \
+        _as_vars(skip_vars_in_backward_input, "skip_vars_in_backward_input")
+    candidates = xs + outs
+    positions = []
+    for v in skip:
+        index = next((i for i, c in enumerate(candidates) if c is v), None)
+        if index is None:
+            raise ValueError(f"py_func: skip_vars_in_backward_input contains "
+                             f"'{v.name}', which is neither an input x nor an output out "
+                             f"of this py_func")
+        positions.append(index)
+    op = PyFuncOp(func, [TensorMeta(v.shape, v.dtype) for v in outs], [v.name for v in outs],
+                  backward_func=backward_func, skip_positions=positions)
+    default_main_program().current_block().append_op(op, [xs], outputs=outs)
+    return out
