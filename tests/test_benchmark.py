@@ -181,8 +181,8 @@ def test_bench_runs_each_thread_count_in_its_own_process(tmp_path):
             suite.add("fake", "sum", fastop=lambda: sum(range(10)),
                       numpy=lambda: sum(range(20)), work=10, target="≥ 1.0× numpy")
     """)
-    out = tmp_path / "results.json"
-    proc = run_bench("--threads", "1,2", "--dir", bench, "--json", out)
+    out, md = tmp_path / "results.json", tmp_path / "results.md"
+    proc = run_bench("--threads", "1,2", "--dir", bench, "--json", out, "--markdown", md)
     assert proc.returncode == 0, proc.stderr
     envs = {t: json.loads((tmp_path / f"env_{t}.json").read_text()) for t in (1, 2)}
     for t, env in envs.items():
@@ -202,6 +202,11 @@ def test_bench_runs_each_thread_count_in_its_own_process(tmp_path):
         assert r["speedup_vs_torch"] is None and r["target"] == "≥ 1.0× numpy"
     table = proc.stdout.splitlines()
     assert table[0].split()[:3] == ["group", "case", "threads"] and len(table) == 4
+    markdown = md.read_text().splitlines()
+    assert markdown[0].startswith("`python -m fastop bench --quick --no-torch --threads 1,2")
+    assert report["machine"]["cpu"] in markdown[2]
+    assert markdown[4].startswith("| group | case | threads |")
+    assert [line.split(" | ")[1:3] for line in markdown[6:]] == [["sum", "1"], ["sum", "2"]]
 
 
 def test_bench_filter_and_errors_are_reported(tmp_path):

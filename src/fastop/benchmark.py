@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 __all__ = ["Case", "Suite", "Result", "measure_case", "speedup", "find_bench_dir",
-           "load_modules", "run", "run_command", "format_table", "machine_info",
-           "add_arguments", "main"]
+           "load_modules", "run", "run_command", "format_table", "format_markdown",
+           "machine_info", "add_arguments", "main"]
 
 IMPLS = ("fastop", "numpy", "torch")
 THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
@@ -401,10 +401,11 @@ def _row_text(r: Result) -> str:
             f"torch {format_time(r.times.get('torch'))}")
 
 
-def format_table(results: list[Result]) -> str:
-    """One table: a row per case and thread count."""
-    header = ["group", "case", "threads", "fastop", "numpy", "torch",
-              "vs numpy", "vs torch", "target"]
+TABLE_HEADER = ["group", "case", "threads", "fastop", "numpy", "torch", "vs numpy",
+                "vs torch", "target"]
+
+
+def _table_rows(results: list[Result]) -> list[list[str]]:
     rows = []
     for r in results:
         if r.error:
@@ -415,13 +416,34 @@ def format_table(results: list[Result]) -> str:
                      *(format_time(r.times.get(i)) for i in IMPLS),
                      format_ratio(r.speedup_vs_numpy), format_ratio(r.speedup_vs_torch),
                      r.target])
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    return rows
+
+
+def format_table(results: list[Result]) -> str:
+    """One text table: a row per case and thread count."""
+    rows = _table_rows(results)
+    widths = [max(len(row[i]) for row in [TABLE_HEADER, *rows])
+              for i in range(len(TABLE_HEADER))]
     numeric = set(range(2, 8))
 
     def line(row: list[str]) -> str:
         return "  ".join(cell.rjust(w) if i in numeric else cell.ljust(w)
                          for i, (cell, w) in enumerate(zip(row, widths))).rstrip()
-    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
+    return "\n".join([line(TABLE_HEADER), line(["-" * w for w in widths]),
+                      *map(line, rows)])
+
+
+def format_markdown(report: dict[str, Any], results: list[Result]) -> str:
+    """The results table in Markdown, headed by the command, date and machine."""
+    m, v = report["machine"], report["versions"]
+    lines = [f"`{report['command']}` — {report['date']}", "",
+             f"{m['cpu']}, {m['cores']} cores; Python {m['python']}, numpy {v['numpy']}, "
+             f"torch {v['torch'] or 'not installed'}, fastop {v['fastop']}", "",
+             "| " + " | ".join(TABLE_HEADER) + " |",
+             "|" + "|".join("---:" if 2 <= i < 8 else "---"
+                            for i in range(len(TABLE_HEADER))) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in _table_rows(results)]
+    return "\n".join(lines) + "\n"
 
 
 def _dist_version(name: str) -> str | None:
@@ -461,25 +483,28 @@ def run(args: argparse.Namespace) -> int:
         print(f"error [{e['threads']} thr, {e['where']}]: {e['error']}", file=sys.stderr)
     errors += [{"threads": r.threads, "where": f"{r.group}/{r.name}", "error": r.error}
                for r in results if r.error]
+    report = {
+        "schema": SCHEMA,
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join(["python -m fastop bench", *args.argv]),
+        "quick": args.quick,
+        "threads": args.threads,
+        "duration_s": round(time.perf_counter() - started, 2),
+        "machine": machine_info(),
+        "versions": {"fastop": versions.get("fastop"),
+                     "numpy": versions.get("numpy") or _dist_version("numpy"),
+                     "torch": versions.get("torch") or _dist_version("torch"),
+                     "fastop_threads_1st_run": versions.get("fastop_threads")},
+        "results": [r.to_json() for r in results],
+        "errors": errors,
+    }
     if args.json:
-        report = {
-            "schema": SCHEMA,
-            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "command": " ".join(["python -m fastop bench", *args.argv]),
-            "quick": args.quick,
-            "threads": args.threads,
-            "duration_s": round(time.perf_counter() - started, 2),
-            "machine": machine_info(),
-            "versions": {"fastop": versions.get("fastop"),
-                         "numpy": versions.get("numpy") or _dist_version("numpy"),
-                         "torch": versions.get("torch") or _dist_version("torch"),
-                         "fastop_threads_1st_run": versions.get("fastop_threads")},
-            "results": [r.to_json() for r in results],
-            "errors": errors,
-        }
         Path(args.json).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n",
                                    encoding="utf-8")
         print(f"results written to {args.json}", file=sys.stderr)
+    if args.markdown:
+        Path(args.markdown).write_text(format_markdown(report, results), encoding="utf-8")
+        print(f"Markdown table written to {args.markdown}", file=sys.stderr)
     return 1 if errors else 0
 
 
@@ -499,6 +524,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="small sizes and fewer samples (under a minute)")
     parser.add_argument("--json", metavar="FILE", help="also write results as JSON")
+    parser.add_argument("--markdown", metavar="FILE",
+                        help="also write the table in Markdown (for docs/PERFORMANCE.md)")
     parser.add_argument("--threads", type=_thread_list, default=[1, 2], metavar="N,M",
                         help="thread counts, one process each (default: 1,2)")
     parser.add_argument("--filter", metavar="SUBSTR",
