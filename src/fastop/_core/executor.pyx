@@ -166,8 +166,9 @@ cdef class Plan:
         self.views[slot] = value.view
 
     def set_io(self, list feeds, list persists, list fetches) -> None:
-        """Feeds ``[(name, slot)]``, persistables ``[(name, slot, must_exist)]`` (must
-        exist in the scope: read before any op of this plan writes them), fetch slots."""
+        """Feeds ``[(name, slot)]``, persistables ``[(name, slot, reader)]`` (`reader`
+        describes the first op reading the value before any op writes it, None if an op
+        writes it first), fetch slots."""
         self.feed_slots = feeds
         self.persist_slots = persists
         self.fetch_slots = fetches
@@ -218,13 +219,14 @@ cdef class Plan:
             t = as_dense(feeds[name])
             self.objs[s] = t
             self.views[s] = t.view
-        for name, s, must_exist in self.persist_slots:
+        for name, s, reader in self.persist_slots:
             value = self.scope.get(name)
             if value is None:
-                if must_exist:
+                if reader is not None:
                     raise RuntimeError(
-                        f"persistable variable '{name}' has no value in the scope; run "
-                        f"the startup program first (or load the parameters)")
+                        f"persistable variable '{name}' has no value in the scope but is "
+                        f"read by {reader}; run the startup program first (or load the "
+                        f"parameters)")
                 self.objs[s] = None
                 self.views[s].ndim = -1
             else:

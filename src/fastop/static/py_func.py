@@ -151,7 +151,7 @@ class PyFuncOp:
         if (name, declared) not in self._warned:
             self._warned.add((name, declared))
             warnings.warn(message + "; using the returned value", RuntimeWarning,
-                          stacklevel=3)
+                          stacklevel=6)
 
     # -- gradient -----------------------------------------------------------------------
     def build_grad(self, op: Operator, out_grads: Sequence[Variable | None],
