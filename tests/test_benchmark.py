@@ -193,6 +193,10 @@ def test_bench_runs_each_thread_count_in_its_own_process(tmp_path):
     assert report["schema"] == benchmark.SCHEMA and report["threads"] == [1, 2]
     assert {"cpu", "cores", "platform", "python"} <= set(report["machine"])
     assert report["versions"]["numpy"] and report["date"]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+        else os.cpu_count()
+    assert [(r["threads"], r["fastop_threads"], r["torch_threads"])    # fastop caps at cores
+            for r in report["runs"]] == [(1, 1, None), (2, min(2, cores), None)]
     assert report["errors"] == []
     rows = report["results"]
     assert [(r["name"], r["threads"]) for r in rows] == [("sum", 1), ("sum", 2)]

@@ -42,6 +42,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from fastop import __version__
+
 __all__ = ["Case", "Suite", "Result", "measure_case", "speedup", "find_bench_dir",
            "load_modules", "run", "run_command", "format_table", "format_markdown",
            "machine_info", "add_arguments", "main"]
@@ -301,11 +303,8 @@ def _worker(args: argparse.Namespace) -> int:
             out.write(json.dumps(record) + "\n")
             out.flush()
 
-        import numpy
         import fastop
-        emit(event="versions", numpy=numpy.__version__, fastop=fastop.__version__,
-             torch=getattr(torch, "__version__", None),
-             fastop_threads=fastop.get_num_threads(),
+        emit(event="run", fastop_threads=fastop.get_num_threads(),
              torch_threads=torch.get_num_threads() if torch is not None else None)
         for error in load_modules(Path(args.dir), suite):
             emit(event="error", where="register", error=error)
@@ -335,7 +334,8 @@ def _worker_env(threads: int) -> dict[str, str]:
 
 def _run_threads(threads: int, args: argparse.Namespace, directory: Path
                  ) -> tuple[list[Result], list[dict[str, Any]], dict[str, Any]]:
-    """Run the worker for one thread count; returns results, errors, versions."""
+    """Run the worker for one thread count; returns its results, errors, and the thread
+    counts it reported in effect."""
     with tempfile.TemporaryDirectory(prefix="fastop-bench-") as tmp:
         out = Path(tmp) / "results.jsonl"
         cmd = [sys.executable, "-m", "fastop.benchmark", "--worker-out", str(out),
@@ -345,11 +345,11 @@ def _run_threads(threads: int, args: argparse.Namespace, directory: Path
         proc = subprocess.run(cmd, env=_worker_env(threads))
         records = [json.loads(line) for line in out.read_text().splitlines()] \
             if out.exists() else []
-    results, errors, versions, started = [], [], {}, None
+    results, errors, run_info, started = [], [], {"threads": threads}, None
     for rec in records:
         event = rec.pop("event")
-        if event == "versions":
-            versions = rec
+        if event == "run":
+            run_info.update(rec)
         elif event == "error":
             errors.append(dict(rec, threads=threads))
         elif event == "start":
@@ -362,7 +362,7 @@ def _run_threads(threads: int, args: argparse.Namespace, directory: Path
         errors.append({"threads": threads, "where": "worker",
                        "error": f"benchmark process exited with code "
                                 f"{proc.returncode}{where}"})
-    return results, errors, versions
+    return results, errors, run_info
 
 
 # -- reporting -------------------------------------------------------------------------
@@ -469,16 +469,18 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     results: list[Result] = []
     errors: list[dict[str, Any]] = []
-    versions: dict[str, Any] = {}
+    runs: list[dict[str, Any]] = []
     for threads in args.threads:
         print(f"fastop bench: {threads} thread(s), {directory}", file=sys.stderr,
               flush=True)
-        res, err, ver = _run_threads(threads, args, directory)
+        res, err, info = _run_threads(threads, args, directory)
         results += res
         errors += err
-        versions = versions or ver
+        runs.append(info)
     results = list(_ordered(results))
+    duration = time.perf_counter() - started
     print(format_table(results) if results else "no benchmark cases ran")
+    print(f"{len(results)} measurements in {duration:.0f} s", file=sys.stderr)
     for e in errors:
         print(f"error [{e['threads']} thr, {e['where']}]: {e['error']}", file=sys.stderr)
     errors += [{"threads": r.threads, "where": f"{r.group}/{r.name}", "error": r.error}
@@ -489,12 +491,12 @@ def run(args: argparse.Namespace) -> int:
         "command": " ".join(["python -m fastop bench", *args.argv]),
         "quick": args.quick,
         "threads": args.threads,
-        "duration_s": round(time.perf_counter() - started, 2),
+        "duration_s": round(duration, 2),
         "machine": machine_info(),
-        "versions": {"fastop": versions.get("fastop"),
-                     "numpy": versions.get("numpy") or _dist_version("numpy"),
-                     "torch": versions.get("torch") or _dist_version("torch"),
-                     "fastop_threads_1st_run": versions.get("fastop_threads")},
+        "versions": {"fastop": __version__,
+                     "numpy": _dist_version("numpy"),
+                     "torch": _dist_version("torch")},
+        "runs": runs,   # per worker: the thread counts fastop and torch really used
         "results": [r.to_json() for r in results],
         "errors": errors,
     }
