@@ -116,3 +116,38 @@ def test_training_reduces_the_loss():
         opt.clear_grad(set_to_zero=False)
         losses.append(float(loss.numpy()))
     assert losses[-1] < 0.5 * losses[0]
+
+
+@pytest.mark.parametrize("kind,lr", [("sgd", 0.1), ("momentum", 0.05), ("adam", 0.01)])
+def test_static_minimize_matches_numpy(kind, lr):
+    """The same layers and optimizers in static mode: minimize appends backward and
+    update ops; the executor updates the parameters in the scope in place."""
+    from fastop import static
+    main, startup, scope = static.Program(), static.Program(), static.Scope()
+    fastop.enable_static()
+    try:
+        with static.program_guard(main, startup):
+            x = static.data("x", [None, SIZES[0]], "float32")
+            y = static.data("y", [None], "int64")
+            model = build()
+            loss = nn.CrossEntropyLoss()(model(x), y)
+            opt = {"sgd": lambda: optimizer.SGD(lr),
+                   "momentum": lambda: optimizer.Momentum(lr, momentum=0.9),
+                   "adam": lambda: optimizer.Adam(lr)}[kind]()
+            _, params_grads = opt.minimize(loss)
+    finally:
+        fastop.disable_static()
+    assert [p.name for p, _ in params_grads] == [p.name for p in model.parameters()]
+    exe = static.Executor(fastop.CPUPlace())
+    exe.run(startup, scope=scope)
+    linears = [layer for layer in model if isinstance(layer, nn.Linear)]
+    ref = NumpyMLP([scope[l.weight.name] for l in linears], [scope[l.bias.name] for l in linears])
+    ref_state: dict = {}
+    for t, (xb, labels) in enumerate(batches(), start=1):
+        (got,) = exe.run(main, feed={"x": xb, "y": labels}, fetch_list=[loss], scope=scope)
+        ref_loss, gw, gb = ref.loss_and_grads(xb.astype("float64"), labels)
+        numpy_update(kind, ref.w + ref.b, gw + gb, ref_state, lr, t)
+        np.testing.assert_allclose(float(got), ref_loss, rtol=1e-5)
+    for layer, w, b in zip(linears, ref.w, ref.b):
+        np.testing.assert_allclose(scope[layer.weight.name], w, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(scope[layer.bias.name], b, rtol=1e-5, atol=1e-5)

@@ -98,11 +98,8 @@ def create_parameter(shape: Sequence[int], dtype: Any = "float32", name: str | N
         param.name = name
     else:
         from fastop import static
-        if not hasattr(static, "create_parameter"):
-            raise RuntimeError("creating a parameter in static mode needs "
-                               "fastop.static.create_parameter, which is not available")
-        param = static.create_parameter(shape, dtype, name=name, initializer=initializer)
-        param.stop_gradient = not trainable
+        param = static.create_parameter(shape, dtype, name=name, initializer=initializer,
+                                        trainable=trainable)
     _PARAMETERS[id(param)] = param
     return param
 

@@ -134,35 +134,32 @@ class Optimizer:
     def _minimize_static(self, loss: Any, startup_program: Any, parameters: Any,
                          no_grad_set: Any) -> tuple[list, list]:
         from fastop import static
-        if not hasattr(static, "append_backward"):
-            raise RuntimeError("minimize in static mode needs fastop.static.append_backward, "
-                               "which is not available")
         params = parameters if parameters is not None else self._parameter_list
-        params_grads = static.append_backward(loss, parameter_list=params,
-                                              no_grad_set=no_grad_set)
-        self._startup = startup_program or static.default_startup_program()
-        lr = self._static_variable("learning_rate", [1], params_grads[0][0].dtype,
-                                   self._learning_rate)
-        ops = [self._append_update(param, grad, lr) for param, grad in params_grads
-               if grad is not None]
+        program = loss.block.program
+        startup = startup_program or static.default_startup_program()
+        with static.program_guard(program, startup):
+            params_grads = static.append_backward(loss, parameter_list=params,
+                                                  no_grad_set=no_grad_set)
+            if not params_grads:
+                raise ValueError(f"{type(self).__name__}.minimize: the loss "
+                                 f"'{loss.name}' depends on no trainable parameter")
+            lr = self._static_variable("learning_rate", [1], params_grads[0][0].dtype,
+                                       self._learning_rate)
+            ops = [self._append_update(param, grad, lr) for param, grad in params_grads]
         return ops, params_grads
 
     def _static_variable(self, name: str, shape: list[int], dtype: Any, value: float) -> Any:
-        """A persistable variable of the main program, filled with `value` by the startup
-        program (not a parameter: minimize does not train it)."""
+        """A persistable variable filled with `value` by the startup program (not a
+        parameter: nothing trains it)."""
         from fastop import static
         name = f"{self._name}.{name}"
-        main = static.default_main_program().global_block()
-        if main.has_var(name):
-            return main.var(name)
-        var = main.create_var(name, dtype, shape, persistable=True, stop_gradient=True)
-        startup = self._startup.global_block()
-        init = startup.create_var(name, dtype, shape, persistable=True, stop_gradient=True)
-        startup.append_op("fastop::full", [], {"shape": list(shape), "fill_value": value,
-                                               "dtype": dtype}, outputs=init)
-        return var
+        block = static.default_main_program().global_block()
+        if block.has_var(name):
+            return block.var(name)
+        return static.create_global_var(shape, value, dtype, persistable=True, name=name)
 
     def _append_update(self, param: Any, grad: Any, lr: Any) -> Any:
+        """Append this optimizer's update op, writing param and state in place."""
         state = [self._static_variable(f"{param.name}_{n}", list(param.shape), param.dtype, 0.0)
                  for n in self._state_names]
         inputs, outputs = self._static_io(param, grad, lr, state)

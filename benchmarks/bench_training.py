@@ -1,0 +1,137 @@
+"""Training steps of a 784-256-256-10 tanh MLP (batch 64, SGD, softmax cross-entropy):
+fastop eager (nn.Sequential + CrossEntropyLoss + optimizer.SGD), a hand-written numpy
+step, and PyTorch eager, each doing forward, backward and the in-place update.
+
+A second case replaces fastop's built-in tanh by a numpy ``PyLayer`` (the seeds' way of
+writing a Python op) and compares it with torch's built-in network.
+"""
+import numpy as np
+
+import fastop
+from fastop import nn, optimizer
+from fastop.autograd import PyLayer
+
+SIZES = (784, 256, 256, 10)
+BATCH = 64
+LR = 0.01
+
+
+class NumpyTanh(PyLayer):
+    """tanh computed with numpy inside fastop's autograd."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = fastop.to_tensor(np.tanh(x.numpy()))
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        (y,) = ctx.saved_tensor()
+        y = y.numpy()
+        return fastop.to_tensor(dy.numpy() * (1.0 - y * y))
+
+
+class PyLayerTanh(nn.Layer):
+    def forward(self, x):
+        return NumpyTanh.apply(x)
+
+
+def fastop_model(act):
+    fastop.seed(0)
+    layers = []
+    for i in range(len(SIZES) - 1):
+        layers.append(nn.Linear(SIZES[i], SIZES[i + 1]))
+        if i < len(SIZES) - 2:
+            layers.append(act())
+    return nn.Sequential(*layers)
+
+
+def fastop_step(act, x, labels):
+    model = fastop_model(act)
+    opt = optimizer.SGD(LR, parameters=model.parameters())
+    loss_fn = nn.CrossEntropyLoss()
+    tx, tl = fastop.to_tensor(x), fastop.to_tensor(labels)
+
+    def step():
+        loss = loss_fn(model(tx), tl)
+        loss.backward()
+        opt.step()
+        opt.clear_grad(set_to_zero=False)
+        return loss
+    return step
+
+
+def numpy_step(weights, biases, x, labels):
+    """The same step by hand: forward, softmax cross-entropy, backward, SGD in place."""
+    w = [a.copy() for a in weights]
+    b = [a.copy() for a in biases]
+    rows = np.arange(len(labels))
+    scale = np.float32(1.0 / len(labels))
+
+    def step():
+        acts = [x]
+        for i in range(len(w)):
+            z = acts[-1] @ w[i]
+            z += b[i]
+            acts.append(np.tanh(z, out=z) if i < len(w) - 1 else z)
+        z = acts[-1] - acts[-1].max(axis=1, keepdims=True)
+        e = np.exp(z)
+        p = e / e.sum(axis=1, keepdims=True)
+        loss = -np.log(p[rows, labels]).mean()
+        d = p
+        d[rows, labels] -= 1
+        d *= scale
+        for i in range(len(w) - 1, -1, -1):
+            gw = acts[i].T @ d
+            gb = d.sum(axis=0)
+            if i:
+                d = d @ w[i].T
+                d *= 1 - acts[i] * acts[i]
+            w[i] -= LR * gw
+            b[i] -= LR * gb
+        return loss
+    return step
+
+
+def torch_step(torch, weights, biases, x, labels):
+    layers = []
+    for i, (w, b) in enumerate(zip(weights, biases)):
+        linear = torch.nn.Linear(*w.shape)
+        with torch.no_grad():
+            linear.weight.copy_(torch.from_numpy(w.T.copy()))
+            linear.bias.copy_(torch.from_numpy(b))
+        layers.append(linear)
+        if i < len(weights) - 1:
+            layers.append(torch.nn.Tanh())
+    model = torch.nn.Sequential(*layers)
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    tx, tl = torch.from_numpy(x), torch.from_numpy(labels)
+
+    def step():
+        loss = loss_fn(model(tx), tl)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+    return step
+
+
+def register(suite):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((BATCH, SIZES[0])).astype(np.float32)
+    labels = rng.integers(0, SIZES[-1], BATCH).astype(np.int64)
+    reference = fastop_model(nn.Tanh)
+    linears = [layer for layer in reference if isinstance(layer, nn.Linear)]
+    weights = [layer.weight.numpy().copy() for layer in linears]
+    biases = [layer.bias.numpy().copy() for layer in linears]
+    torch = suite.torch
+    name = "MLP 784-256-256-10 tanh b64 SGD f32"
+    for label, act, target in (("", nn.Tanh, "≥ 1.2× torch"),
+                               (" (tanh: numpy PyLayer)", PyLayerTanh, "≥ 1.1× torch")):
+        suite.add("training", name + label,
+                  fastop=fastop_step(act, x, labels),
+                  numpy=numpy_step(weights, biases, x, labels),
+                  torch=torch_step(torch, weights, biases, x, labels) if torch else None,
+                  work=BATCH, unit="sample", target=target)
