@@ -54,8 +54,7 @@ def _grad_inputs(op: Operator, out_grads: list[Variable | None],
         xs = op.inputs[0]
         grads = opdef.build_grad(op, out_grads, [id(x) in req for x in xs])
         return list(zip(xs, grads))
-    full_like = registry.get("fastop::full_like")
-    filled = [g if g is not None else full_like(o, fill_value=0.0)
+    filled = [g if g is not None else registry.get("fastop::full_like")(o, fill_value=0.0)
               for g, o in zip(out_grads, op.outputs)]
     in_names = [a.name for a in opdef.inputs]
     needed = [op.inputs[in_names.index(n)] if n in in_names else op.output(n)

@@ -301,7 +301,7 @@ def _compile(program: Program, feeds: dict[str, Any],
 
     plan = Plan(names, [SLOT_KINDS[k] for k in kinds])
     for name in consts:
-        plan.set_const(slot[name], from_numpy(np.ascontiguousarray(block.vars[name].constant)))
+        plan.set_const(slot[name], from_numpy(np.asarray(block.vars[name].constant, order="C")))
     for k, i in enumerate(order):
         op = ops[i]
         outs = [slot[v.name] for v in op.outputs]
@@ -348,7 +348,7 @@ def _feed_value(block: Any, name: str, value: Any) -> Any:
     if isinstance(value, DenseTensor):
         return value if value.is_contiguous() else value.contiguous()
     var = block.vars.get(name)
-    return np.ascontiguousarray(value, dtype=None if var is None else var.dtype.numpy_dtype)
+    return np.asarray(value, dtype=None if var is None else var.dtype.numpy_dtype, order="C")
 
 
 def _fetch_name(item: Any) -> str:

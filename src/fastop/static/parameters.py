@@ -24,7 +24,7 @@ __all__ = ["create_parameter", "create_global_var"]
 def _initialize(initializer: Callable, shape: list, dtype: Any, seed: int) -> np.ndarray:
     if isinstance(initializer, _init.Initializer):
         return initializer(shape, dtype, generator=np.random.default_rng(seed))
-    return np.ascontiguousarray(initializer(shape, dtype), dtype=dtype.numpy_dtype)
+    return np.asarray(initializer(shape, dtype), dtype=dtype.numpy_dtype, order="C")
 
 
 _INITIALIZE = registry.define(

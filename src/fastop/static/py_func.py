@@ -138,7 +138,7 @@ class PyFuncOp:
                                           for d, s in zip(meta.shape, shape)):
             self._break_contract(name, f"shape {_shape_str(meta.shape)}", f"shape {shape}")
         if tensor is None:
-            tensor = from_numpy(np.ascontiguousarray(array))
+            tensor = from_numpy(np.asarray(array, order="C"))
         elif not tensor.is_contiguous():
             tensor = tensor.contiguous()
         return tensor.copy() if _aliases(tensor, inputs) else tensor

@@ -1,0 +1,215 @@
+"""The executor: compilation and caching, zero-copy feeds, memory planning, shapes that
+change at run time, and every error (each followed by a successful run)."""
+import traceback
+
+import numpy as np
+import pytest
+
+import fastop
+from fastop import static
+from fastop.ops import registry
+
+from .conftest import needs_ops
+
+mm = registry.get("fastop::matmul")
+
+
+def _var(main, name, shape, dtype="float32"):
+    return main.current_block().create_var(name=name, dtype=dtype, shape=shape)
+
+
+@pytest.fixture
+def chain(static_env):
+    """x [?, 3] @ w [3, 2] -> y, a parameter initialized by the startup program."""
+    main, startup, scope = static_env
+    x = static.data("x", [None, 3], "float32")
+    w = static.create_parameter([3, 2], "float32", name="w")
+    y = mm(x, w)
+    return main, startup, scope, x, w, y
+
+
+def _ok(exe, main, scope, y, rows=2):
+    xv = np.arange(3 * rows, dtype="float32").reshape(rows, 3)
+    (out,) = exe.run(main, feed={"x": xv}, fetch_list=[y])
+    np.testing.assert_allclose(out, xv @ scope["w"], rtol=1e-6)
+
+
+def test_compiles_once_per_signature(chain, exe):
+    main, startup, scope, x, w, y = chain
+    exe.run(startup)
+    feed = {"x": np.ones((2, 3), "float32")}
+    exe.run(main, feed=feed, fetch_list=[y])
+    plan = exe.plan_of(main, feed, [y])
+    assert plan is not None and plan.traced
+    for _ in range(3):
+        exe.run(main, feed=feed, fetch_list=[y])
+    assert exe.plan_of(main, feed, [y]) is plan
+    other = {"x": np.ones((5, 3), "float32")}
+    _ok(exe, main, scope, y, rows=5)
+    assert exe.plan_of(main, other, [y]) is not plan
+    mm(y, y, transpose_y=True)                  # editing the program recompiles
+    assert exe.plan_of(main, feed, [y]) is None
+    _ok(exe, main, scope, y)
+
+
+def test_fetches_are_fresh_arrays(chain, exe):
+    main, startup, scope, x, w, y = chain
+    exe.run(startup)
+    feed = {"x": np.ones((2, 3), "float32")}
+    (a,) = exe.run(main, feed=feed, fetch_list=[y])
+    (b,) = exe.run(main, feed={"x": np.zeros((2, 3), "float32")}, fetch_list=[y])
+    assert not np.shares_memory(a, b)
+    np.testing.assert_allclose(a, feed["x"] @ scope["w"], rtol=1e-6)
+    (t,) = exe.run(main, feed=feed, fetch_list=[y], return_numpy=False)
+    assert isinstance(t, fastop._core.storage.DenseTensor)
+    (wv,) = exe.run(main, feed=feed, fetch_list=["w"])     # a persistable: a copy
+    wv[:] = 0
+    assert np.abs(scope["w"]).sum() > 0
+
+
+def test_missing_feed(chain, exe):
+    main, startup, scope, x, w, y = chain
+    exe.run(startup)
+    with pytest.raises(ValueError, match=r"missing feed: static.data variable 'x'.*"
+                                         r"needed by op #0.*fastop::matmul"):
+        exe.run(main, feed={}, fetch_list=[y])
+    _ok(exe, main, scope, y)
+
+
+def test_feed_conflicting_with_data(chain, exe):
+    main, startup, scope, x, w, y = chain
+    exe.run(startup)
+    with pytest.raises(TypeError, match=r"feed 'x': expected dtype float32 .* got float64"
+                                        r".*fastop::matmul"):
+        exe.run(main, feed={"x": np.ones((2, 3))}, fetch_list=[y])
+    with pytest.raises(ValueError, match=r"feed 'x': expected shape \[None, 3\] .* got \[2, 4\]"):
+        exe.run(main, feed={"x": np.ones((2, 4), "float32")}, fetch_list=[y])
+    with pytest.raises(ValueError, match=r"feed: the program has no variable 'z'"):
+        exe.run(main, feed={"z": np.ones(1, "float32")}, fetch_list=[y])
+    _ok(exe, main, scope, y)
+
+
+def test_fetch_of_unknown_variable(chain, exe):
+    main, startup, scope, x, w, y = chain
+    exe.run(startup)
+    with pytest.raises(ValueError, match=rf"fetch_list: the program has no variable "
+                                         rf"'{y.name}x'; did you mean '{y.name}'"):
+        exe.run(main, feed={"x": np.ones((2, 3), "float32")}, fetch_list=[y.name + "x"])
+    _ok(exe, main, scope, y)
+
+
+def test_parameters_need_the_startup_program(chain, exe):
+    main, startup, scope, x, w, y = chain
+    with pytest.raises(RuntimeError, match=r"'w' has no value in the scope but is read by "
+                                           r"op #0 .*fastop::matmul.*startup program"):
+        exe.run(main, feed={"x": np.ones((2, 3), "float32")}, fetch_list=[y])
+    exe.run(startup)
+    _ok(exe, main, scope, y)
+
+
+def test_cycle(static_env, exe):
+    main, _, _ = static_env
+    x = static.data("x", [2, 2], "float32")
+    a = _var(main, "a", [2, 2])
+    b = mm(a, x)                                   # reads a, which is written below
+    main.global_block().append_op("fastop::matmul", [b, x], outputs=a)
+    with pytest.raises(ValueError, match=r"cycle: op #0 .* needs 'a' from op #1; "
+                                         r"op #1 .* needs '.*' from op #0"):
+        exe.run(main, feed={"x": np.eye(2, dtype="float32")}, fetch_list=[b])
+    other = static.Program()
+    with static.program_guard(other):
+        z = static.data("z", [2, 2], "float32")
+        out = mm(z, z)
+    (r,) = exe.run(other, feed={"z": np.eye(2, dtype="float32")}, fetch_list=[out])
+    np.testing.assert_array_equal(r, np.eye(2))
+
+
+def test_read_before_write_is_reordered(static_env, exe):
+    """A variable read by an op appended before its writer: the writer runs first."""
+    main, _, _ = static_env
+    x = static.data("x", [2, 2], "float32")
+    a = _var(main, "a", [2, 2])
+    b = mm(a, x)
+    main.global_block().append_op("fastop::matmul", [x, x], outputs=a)
+    xv = np.array([[1, 2], [3, 4]], "float32")
+    (r,) = exe.run(main, feed={"x": xv}, fetch_list=[b])
+    np.testing.assert_allclose(r, xv @ xv @ xv)
+
+
+class UserError(Exception):
+    pass
+
+
+def _user_func(t):
+    if _user_func.fail:
+        raise UserError("bad input")
+    return np.asarray(t) + 1
+
+
+def test_python_op_raising(static_env, exe):
+    main, _, _ = static_env
+    x = static.data("x", [2], "float32")
+    out = static.py_func(_user_func, x, _var(main, "y", [2]))
+    _user_func.fail = True
+    with pytest.raises(UserError, match="bad input") as info:
+        exe.run(main, feed={"x": np.zeros(2, "float32")}, fetch_list=[out])
+    frames = [f.name for f in traceback.extract_tb(info.value.__traceback__)]
+    assert frames[-1] == "_user_func"
+    assert any("py_func[_user_func]" in n and "op #0" in n for n in info.value.__notes__)
+    _user_func.fail = False
+    (r,) = exe.run(main, feed={"x": np.zeros(2, "float32")}, fetch_list=[out])
+    np.testing.assert_array_equal(r, [1, 1])
+
+
+def test_kernel_error_names_op_and_shapes(static_env, exe):
+    main, _, _ = static_env
+    a = static.data("a", [None, None], "float32")
+    b = static.data("b", [None, None], "float32")
+    out = mm(a, b)
+    with pytest.raises(ValueError, match=r"matmul.*\[2, 3\].*\[4, 2\]") as info:
+        exe.run(main, feed={"a": np.ones((2, 3), "float32"), "b": np.ones((4, 2), "float32")},
+                fetch_list=[out])
+    assert any("op #0" in n for n in info.value.__notes__)
+    (r,) = exe.run(main, feed={"a": np.ones((2, 3), "float32"), "b": np.ones((3, 2), "float32")},
+                   fetch_list=[out])
+    np.testing.assert_array_equal(r, np.full((2, 2), 3))
+
+
+def test_shapes_changing_at_run_time(static_env, exe):
+    """A Python op whose result changes size between runs: later kernels get new
+    buffers for that run and the arena is laid out again."""
+    main, _, _ = static_env
+    x = static.data("x", [2, 2], "float32")
+    repeats = [1]
+    rows = static.py_func(lambda t: np.repeat(np.asarray(t), repeats[0], axis=0), x,
+                          _var(main, "rows", [None, 2]))
+    y = mm(mm(rows, x), x)
+    xv = np.array([[1, 2], [3, 4]], "float32")
+    for k in (1, 3, 3, 2):
+        repeats[0] = k
+        (r,) = exe.run(main, feed={"x": xv}, fetch_list=[y])
+        np.testing.assert_allclose(r, np.repeat(xv, k, axis=0) @ xv @ xv)
+
+
+@needs_ops("fastop::fc", "fastop::sum")
+def test_memory_plan_of_a_10_layer_mlp(static_env, exe):
+    """Forward + backward of a 10-layer MLP: the arena stays within 1.3x of the
+    minimum live set, and far below the sum of all temporaries."""
+    main, startup, _ = static_env
+    x = static.data("x", [64, 256], "float32")
+    h = x
+    for i in range(10):
+        h = static.nn.fc(h, 256)
+    loss = h.sum()
+    grads = [g for _, g in static.append_backward(loss)]
+    exe.run(startup)
+    feed = {"x": np.ones((64, 256), "float32")}
+    exe.run(main, feed=feed, fetch_list=[loss])
+    plan = exe.plan_of(main, feed, [loss])
+    all_bytes = sum(np.prod(v.shape) * 4 for v in main.list_vars()
+                    if not v.persistable and v.constant is None and not v.is_data
+                    and v.name != loss.name)
+    assert plan.min_live_bytes > 0
+    assert plan.arena_bytes <= 1.3 * plan.min_live_bytes
+    assert plan.arena_bytes < 0.5 * all_bytes
+    assert len(grads) == 20
