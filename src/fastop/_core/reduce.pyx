@@ -227,8 +227,9 @@ cdef inline numeric_t _run_max(const numeric_t* x, ptrdiff_t n, ptrdiff_t step) 
     return m
 
 
-cdef inline void _rows_addto(numeric_t* acc, const numeric_t* x, ptrdiff_t n, bint is_max) noexcept nogil:
-    """acc[i] (+)= x[i] or acc[i] = max(acc[i], x[i]) over a contiguous run."""
+cdef inline void _rows_addto(numeric_t* acc, const numeric_t* x, ptrdiff_t n,
+                             bint is_max) noexcept nogil:
+    """acc[i] += x[i], or acc[i] = max(acc[i], x[i]), over a contiguous run."""
     cdef ptrdiff_t i
     if numeric_t is float:
         if is_max:
@@ -657,14 +658,16 @@ def _pack_argmax(attrs):
 
 cdef tuple AXES = ("axis", "keepdim")
 
-sum = make_kernel("sum", ("x",), ("out",), _infer_reduce, NULL, _sum_kernel, _sum_kernel,
-                  _sum_kernel, _sum_kernel, 0, AXES, _pack_axes, 0)
-mean = make_kernel("mean", ("x",), ("out",), _infer_reduce, NULL, NULL, NULL,
+sum = make_kernel("fastop::sum", ("x",), ("out",), _infer_reduce, NULL, _sum_kernel,
+                  _sum_kernel, _sum_kernel, _sum_kernel, 0, AXES, _pack_axes, 0)
+mean = make_kernel("fastop::mean", ("x",), ("out",), _infer_reduce, NULL, NULL, NULL,
                    _mean_kernel, _mean_kernel, 0, AXES, _pack_axes, 0)
-max = make_kernel("max", ("x",), ("out",), _infer_max, NULL, _max_kernel, _max_kernel,
-                  _max_kernel, _max_kernel, 0, AXES, _pack_axes, 0)
-argmax = make_kernel("argmax", ("x",), ("out",), _infer_argmax, NULL, _argmax_kernel,
-                     _argmax_kernel, _argmax_kernel, _argmax_kernel, 0, AXES, _pack_argmax, 0)
-sum_to_shape = make_kernel("sum_to_shape", ("x",), ("out",), _infer_sum_to_shape, NULL,
-                           _sum_to_shape_kernel, _sum_to_shape_kernel, _sum_to_shape_kernel,
-                           _sum_to_shape_kernel, 0, ("shape",), _pack_shape, 0)
+max = make_kernel("fastop::max", ("x",), ("out",), _infer_max, NULL, _max_kernel,
+                  _max_kernel, _max_kernel, _max_kernel, 0, AXES, _pack_axes, 0)
+argmax = make_kernel("fastop::argmax", ("x",), ("out",), _infer_argmax, NULL,
+                     _argmax_kernel, _argmax_kernel, _argmax_kernel, _argmax_kernel, 0, AXES,
+                     _pack_argmax, 0)
+sum_to_shape = make_kernel("fastop::sum_to_shape", ("x",), ("out",), _infer_sum_to_shape,
+                           NULL, _sum_to_shape_kernel, _sum_to_shape_kernel,
+                           _sum_to_shape_kernel, _sum_to_shape_kernel, 0, ("shape",),
+                           _pack_shape, 0)
