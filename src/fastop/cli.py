@@ -56,14 +56,20 @@ def _attr_text(attr: dict[str, Any]) -> str:
     return f"{attr['name']}={attr['default']!r}" if "default" in attr else attr["name"]
 
 
-def _ops_table(infos: list[dict[str, Any]]) -> list[str]:
-    header = ["op", "inputs", "outputs", "attrs", "dtypes", "kernel", "gradient"]
-    rows = [[i["name"], ", ".join(i["inputs"]), ", ".join(i["outputs"]),
-             ", ".join(map(_attr_text, i["attrs"])), " ".join(i["dtypes"]) or "—",
-             "/".join(i["kernels"]) or "—", i["gradient"] or "—"] for i in infos]
-    widths = [max(len(r[c]) for r in [header, *rows]) for c in range(len(header))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
-            for row in [header, *rows]]
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _op_lines(info: dict[str, Any]) -> list[str]:
+    """Two lines per op: its signature; dtypes, kernel kind, gradient and doc line."""
+    args = ", ".join([*info["inputs"], *map(_attr_text, info["attrs"])])
+    dtypes = " ".join("any dtype" if d == "*" else d for d in info["dtypes"])
+    details = [dtypes or "no kernel",
+               " and ".join(info["kernels"]) + " kernel" if info["kernels"] else "",
+               f"gradient: {info['gradient']}" if info["gradient"] else "no gradient"]
+    doc = f" — {info['doc']}" if info["doc"] else ""
+    return [f"{info['name']}({args}) -> {', '.join(info['outputs'])}",
+            "    " + "; ".join(d for d in details if d) + doc]
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
@@ -81,21 +87,23 @@ def cmd_ops(args: argparse.Namespace) -> int:
         print(json.dumps({"fastop": fastop.__version__, "plugins": plugins, "ops": infos},
                          indent=2))
         return 0
-    # built-in plugin first, then in load order; ops of no loaded plugin last
+    # built-in plugin first, then in load order; ops defined outside any plugin last
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {
         (p["name"], p["version"]): [] for p in plugins}
     for info in infos:
         groups.setdefault((info["plugin"], info["version"]), []).append(info)
+    groups = {key: members for key, members in groups.items() if members}
     modules = {(p["name"], p["version"]): p["module"] for p in plugins}
     lines = []
-    groups = {key: members for key, members in groups.items() if members}
     for (plugin, version), members in groups.items():
         module = modules.get((plugin, version))
-        lines.append(f"{plugin} {version}".strip() + f": {len(members)} ops"
-                     + (f" (plugin module {module})" if module else ""))
-        lines += ["  " + line for line in _ops_table(members)]
+        origin = f"plugin module {module}" if module else "defined outside a plugin"
+        lines.append(f"{plugin} {version}".strip() + f": {_plural(len(members), 'op')} "
+                     f"({origin})")
+        lines += ["  " + line for info in members for line in _op_lines(info)]
         lines.append("")
-    lines.append(f"{len(infos)} ops from {len(groups)} plugin(s)"
+    distributions = {plugin for plugin, _ in groups}
+    lines.append(f"{_plural(len(infos), 'op')} from {_plural(len(distributions), 'distribution')}"
                  + (f" in namespace {args.namespace!r}" if args.namespace else ""))
     print("\n".join(lines))
     return 0
