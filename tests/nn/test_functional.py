@@ -10,7 +10,8 @@ from fastop.ops import registry
 
 OPS = ("fc", "tanh", "relu", "sigmoid", "softmax", "log_softmax", "softmax_cross_entropy",
        "mean", "sum", "subtract", "square", "abs", "log", "multiply", "add", "neg",
-       "reshape", "transpose", "cast", "not_equal", "divide", "maximum", "unsqueeze")
+       "reshape", "transpose", "cast", "not_equal", "divide", "maximum", "unsqueeze",
+       "gather")
 MISSING = [n for n in OPS if f"fastop::{n}" not in registry]
 pytestmark = pytest.mark.skipif(
     not hasattr(fastop, "to_tensor") or bool(MISSING),
@@ -226,6 +227,45 @@ def test_cross_entropy_class_axis_1():
     want = -np.take_along_axis(logp, labels[:, None, :], axis=1)
     assert loss.shape == [2, 1, 3]
     np.testing.assert_allclose(loss.numpy(), want, **TOL["float64"])
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_class_weight(reduction):
+    logits = rng.standard_normal((6, 4))
+    labels = np.array([0, 3, 3, 1, 2, 3])
+    weight = np.array([0.5, 2.0, 1.0, 3.0])
+    tx = t(logits, True)
+    loss = nn.CrossEntropyLoss(weight=t(weight), reduction=reduction)(tx, t(labels))
+    per = np_ce(logits, labels, "none") * weight[labels][:, None]
+    want = {"mean": per.sum() / weight[labels].sum(), "sum": per.sum(), "none": per}
+    np.testing.assert_allclose(loss.numpy(), want[reduction], **TOL["float64"])
+    loss.sum().backward() if reduction == "none" else loss.backward()
+    f = lambda z: float({"mean": lambda p: p.sum() / weight[labels].sum(),
+                         "sum": np.sum, "none": np.sum}[reduction](
+        np_ce(z, labels, "none") * weight[labels][:, None]))
+    np.testing.assert_allclose(tx.grad.numpy(), numeric_grad(f, logits.copy()),
+                               rtol=1e-6, atol=1e-8)
+
+
+def test_cross_entropy_class_weight_skips_ignored_rows():
+    logits = rng.standard_normal((4, 3))
+    labels = np.array([[2], [-1], [0], [2]])
+    weight = np.array([1.0, 2.0, 4.0])
+    loss = F.cross_entropy(t(logits), t(labels), weight=t(weight), ignore_index=-1)
+    valid = labels.ravel() != -1
+    per = np_ce(logits[valid], labels.ravel()[valid], "none").ravel()
+    w = weight[labels.ravel()[valid]]
+    np.testing.assert_allclose(loss.numpy(), (per * w).sum() / w.sum(), **TOL["float64"])
+
+
+def test_cross_entropy_soft_label_weight():
+    logits = rng.standard_normal((3, 4))
+    soft = np.exp(np_log_softmax(rng.standard_normal((3, 4))))
+    weight = np.array([1.0, 0.5, 2.0, 1.5])
+    loss = F.cross_entropy(t(logits), t(soft), weight=t(weight), soft_label=True,
+                           reduction="sum")
+    per = -(soft * np_log_softmax(logits)).sum(-1) * (soft * weight).sum(-1)
+    np.testing.assert_allclose(loss.numpy(), per.sum(), **TOL["float64"])
 
 
 def test_cross_entropy_bad_label_raises_naming_op():

@@ -12,6 +12,7 @@ autograd differentiates it through the ops' gradient rules.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from fastop.ops import registry
@@ -95,19 +96,12 @@ def flatten(x: Any, start_axis: int = 0, stop_axis: int = -1, name: str | None =
         raise ValueError(f"flatten: start_axis ({start_axis}) must not come after "
                          f"stop_axis ({stop_axis}) for a tensor of {nd} dims")
     middle = shape[start:stop + 1]
-    merged = -1 if any(d is None or d < 0 for d in middle) else _prod(middle)
+    merged = -1 if any(d is None or d < 0 for d in middle) else math.prod(middle)
     new = [(-1 if d is None else d) for d in shape[:start]] + [merged] + \
         [(-1 if d is None else d) for d in shape[stop + 1:]]
     if new.count(-1) > 1:
         raise ValueError(f"flatten: cannot flatten shape {shape} with several unknown dims")
     return _op("reshape")(x, shape=new)
-
-
-def _prod(dims: list[int]) -> int:
-    out = 1
-    for d in dims:
-        out *= d
-    return out
 
 
 # -- losses ---------------------------------------------------------------------------------
@@ -133,30 +127,48 @@ def cross_entropy(input: Any, label: Any, weight: Any = None, ignore_index: int 
     Hard labels are integers of shape ``input.shape`` without `axis` or with it of size
     1; rows labeled `ignore_index` count zero (and, with ``reduction="mean"`` and
     ``ignore_index >= 0``, are left out of the mean). Soft labels (``soft_label=True``)
-    have `input`'s shape. ``reduction="none"`` keeps `axis` with size 1.
+    have `input`'s shape. `weight` (one per class) scales each row's loss by its
+    label's weight, and the mean becomes ``sum(w * loss) / sum(w)``.
+    ``reduction="none"`` keeps `axis` with size 1.
     """
     _check_reduction("cross_entropy", reduction)
-    if weight is not None:
-        raise ValueError("cross_entropy: per-class weight is not supported by fastop")
     if not 0.0 <= label_smoothing < 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1), got "
                          f"{label_smoothing}")
+    if weight is not None and label_smoothing:
+        raise ValueError("cross_entropy: weight and label_smoothing cannot be combined")
     x, inverse = _move_axis_last(input, axis)
     if soft_label:
         if inverse is not None:
             label = _op("transpose")(label, perm=_invert(inverse))
         loss = _soft_cross_entropy(x, label, use_softmax, label_smoothing)
+        row_weight = None if weight is None else \
+            _op("sum")(_op("multiply")(label, weight), axis=-1, keepdim=True)
     else:
         if inverse is not None and _ndim(label) == _ndim(input):
             label = _op("transpose")(label, perm=_invert(inverse))
         loss = _hard_cross_entropy(x, label, ignore_index, use_softmax, label_smoothing)
-    if reduction == "mean" and not soft_label and ignore_index >= 0:
+        row_weight = None if weight is None else _label_weight(x, label, weight, ignore_index)
+    if row_weight is not None:
+        loss = _op("multiply")(loss, row_weight)
+        if reduction == "mean":
+            return _op("divide")(_op("sum")(loss), _op("sum")(row_weight))
+    elif reduction == "mean" and not soft_label and ignore_index >= 0:
         valid = _op("cast")(_op("not_equal")(label, ignore_index), dtype=loss.dtype)
         count = _op("maximum")(_op("sum")(valid), 1.0)
         return _op("divide")(_op("sum")(loss), count)
     if reduction != "none":
         return _reduce(loss, reduction)
     return loss if inverse is None else _op("transpose")(loss, perm=inverse)
+
+
+def _label_weight(x: Any, label: Any, weight: Any, ignore_index: int) -> Any:
+    """weight[label] per row (``[..., 1]``), 0 for ignored rows."""
+    if _ndim(label) == _ndim(x) - 1:
+        label = _op("unsqueeze")(label, axis=-1)
+    keep = _op("cast")(_op("not_equal")(label, ignore_index), dtype=label.dtype)
+    picked = _op("gather")(weight, _op("multiply")(label, keep))   # ignored rows pick 0
+    return _op("multiply")(picked, _op("cast")(keep, dtype=picked.dtype))
 
 
 def _invert(perm: list[int]) -> list[int]:

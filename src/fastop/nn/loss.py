@@ -19,13 +19,13 @@ class CrossEntropyLoss(Layer):
                  label_smoothing: float = 0.0, name: str | None = None) -> None:
         super().__init__()
         F._check_reduction("CrossEntropyLoss", reduction)
-        if weight is not None:
-            raise ValueError("CrossEntropyLoss: per-class weight is not supported by fastop")
+        self.weight = weight
         self.ignore_index, self.reduction, self.soft_label = ignore_index, reduction, soft_label
         self.axis, self.use_softmax, self.label_smoothing = axis, use_softmax, label_smoothing
 
     def forward(self, input: Any, label: Any) -> Any:
-        return F.cross_entropy(input, label, ignore_index=self.ignore_index,
+        return F.cross_entropy(input, label, weight=self.weight,
+                               ignore_index=self.ignore_index,
                                reduction=self.reduction, soft_label=self.soft_label,
                                axis=self.axis, use_softmax=self.use_softmax,
                                label_smoothing=self.label_smoothing)

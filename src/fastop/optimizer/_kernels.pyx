@@ -317,18 +317,18 @@ def _pack_adam(dict attrs):
 
 
 sgd = make_kernel(
-    "sgd_update", ("param", "grad", "learning_rate"), ("param_out",),
+    "fastop::sgd_update", ("param", "grad", "learning_rate"), ("param_out",),
     _sgd_infer, NULL, NULL, NULL, _sgd_kernel, _sgd_kernel,
     0, ("weight_decay",), _pack_sgd, 0)
 
 momentum = make_kernel(
-    "momentum_update", ("param", "grad", "velocity", "learning_rate"),
+    "fastop::momentum_update", ("param", "grad", "velocity", "learning_rate"),
     ("param_out", "velocity_out"),
     _momentum_infer, NULL, NULL, NULL, _momentum_kernel, _momentum_kernel,
     0, ("momentum", "use_nesterov", "weight_decay"), _pack_momentum, 0)
 
 adam = make_kernel(
-    "adam_update",
+    "fastop::adam_update",
     ("param", "grad", "learning_rate", "moment1", "moment2", "beta1_pow", "beta2_pow"),
     ("param_out", "moment1_out", "moment2_out", "beta1_pow_out", "beta2_pow_out"),
     _adam_infer, NULL, NULL, NULL, _adam_kernel, _adam_kernel,
@@ -365,7 +365,7 @@ cdef int _check_param(str op, DenseTensor param, DenseTensor grad) except -1:
 def sgd_step(DenseTensor param not None, DenseTensor grad not None, double lr,
              double weight_decay=0.0) -> None:
     """``param -= lr * (grad + weight_decay * param)``, in place."""
-    _check_param("sgd_update", param, grad)
+    _check_param("fastop::sgd_update", param, grad)
     grad = grad.contiguous()
     with nogil:
         if param.view.dtype == FASTOP_FLOAT32:
@@ -380,8 +380,8 @@ def momentum_step(DenseTensor param not None, DenseTensor grad not None,
                   DenseTensor velocity not None, double lr, double momentum=0.9,
                   bint use_nesterov=False, double weight_decay=0.0) -> None:
     """Heavy-ball (or Nesterov) momentum update of param and velocity, in place."""
-    _check_param("momentum_update", param, grad)
-    _check_state("momentum_update", "velocity", param, velocity)
+    _check_param("fastop::momentum_update", param, grad)
+    _check_state("fastop::momentum_update", "velocity", param, velocity)
     grad = grad.contiguous()
     with nogil:
         if param.view.dtype == FASTOP_FLOAT32:
@@ -400,12 +400,12 @@ def adam_step(DenseTensor param not None, DenseTensor grad not None,
               double beta1_pow, double beta2_pow) -> None:
     """Adam update of param and both moments, in place; ``beta*_pow`` are b^t for this
     step (b at the first step)."""
-    _check_param("adam_update", param, grad)
-    _check_state("adam_update", "moment1", param, moment1)
-    _check_state("adam_update", "moment2", param, moment2)
+    _check_param("fastop::adam_update", param, grad)
+    _check_state("fastop::adam_update", "moment1", param, moment1)
+    _check_state("fastop::adam_update", "moment2", param, moment2)
     if not (0.0 <= beta1_pow < 1.0 and 0.0 <= beta2_pow < 1.0):
-        raise ValueError(f"adam_update: beta1_pow and beta2_pow must be in [0, 1), got "
-                         f"{beta1_pow} and {beta2_pow}")
+        raise ValueError(f"fastop::adam_update: beta1_pow and beta2_pow must be in [0, 1), "
+                         f"got {beta1_pow} and {beta2_pow}")
     grad = grad.contiguous()
     with nogil:
         if param.view.dtype == FASTOP_FLOAT32:
