@@ -438,12 +438,17 @@ def format_markdown(report: dict[str, Any], results: list[Result]) -> str:
     m, v = report["machine"], report["versions"]
     lines = [f"`{report['command']}` — {report['date']}", "",
              f"{m['cpu']}, {m['cores']} cores; Python {m['python']}, numpy {v['numpy']}, "
-             f"torch {v['torch'] or 'not installed'}, fastop {v['fastop']}", "",
+             f"torch {v['torch'] or 'not installed'}, fastop {v['fastop']}; load average "
+             f"{' → '.join(str(x) for x in report['load_average'])}", "",
              "| " + " | ".join(TABLE_HEADER) + " |",
              "|" + "|".join("---:" if 2 <= i < 8 else "---"
                             for i in range(len(TABLE_HEADER))) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in _table_rows(results)]
     return "\n".join(lines) + "\n"
+
+
+def _load_average() -> float | None:
+    return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
 
 
 def _dist_version(name: str) -> str | None:
@@ -466,6 +471,7 @@ def run(args: argparse.Namespace) -> int:
     """The parent process: one worker per thread count, then the table and JSON."""
     directory = find_bench_dir(args.dir).resolve()
     bench_files(directory)
+    load_before = _load_average()
     started = time.perf_counter()
     results: list[Result] = []
     errors: list[dict[str, Any]] = []
@@ -493,6 +499,8 @@ def run(args: argparse.Namespace) -> int:
         "threads": args.threads,
         "duration_s": round(duration, 2),
         "machine": machine_info(),
+        # other processes' load skews timings: 1-minute load average before and after
+        "load_average": [load_before, _load_average()],
         "versions": {"fastop": __version__,
                      "numpy": _dist_version("numpy"),
                      "torch": _dist_version("torch")},
