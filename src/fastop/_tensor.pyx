@@ -63,8 +63,16 @@ cdef object _run(OpInfo info, tuple ins):
     return outs[0]
 
 
+cdef list _scalar_cache = [None] * 5    # per dtype: (value, read-only 0-d Tensor)
+
+
 cdef Tensor _scalar(object value, int dtype):
-    """A 0-d Tensor holding a Python number, in the given dtype."""
+    """A 0-d read-only Tensor holding a Python number, in the given dtype. The last one
+    made per dtype is reused (`x + 1` in a loop allocates once)."""
+    cached = _scalar_cache[dtype]
+    if cached is not None and type((<tuple>cached)[0]) is type(value) \
+            and (<tuple>cached)[0] == value and value != 0:     # (-0.0 == 0.0)
+        return <Tensor>(<tuple>cached)[1]
     cdef Tensor t = <Tensor>alloc_tensor(Tensor, 0, NULL, dtype)
     if dtype == FASTOP_FLOAT32:
         (<float*>t.view.data)[0] = value
@@ -76,6 +84,8 @@ cdef Tensor _scalar(object value, int dtype):
         (<int*>t.view.data)[0] = value
     else:
         (<char*>t.view.data)[0] = 1 if value else 0
+    t.readonly = True
+    _scalar_cache[dtype] = (value, t)
     return t
 
 

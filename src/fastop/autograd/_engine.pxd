@@ -26,7 +26,9 @@ cdef class OpInfo:
     cdef object rule              # the grad rule `needs`/`diff` were computed for
     cdef tuple needs              # per needed value: (is_output, index)
     cdef tuple diff               # per declared input: takes gradients
-    cdef tuple saves_out          # per output: the rule needs it (saved, so returned as a view)
+    cdef unsigned long long diff_mask   # the same as bits (inputs beyond 64: see diff)
+    cdef unsigned long long save_mask   # bit k: the rule needs output k (saved, so the
+                                        # user gets a view of it)
     cdef int ck_mask              # bit d set: `ck` computes dtype code d
 
 

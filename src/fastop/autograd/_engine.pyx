@@ -140,7 +140,8 @@ cdef void _prepare_rule(OpInfo info, object rule):
                        (False, in_names.index(n)) for n in rule.needs)
     diff = set(op.differentiable_inputs)
     info.diff = tuple(n in diff for n in in_names)
-    info.saves_out = tuple(n in rule.needs for n in out_names)
+    info.diff_mask = sum(1 << i for i, d in enumerate(info.diff) if d and i < 64)
+    info.save_mask = sum(1 << k for k, n in enumerate(out_names) if n in rule.needs and k < 64)
     info.rule = rule
 
 
@@ -157,7 +158,10 @@ cdef class Node:
         raise NotImplementedError
 
     cdef void release(self):
+        """After backward without retain_graph: drop what the graph holds (edges, saved
+        tensors) so activations are freed even while the output is alive."""
         self.released = True
+        self.next = None
 
     cdef str label(self):
         return type(self).__name__
@@ -218,8 +222,8 @@ cdef class OpNode(Node):
         return f"op '{self.info.op.name}'"
 
     cdef void release(self):
+        Node.release(self)
         self.saved = None
-        self.released = True
 
     cdef list run(self, list grads, bint create_graph):
         global _grad_enabled
@@ -314,11 +318,24 @@ cdef tuple record_op(OpInfo info, tuple inputs, tuple outputs, dict attrs):
         return outputs
     if rule is not info.rule:
         _prepare_rule(info, rule)
+    cdef Py_ssize_t i, k, n_in = len(inputs)
+    cdef tuple next_
+    if info.simple and n_in <= 2:                 # the common case, without lists
+        e0 = _edge(inputs[0], info.diff_mask & 1)
+        if n_in == 1:
+            if e0 is None:
+                return outputs
+            next_ = (e0,)
+        else:
+            e1 = _edge(inputs[1], info.diff_mask & 2)
+            if e0 is None and e1 is None:
+                return outputs
+            next_ = (e0, e1)
+        return _make_node(info, rule, inputs, outputs, attrs, next_, None)
     cdef list edges = []
     cdef list layout = None
     cdef bint need = False
-    cdef Py_ssize_t i, k
-    for i in range(len(inputs)):
+    for i in range(n_in):
         x = inputs[i]
         if isinstance(x, (list, tuple)):
             if layout is None:
@@ -337,28 +354,43 @@ cdef tuple record_op(OpInfo info, tuple inputs, tuple outputs, dict attrs):
             edges.append(None)
     if not need:
         return outputs
+    return _make_node(info, rule, inputs, outputs, attrs, tuple(edges),
+                      None if layout is None else tuple(layout))
+
+
+cdef inline object _edge(object x, unsigned long long differentiable):
+    if differentiable and (<Tensor>x).requires_grad:
+        return x
+    return None
+
+
+cdef tuple _make_node(OpInfo info, object rule, tuple inputs, tuple outputs, dict attrs,
+                      tuple next_, tuple layout):
     cdef OpNode node = OpNode.__new__(OpNode)
-    node.next = tuple(edges)
+    cdef Py_ssize_t k, n_out = len(outputs)
+    cdef Tensor t
+    node.next = next_
     node.info = info
     node.rule = rule
     node.attrs = attrs
-    node.layout = None if layout is None else tuple(layout)
-    node.n_out = len(outputs)
-    node.saved = tuple([outputs[idx] if is_out else inputs[idx] for is_out, idx in info.needs])
-    if node.n_out > 1:
+    node.layout = layout
+    node.n_out = n_out
+    node.saved = tuple([outputs[idx] if is_out else inputs[idx]
+                        for is_out, idx in info.needs]) if info.needs else ()
+    if n_out > 1:
         node.out_meta = tuple([_meta_of(<Tensor>o) for o in outputs])
-    cdef list result = []
-    cdef Tensor t
-    for k in range(node.n_out):
+    cdef list result = None if info.save_mask == 0 else list(outputs)
+    for k in range(n_out):
         t = <Tensor>outputs[k]
-        if _is_float(t):
-            if info.saves_out[k]:
-                t = view_of(t)
-            t.requires_grad = True
-            t._node = node
-            t._out_index = k
-        result.append(t)
-    return tuple(result)
+        if not _is_float(t):
+            continue
+        if info.save_mask >> k & 1:
+            t = view_of(t)
+            result[k] = t
+        t.requires_grad = True
+        t._node = node
+        t._out_index = k
+    return outputs if result is None else tuple(result)
 
 
 # --------------------------------------------------------------------------- dispatch
@@ -509,7 +541,7 @@ cdef list run_backward(tuple outputs, list grads, bint retain_graph, bint create
         n.buffer[t._out_index] = _acc(n.buffer[t._out_index], g)
     while stack:                                  # count in-edges of reachable nodes
         n = stack.pop()
-        for e in n.next:
+        for e in n.next or ():
             if e is not None:
                 m = (<Tensor>e)._node
                 if m is not None:
@@ -518,6 +550,7 @@ cdef list run_backward(tuple outputs, list grads, bint retain_graph, bint create
                     m.deps += 1
     cdef list ready = [r for r in roots if (<Node>r).deps == 0]
     cdef list node_grads, in_grads
+    cdef tuple edges
     cdef bint prev = _grad_enabled
     _grad_enabled = create_graph
     try:
@@ -533,10 +566,11 @@ cdef list run_backward(tuple outputs, list grads, bint retain_graph, bint create
                 if x is not None:
                     in_grads = n.run(node_grads, create_graph)
                     break
+            edges = n.next
             if not retain_graph:
                 n.release()
-            for i in range(len(n.next)):
-                e = n.next[i]
+            for i in range(len(edges)):
+                e = edges[i]
                 if e is None:
                     continue
                 t = <Tensor>e
@@ -636,8 +670,8 @@ cdef class PyLayerNode(Node):
         return f"PyLayer '{self.cls.__name__}'"
 
     cdef void release(self):
+        Node.release(self)
         self.saved = None
-        self.released = True
 
     def save_for_backward(self, *tensors):
         """Keep tensors for ``backward`` (read them there with :meth:`saved_tensor`).

@@ -1,0 +1,276 @@
+"""The autograd engine: recording, backward order and accumulation, retain_graph,
+fastop.grad (higher order, allow_unused), grad mode, error paths, no reference cycles."""
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import fastop
+from fastop.autograd import GradcheckError, gradcheck, gradgradcheck
+
+
+def leaf(values, dtype="float64"):
+    return fastop.to_tensor(np.asarray(values, dtype=dtype), stop_gradient=False)
+
+
+X = np.array([[0.3, -1.2, 0.7], [1.5, 0.1, -0.4]])
+
+
+# --------------------------------------------------------------------------- recording
+
+def test_records_only_when_an_input_needs_grad(ops):
+    a, b = fastop.to_tensor(X), fastop.to_tensor(X)
+    assert ops.mul(a, b).stop_gradient and ops.mul(a, b).is_leaf
+    b.stop_gradient = False
+    out = ops.mul(a, b)
+    assert not out.stop_gradient and not out.is_leaf
+
+
+def test_no_grad_context_and_decorator(ops):
+    x = leaf(X)
+    with fastop.no_grad():
+        assert not fastop.is_grad_enabled()
+        assert ops.sin(x).stop_gradient
+        with fastop.enable_grad():
+            assert not ops.sin(x).stop_gradient
+    assert fastop.is_grad_enabled()
+
+    @fastop.no_grad()
+    def f(t):
+        return ops.sin(t)
+    assert f(x).stop_gradient and fastop.is_grad_enabled()
+
+
+def test_grad_mode_restored_after_exception(ops):
+    with pytest.raises(KeyError):
+        with fastop.no_grad():
+            raise KeyError
+    assert fastop.is_grad_enabled()
+
+
+def test_python_kernel_results_wrap_without_copy(ops):
+    x = leaf(X)
+    y = ops.scale(x, alpha=2.0)
+    assert type(y) is fastop.Tensor and y.dtype == fastop.float64
+    np.testing.assert_array_equal(y.numpy(), 2 * X)
+
+
+# --------------------------------------------------------------------------- backward
+
+def test_chain_rule_through_python_ops_matches_numpy(ops):
+    x, c = leaf(X), fastop.to_tensor(np.cos(X))
+    ops.sin(ops.mul(x, c)).backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.cos(X * np.cos(X)) * np.cos(X))
+    assert x.grad.stop_gradient
+
+
+def test_backward_default_grad_is_ones_and_weights_apply(ops):
+    x = leaf(X)
+    w = np.arange(6.0).reshape(2, 3)
+    ops.scale(x, alpha=3.0).backward(fastop.to_tensor(w))
+    np.testing.assert_allclose(x.grad.numpy(), 3 * w)
+
+
+@pytest.mark.requires_ops("add")
+def test_diamond_graph_runs_each_node_once_after_all_consumers(ops):
+    # y feeds two branches that meet again: y's rule must run once with the sum.
+    x = leaf(X)
+    y = ops.sin(x)
+    out = ops.plus(ops.mul(y, y), ops.scale(y, alpha=5.0))
+    out.backward()
+    np.testing.assert_allclose(x.grad.numpy(), (2 * np.sin(X) + 5) * np.cos(X))
+
+
+@pytest.mark.requires_ops("add")
+def test_leaf_grads_accumulate_across_uses_and_backward_calls(ops):
+    x = leaf(X)
+    ops.mul(x, x).backward()
+    ops.scale(x, alpha=1.0).backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * X + 1)
+    x.clear_grad()
+    np.testing.assert_array_equal(x.grad.numpy(), np.zeros_like(X))
+    x.clear_grad(set_to_zero=False)
+    assert x.grad is None
+
+
+def test_leaves_never_share_a_gradient_tensor(ops):
+    # plus's rule returns the same dout for both inputs: each leaf must own its .grad.
+    a, b = leaf(X), leaf(X)
+    ops.plus(a, b).backward()
+    assert a.grad is not b.grad
+    a.grad.numpy()[...] = 7.0
+    np.testing.assert_array_equal(b.grad.numpy(), np.ones_like(X))
+
+
+def test_user_grad_tensor_is_not_aliased_into_leaf_grad():
+    x = leaf(X)
+    g = fastop.to_tensor(np.ones_like(X))
+    x.backward(g)
+    g.numpy()[...] = 5.0
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones_like(X))
+
+
+def test_multi_output_op_zero_fills_missing_output_grads(ops):
+    x = leaf(X)
+    a, b = ops.two_three(x)
+    b.backward()                    # `a` gets no gradient: the rule sees zeros for it
+    np.testing.assert_allclose(x.grad.numpy(), np.full_like(X, 3.0))
+
+
+def test_variadic_input_gradients(ops):
+    xs = [leaf(X), leaf(2 * X), leaf(3 * X)]
+    ops.total(xs).backward()
+    for x in xs:
+        np.testing.assert_array_equal(x.grad.numpy(), np.ones_like(X))
+
+
+def test_second_backward_without_retain_graph_raises(ops):
+    x = leaf(X)
+    y = ops.sin(x)
+    y.backward(retain_graph=True)
+    x.clear_grad(set_to_zero=False)
+    y.backward()
+    with pytest.raises(RuntimeError, match=r"op 'eagertest::sin' a second time.*retain_graph=True"):
+        y.backward()
+
+
+def test_backward_of_a_stop_gradient_tensor_raises():
+    with pytest.raises(RuntimeError, match="stop_gradient=True"):
+        fastop.to_tensor(X).backward()
+
+
+def test_backward_grad_tensor_shape_is_checked(ops):
+    y = ops.sin(leaf(X))
+    with pytest.raises(ValueError, match=r"has shape \[3\], expected \[2, 3\]"):
+        y.backward(fastop.to_tensor(np.ones(3)))
+
+
+# --------------------------------------------------------------------------- errors of rules
+
+def test_gradient_of_the_wrong_shape_names_the_op(ops):
+    with pytest.raises(ValueError, match=r"op 'eagertest::wrong_shape'.*input 'x' has shape "
+                                         r"\[2, 3, 1\], expected \[2, 3\].*never broadcast"):
+        ops.wrong_shape(leaf(X)).backward()
+
+
+def test_wrong_number_of_gradients_names_the_op(ops):
+    with pytest.raises(TypeError, match=r"op 'eagertest::wrong_count'.*returned 2 "
+                                        r"gradient\(s\), expected 1"):
+        ops.wrong_count(leaf(X)).backward()
+
+
+def test_exception_in_a_rule_keeps_type_and_gets_a_note(ops):
+    with pytest.raises(ZeroDivisionError) as info:
+        ops.raising(leaf(X)).backward()
+    assert any("eagertest::raising" in n for n in info.value.__notes__)
+    assert any(frame.name == "_" for frame in info.traceback)   # the rule's own frame
+
+
+# --------------------------------------------------------------------------- fastop.grad
+
+def test_grad_returns_gradients_without_touching_leaves(ops):
+    x, y = leaf(X), leaf(2 * X)
+    gx, gy = fastop.grad(ops.mul(x, y), [x, y])
+    np.testing.assert_allclose(gx.numpy(), 2 * X)
+    np.testing.assert_allclose(gy.numpy(), X)
+    assert x.grad is None and y.grad is None
+
+
+def test_grad_wrt_an_intermediate_tensor(ops):
+    x = leaf(X)
+    h = ops.sin(x)
+    (gh,) = fastop.grad(ops.mul(h, fastop.to_tensor(X)), [h])
+    np.testing.assert_allclose(gh.numpy(), X)
+
+
+def test_grad_unused_input(ops):
+    x, unused = leaf(X), leaf(X)
+    with pytest.raises(RuntimeError, match="input 1 .* not used.*allow_unused=True"):
+        fastop.grad(ops.sin(x), [x, unused])
+    gx, gu = fastop.grad(ops.sin(x), [x, unused], allow_unused=True)
+    assert gu is None and gx is not None
+
+
+def test_grad_create_graph_gives_higher_order_derivatives(ops):
+    x = leaf(X)
+    y = ops.sin(x)
+    (g1,) = fastop.grad(y, x, create_graph=True)
+    assert not g1.stop_gradient
+    (g2,) = fastop.grad(g1, x, create_graph=True)
+    (g3,) = fastop.grad(g2, x)
+    np.testing.assert_allclose(g1.numpy(), np.cos(X))
+    np.testing.assert_allclose(g2.numpy(), -np.sin(X))
+    np.testing.assert_allclose(g3.numpy(), -np.cos(X))
+
+
+def test_second_order_through_a_saved_output(ops):
+    # tanh_k saves its output; with create_graph the saved output rejoins the graph.
+    # Its rule is a Python backward kernel (not differentiable): the first-order
+    # gradient is recorded only as far as the rule goes, which gradgradcheck reports.
+    x = leaf(X)
+    with pytest.raises(GradcheckError, match="was not recorded"):
+        gradgradcheck(ops.tanh_k, [x])
+    gradcheck(ops.tanh_k, [x])
+
+
+@pytest.mark.requires_ops("add")   # second-order terms of mul meet at a sum
+def test_gradcheck_and_gradgradcheck_of_composite_rules(ops):
+    x, y = leaf(X), leaf(np.cos(X))
+    assert gradcheck(ops.mul, [x, y])
+    assert gradgradcheck(ops.mul, [x, y])
+    assert gradgradcheck(lambda t: ops.cos(ops.sin(t)), [x])
+
+
+def test_gradcheck_catches_a_wrong_rule(ops):
+    from fastop.ops import registry
+    op = registry.get("eagertest::scale")
+    rule = op.grad_rule.fn
+    try:
+        op.grad_rule.fn = lambda dout, alpha: ops.scale(dout, alpha=alpha + 0.5)
+        with pytest.raises(GradcheckError, match=r"d\(output 0\)/d\(input 0\)"):
+            gradcheck(lambda t: ops.scale(t, alpha=2.0), [leaf(X)])
+        assert not gradcheck(lambda t: ops.scale(t, alpha=2.0), [leaf(X)],
+                             raise_exception=False)
+    finally:
+        op.grad_rule.fn = rule
+
+
+# --------------------------------------------------------------------------- memory
+
+def test_graph_is_freed_when_the_output_is_dropped_without_gc(ops):
+    x = leaf(X)
+    y = ops.tanh_k(ops.sin(x))        # tanh_k saves its output
+    node_probe = weakref.ref(ops.sin(y))
+    ref = weakref.ref(y)
+    gc.collect()
+    gc.disable()
+    try:
+        del y
+        assert ref() is None and node_probe() is None
+    finally:
+        gc.enable()
+
+
+def test_backward_creates_no_garbage_cycles(ops):
+    x = leaf(X)
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(20):
+            ops.tanh_k(ops.sin(ops.scale(x, alpha=2.0))).backward(retain_graph=True)
+            x.clear_grad(set_to_zero=False)
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+
+
+def test_saved_tensors_are_freed_after_backward(ops):
+    x = leaf(X)
+    inner = ops.sin(x)
+    probe = weakref.ref(inner)
+    y = ops.mul(inner, fastop.to_tensor(X))     # mul saves both inputs
+    del inner
+    assert probe() is not None
+    y.backward()
+    assert probe() is None            # released by backward, though y is alive
