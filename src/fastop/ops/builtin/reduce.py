@@ -147,13 +147,20 @@ def register(registry) -> None:
     @expand_as.meta
     def _(x, y):
         lead = len(y.shape) - len(x.shape)
-        known = _broadcast_shape("fastop::expand_as", x.shape,
-                                 [1 if d is None else d for d in y.shape])
-        # an unknown dim of y stays unknown unless x fixes it (a dim other than 1)
-        return TensorMeta([k if d is not None else
-                           (x.shape[i - lead] if i >= lead and x.shape[i - lead] != 1
-                            else None)
-                           for i, (d, k) in enumerate(zip(y.shape, known))], x.dtype)
+        if lead < 0:
+            raise ValueError(f"fastop::expand_as: cannot broadcast shape {x.shape} to "
+                             f"{y.shape} (fewer dims)")
+        out = []
+        for i, yd in enumerate(y.shape):
+            xd = x.shape[i - lead] if i >= lead else 1
+            if yd is None:  # unknown unless x fixes it (a dim other than 1)
+                out.append(xd if xd != 1 else None)
+            elif xd is None or xd in (1, yd):
+                out.append(yd)
+            else:
+                raise ValueError(f"fastop::expand_as: cannot broadcast shape {x.shape} to "
+                                 f"{y.shape}")
+        return TensorMeta(out, x.dtype)
 
     @expand_as.kernel()
     def _(x, y):

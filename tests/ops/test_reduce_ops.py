@@ -1,0 +1,177 @@
+"""The registered reduction ops (fastop::sum, mean, max, argmax, sum_to_shape,
+broadcast_to, expand_as): definitions, meta with unknown dims, views, and gradient rules
+run directly on DenseTensors against central finite differences in float64."""
+import numpy as np
+import pytest
+
+from fastop._core.storage import from_numpy
+from fastop.ops import TensorMeta, registry
+from fastop.ops.reference import reduce as ref
+
+F32 = "float32"
+
+
+def needs_ops(*names):
+    missing = [n for n in names if f"fastop::{n}" not in registry]
+    if missing:
+        pytest.skip(f"the gradient rule needs {missing} (elementwise family), not registered yet")
+
+
+def check_rule(name, inputs, attrs, wrt=(0,), eps=1e-6, tol=1e-6):
+    """Run the op's gradient rule on DenseTensors and compare every gradient in `wrt`
+    with d sum(out * dout) / d input by central differences of the forward kernel."""
+    op = registry.get(name)
+    attrs = op.check_attrs(attrs)
+    rng = np.random.default_rng(0)
+
+    def forward(*arrays):
+        return op.invoke([from_numpy(np.ascontiguousarray(a)) for a in arrays], attrs)
+
+    outs = forward(*inputs)
+    douts = [rng.standard_normal(o.shape) for o in outs]
+    named = dict(zip([a.name for a in op.inputs], [from_numpy(a) for a in inputs]))
+    named.update(zip([a.name for a in op.outputs], outs))
+    grads = op.grad_rule.fn(*[named[n] for n in op.grad_rule.needs],
+                            *[from_numpy(d) for d in douts], **attrs)
+    assert len(grads) == len(inputs)
+    for i in wrt:
+        x = inputs[i]
+        numeric = np.zeros_like(x)
+        for idx in np.ndindex(x.shape):
+            old = x[idx]
+            x[idx] = old + eps
+            plus = sum(np.sum(np.asarray(o) * d) for o, d in zip(forward(*inputs), douts))
+            x[idx] = old - eps
+            minus = sum(np.sum(np.asarray(o) * d) for o, d in zip(forward(*inputs), douts))
+            x[idx] = old
+            numeric[idx] = (plus - minus) / (2 * eps)
+        got = np.asarray(grads[i])
+        assert got.shape == x.shape, (name, i, got.shape, x.shape)
+        np.testing.assert_allclose(got, numeric, rtol=tol, atol=tol)
+    return grads
+
+
+def rand(*shape, seed=1):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+# ----------------------------------------------------------------------------- definitions
+
+def test_ops_are_defined_with_their_signatures():
+    sig = {n: registry.get(f"fastop::{n}").signature() for n in
+           ("sum", "mean", "max", "argmax", "sum_to_shape", "broadcast_to", "expand_as")}
+    assert sig["sum"] == "fastop::sum(x, axis=None, keepdim=False) -> (out)"
+    assert sig["max"] == "fastop::max(x, axis=None, keepdim=False) -> (out)"
+    assert sig["argmax"] == "fastop::argmax(x, axis=None, keepdim=False) -> (out)"
+    assert sig["sum_to_shape"] == "fastop::sum_to_shape(x, shape) -> (out)"
+    assert sig["broadcast_to"] == "fastop::broadcast_to(x, shape) -> (out)"
+    assert sig["expand_as"] == "fastop::expand_as(x, y) -> (out)"
+    assert registry.get("fastop::mean").dtypes == ["float32", "float64"]
+    assert registry.get("fastop::argmax").differentiable_inputs == ()
+
+
+def test_meta_propagates_unknown_dims():
+    def meta(name, *metas, **attrs):
+        op = registry.get(f"fastop::{name}")
+        return op.infer_meta([TensorMeta(*m) for m in metas], op.check_attrs(attrs))
+
+    assert meta("sum", ([None, 3, 4], F32), axis=[1, 2]) == [TensorMeta([None], F32)]
+    assert meta("mean", ([None, 3], F32), keepdim=True) == [TensorMeta([1, 1], F32)]
+    assert meta("argmax", ([None, 3], F32), axis=1) == [TensorMeta([None], "int64")]
+    assert meta("sum_to_shape", ([None, 3], F32), shape=[1, 3]) == [TensorMeta([1, 3], F32)]
+    assert meta("broadcast_to", ([None, 1], F32), shape=[-1, 5]) == \
+        [TensorMeta([None, 5], F32)]
+    assert meta("broadcast_to", ([3], F32), shape=[2, 3]) == [TensorMeta([2, 3], F32)]
+    assert meta("expand_as", ([1, 3], F32), ([None, 3], "float64")) == \
+        [TensorMeta([None, 3], F32)]
+    assert meta("expand_as", ([4, 1], F32), ([None, None], F32)) == \
+        [TensorMeta([4, None], F32)]
+
+
+def test_calling_the_ops_computes():
+    x = rand(3, 4)
+    np.testing.assert_allclose(np.asarray(registry.get("fastop::sum")(x, axis=1)),
+                               ref.sum(x, 1))
+    np.testing.assert_allclose(np.asarray(registry.get("fastop::mean")(x, [0, 1], True)),
+                               ref.mean(x, [0, 1], True))
+    assert np.asarray(registry.get("fastop::argmax")(x, axis=0)).dtype == np.int64
+
+
+# ----------------------------------------------------------------------------- views
+
+@pytest.mark.parametrize("shapes", [((3,), [2, 3]), ((2, 1), [2, 5]), ((1, 3), [-1, 3]),
+                                    ((), [2, 2]), ((4, 1, 2), [3, -1, 6, 2])], ids=str)
+def test_broadcast_to_is_a_read_only_view(shapes):
+    shape, target = shapes
+    x = from_numpy(rand(*shape) if shape else np.float64(1.5).reshape(()))
+    out = registry.get("fastop::broadcast_to")(x, shape=target)
+    want = ref.broadcast_to(np.asarray(x), target)
+    assert out.shape == list(want.shape)
+    np.testing.assert_array_equal(np.asarray(out), want)
+    assert out.readonly and out.data_ptr == x.data_ptr
+    y = registry.get("fastop::expand_as")(x, np.zeros(want.shape, np.float32))
+    assert y.shape == list(want.shape) and y.dtype == x.dtype and y.data_ptr == x.data_ptr
+
+
+def test_broadcast_errors_name_the_op():
+    with pytest.raises(ValueError, match=r"fastop::broadcast_to: cannot broadcast shape "
+                                         r"\[2, 3\] to \[2, 4\]"):
+        registry.get("fastop::broadcast_to")(rand(2, 3), shape=[2, 4])
+    with pytest.raises(ValueError, match=r"fastop::broadcast_to: cannot broadcast"):
+        registry.get("fastop::broadcast_to")(rand(2, 3), shape=[3])
+    with pytest.raises(ValueError, match=r"fastop::expand_as: cannot broadcast"):
+        registry.get("fastop::expand_as")(rand(2, 3), rand(3, 2))
+    with pytest.raises(ValueError, match=r"fastop::sum: an attribute is invalid"):
+        registry.get("fastop::sum")(rand(2, 3), axis=5)
+
+
+# ----------------------------------------------------------------------------- gradients
+
+@pytest.mark.parametrize("axis,keepdim", [(None, False), ([], True), (1, False), (-1, True),
+                                          ([0, 2], False), ([2, 0], True)], ids=str)
+def test_sum_grad(axis, keepdim):
+    check_rule("fastop::sum", [rand(2, 3, 2)], {"axis": axis, "keepdim": keepdim})
+
+
+def test_sum_grad_of_a_scalar():
+    check_rule("fastop::sum", [np.array(2.5)], {})
+
+
+@pytest.mark.parametrize("axis,keepdim", [(None, False), (1, False), ([0, 2], True)], ids=str)
+def test_mean_grad(axis, keepdim):
+    needs_ops("multiply")
+    check_rule("fastop::mean", [rand(2, 3, 2)], {"axis": axis, "keepdim": keepdim})
+
+
+@pytest.mark.parametrize("axis,keepdim", [(None, False), (1, False), ([0, 2], True)], ids=str)
+def test_max_grad(axis, keepdim):
+    needs_ops("equal", "cast", "divide", "multiply")
+    check_rule("fastop::max", [rand(2, 3, 2)], {"axis": axis, "keepdim": keepdim})
+
+
+def test_max_grad_splits_ties_evenly():
+    needs_ops("equal", "cast", "divide", "multiply")
+    op = registry.get("fastop::max")
+    x = from_numpy(np.array([[1.0, 3.0, 3.0], [2.0, 0.0, 1.0]]))
+    out = op(x, axis=1)
+    (dx,) = op.grad_rule.fn(x, out, from_numpy(np.array([1.0, 4.0])), axis=1, keepdim=False)
+    np.testing.assert_allclose(np.asarray(dx), [[0, 0.5, 0.5], [4, 0, 0]])
+
+
+@pytest.mark.parametrize("shapes", [((2, 3, 4), [3, 4]), ((2, 3, 4), [1, 4]),
+                                    ((2, 3, 4), [2, 1, 1]), ((2, 3), []), ((2, 3), [-1, 1])],
+                         ids=str)
+def test_sum_to_shape_grad(shapes):
+    shape, target = shapes
+    check_rule("fastop::sum_to_shape", [rand(*shape)], {"shape": target})
+
+
+@pytest.mark.parametrize("shapes", [((3,), [2, 3]), ((2, 1), [2, 5]), ((1, 3), [-1, 3]),
+                                    ((4, 1, 2), [3, 4, 6, 2])], ids=str)
+def test_broadcast_to_and_expand_as_grads(shapes):
+    shape, target = shapes
+    x = rand(*shape)
+    check_rule("fastop::broadcast_to", [x], {"shape": target})
+    like = ref.broadcast_to(x, target)
+    grads = check_rule("fastop::expand_as", [x, np.zeros(like.shape)], {})
+    assert grads[1] is None
