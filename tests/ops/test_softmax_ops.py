@@ -1,0 +1,121 @@
+"""The registered softmax ops (fastop::softmax, log_softmax, their _grad ops,
+softmax_cross_entropy and its _grad op): definitions, meta with unknown dims, and
+gradient rules (first and second order) run directly on DenseTensors against central
+finite differences in float64."""
+import numpy as np
+import pytest
+
+from fastop._core.storage import from_numpy
+from fastop.ops import TensorMeta, registry
+from fastop.ops.reference import softmax as ref
+
+
+def needs_ops(*names):
+    missing = [n for n in names if f"fastop::{n}" not in registry]
+    if missing:
+        pytest.skip(f"the gradient rule needs {missing} (elementwise family), not registered yet")
+
+
+def check_rule(name, inputs, attrs, wrt=(0,), douts=None, eps=1e-6, tol=1e-6):
+    """Run the op's gradient rule on DenseTensors and compare every gradient in `wrt`
+    with d sum(out * dout) / d input by central differences of the forward kernel.
+    `douts` may give an output's gradient as None (no gradient flows into it)."""
+    op = registry.get(name)
+    attrs = op.check_attrs(attrs)
+    rng = np.random.default_rng(0)
+
+    def forward(*arrays):
+        return op.invoke([from_numpy(np.ascontiguousarray(a)) for a in arrays], attrs)
+
+    outs = forward(*inputs)
+    if douts is None:
+        douts = [rng.standard_normal(o.shape) for o in outs]
+    named = dict(zip([a.name for a in op.inputs], [from_numpy(a) for a in inputs]))
+    named.update(zip([a.name for a in op.outputs], outs))
+    grads = op.grad_rule.fn(*[named[n] for n in op.grad_rule.needs],
+                            *[None if d is None else from_numpy(d) for d in douts], **attrs)
+    assert len(grads) == len(inputs)
+
+    def loss():
+        return sum(np.sum(np.asarray(o) * d) for o, d in zip(forward(*inputs), douts)
+                   if d is not None)
+
+    for i in wrt:
+        x = inputs[i]
+        numeric = np.zeros_like(x)
+        for idx in np.ndindex(x.shape):
+            old = x[idx]
+            x[idx] = old + eps
+            plus = loss()
+            x[idx] = old - eps
+            minus = loss()
+            x[idx] = old
+            numeric[idx] = (plus - minus) / (2 * eps)
+        np.testing.assert_allclose(np.asarray(grads[i]), numeric, rtol=tol, atol=tol)
+    return grads
+
+
+def rand(*shape, seed=1):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def test_ops_are_defined_with_their_signatures():
+    sig = lambda n: registry.get(f"fastop::{n}").signature()  # noqa: E731
+    assert sig("softmax") == "fastop::softmax(x, axis=-1) -> (out)"
+    assert sig("log_softmax_grad") == "fastop::log_softmax_grad(y, dy, axis=-1) -> (dx)"
+    assert sig("softmax_cross_entropy") == \
+        "fastop::softmax_cross_entropy(logits, label, ignore_index=-100) -> (loss, softmax)"
+    assert sig("softmax_cross_entropy_grad") == ("fastop::softmax_cross_entropy_grad(label, "
+                                                 "softmax, dloss, ignore_index=-100) -> (dlogits)")
+    assert registry.get("fastop::softmax_cross_entropy").differentiable_inputs == ("logits",)
+
+
+def test_meta_propagates_unknown_dims():
+    ce = registry.get("fastop::softmax_cross_entropy")
+    assert ce.infer_meta([TensorMeta([None, 10], "float32"), TensorMeta([None, 1], "int64")],
+                         {"ignore_index": -100}) == \
+        [TensorMeta([None, 1], "float32"), TensorMeta([None, 10], "float32")]
+    sm = registry.get("fastop::softmax")
+    assert sm.infer_meta([TensorMeta([None, 3, None], "float64")], {"axis": 1}) == \
+        [TensorMeta([None, 3, None], "float64")]
+
+
+def test_calling_the_ops_computes():
+    x = rand(4, 5)
+    label = np.array([0, 4, 1, 1])
+    loss, sm = registry.get("fastop::softmax_cross_entropy")(x, label)
+    want_loss, want_sm = ref.softmax_cross_entropy(x, label)
+    np.testing.assert_allclose(np.asarray(loss), want_loss, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(sm), want_sm, rtol=1e-12)
+    with pytest.raises(ValueError, match=r"fastop::softmax_cross_entropy: an input value is "
+                                         r"out of range"):
+        registry.get("fastop::softmax_cross_entropy")(x, np.array([0, 5, 1, 1]))
+
+
+@pytest.mark.parametrize("shape,axis", [((5,), -1), ((3, 4), -1), ((3, 4), 0),
+                                        ((2, 3, 2), 1)], ids=str)
+def test_softmax_and_log_softmax_grads(shape, axis):
+    check_rule("fastop::softmax", [rand(*shape)], {"axis": axis})
+    check_rule("fastop::log_softmax", [rand(*shape)], {"axis": axis})
+
+
+@pytest.mark.parametrize("label_shape", [(4,), (4, 1)], ids=str)
+def test_cross_entropy_grad(label_shape):
+    label = np.array([0, 4, 2, 2]).reshape(label_shape)
+    grads = check_rule("fastop::softmax_cross_entropy", [rand(4, 5), label], {},
+                       douts=[rand(4, 1, seed=2), None])
+    assert grads[1] is None
+
+
+def test_cross_entropy_grad_through_both_outputs():
+    needs_ops("add")
+    check_rule("fastop::softmax_cross_entropy", [rand(3, 4), np.array([1, 0, 3])], {})
+
+
+@pytest.mark.parametrize("name", ["softmax_grad", "log_softmax_grad"])
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_backward_ops_are_differentiable_again(name, axis):
+    needs_ops("multiply", "subtract", "exp", "neg")
+    forward = "softmax" if name == "softmax_grad" else "log_softmax"
+    y = np.asarray(registry.get(f"fastop::{forward}")(rand(3, 4), axis=axis))
+    check_rule(f"fastop::{name}", [y.copy(), rand(3, 4, seed=3)], {"axis": axis}, wrt=(0, 1))
