@@ -1,0 +1,147 @@
+"""Saving and loading programs and parameters: npz without pickle, atomic writes, ops
+recorded by reference, a saved program run by a fresh process, unresolvable
+references named."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import fastop
+from fastop import static
+
+FUNCS = '''
+import numpy as np
+
+def tanh(x):
+    return np.tanh(x)
+
+def tanh_grad(y, dy):
+    return np.asarray(dy) * (1 - np.square(np.asarray(y)))
+'''
+
+SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
+
+
+@pytest.fixture
+def funcs(tmp_path, monkeypatch):
+    (tmp_path / "static_io_funcs.py").write_text(FUNCS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import static_io_funcs
+    yield static_io_funcs
+    sys.modules.pop("static_io_funcs", None)
+
+
+def _build(main, funcs):
+    x = static.data("x", [None, 3], "float32")
+    h = static.nn.fc(x, 4, name="l1")
+    t = main.current_block().create_var(name="t", dtype="float32", shape=h.shape)
+    t = static.py_func(funcs.tanh, h, t, backward_func=funcs.tanh_grad,
+                       skip_vars_in_backward_input=h)
+    out = static.nn.fc(t, 2, name="l2").sum()
+    grads = static.append_backward(out)
+    return out, grads
+
+
+def test_round_trip_in_a_fresh_process(static_env, exe, funcs, tmp_path):
+    main, startup, scope = static_env
+    fastop.seed(3)
+    out, grads = _build(main, funcs)
+    exe.run(startup)
+    xv = np.linspace(-1, 1, 6, dtype="float32").reshape(2, 3)
+    fetch = [out.name] + [g.name for _, g in grads]
+    expected = exe.run(main, feed={"x": xv}, fetch_list=fetch)
+    path = str(tmp_path / "model")
+    static.save(main, path)
+    assert sorted(n for n in os.listdir(tmp_path) if n != "__pycache__") == [
+        "model.params.npz", "model.program.json", "static_io_funcs.py"]
+    with np.load(path + ".params.npz", allow_pickle=False) as npz:
+        assert sorted(npz.files) == ["l1.b_0", "l1.w_0", "l2.b_0", "l2.w_0"]
+
+    script = textwrap.dedent(f'''
+        import json, numpy as np, fastop
+        from fastop import static
+        program = static.load_program({path!r})
+        static.load(program, {path!r})
+        xv = np.linspace(-1, 1, 6, dtype="float32").reshape(2, 3)
+        result = static.Executor().run(program, feed={{"x": xv}}, fetch_list={fetch!r})
+        print(json.dumps([r.tolist() for r in result]))
+    ''')
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, str(tmp_path)]))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    for e, g in zip(expected, got):
+        np.testing.assert_allclose(np.asarray(g, dtype=e.dtype), e, rtol=1e-6)
+
+
+def test_loaded_program_lists_the_same(static_env, funcs, tmp_path):
+    main, _, _ = static_env
+    _build(main, funcs)
+    path = str(tmp_path / "m")
+    static.save(main, path)
+    loaded = static.load_program(path)
+    assert str(loaded) == str(main)
+
+
+def test_unresolvable_references_are_named(static_env, funcs, tmp_path):
+    main, _, _ = static_env
+    _build(main, funcs)
+    path = str(tmp_path / "m")
+    static.save(main, path)
+    with open(path + ".program.json") as f:
+        data = json.load(f)
+    py = next(op for op in data["ops"] if "py_func" in op)
+    py["py_func"]["func"] = "static_io_funcs:no_such_function"
+    with open(path + ".program.json", "w") as f:
+        json.dump(data, f)
+    with pytest.raises(ValueError, match="cannot resolve py_func func "
+                                         "'static_io_funcs:no_such_function'"):
+        static.load_program(path)
+    py["py_func"]["func"] = "static_io_funcs:tanh"
+    builtin = next(op for op in data["ops"] if "op" in op)
+    builtin.update(op="ghost::fc", plugin="fastop-ghost", plugin_version="1.2")
+    with open(path + ".program.json", "w") as f:
+        json.dump(data, f)
+    with pytest.raises(ValueError, match="needs op 'ghost::fc', provided by fastop-ghost 1.2"):
+        static.load_program(path)
+
+
+def test_functions_not_importable_cannot_be_saved_and_files_stay_intact(static_env, funcs,
+                                                                        tmp_path):
+    main, _, _ = static_env
+    _build(main, funcs)
+    path = str(tmp_path / "m")
+    static.save(main, path)
+    before = open(path + ".program.json").read()
+    x = main.global_block().var("x")
+    static.py_func(lambda v: v, x, None)
+    with pytest.raises(ValueError, match=r"cannot save py_func func .*<lambda>"):
+        static.save(main, path)
+    assert open(path + ".program.json").read() == before
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
+def test_load_checks_parameters(static_env, exe, funcs, tmp_path):
+    main, startup, scope = static_env
+    _build(main, funcs)
+    exe.run(startup)
+    path = str(tmp_path / "m")
+    static.save(main, path)
+    w = scope["l1.w_0"].copy()
+    scope.set("l1.w_0", np.zeros_like(w))
+    static.load(main, path)
+    np.testing.assert_array_equal(scope["l1.w_0"], w)
+    other = static.Program()
+    with static.program_guard(other, static.Program()):
+        static.create_parameter([5, 5], "float32", name="l1.w_0")
+        static.create_parameter([2], "float32", name="extra")
+    with pytest.raises(ValueError, match=r"no value for \['extra'\]"):
+        static.load(other, path)
+    with pytest.raises(ValueError, match=r"'l1.w_0' is float32\[5, 5\] in the program but "
+                                         r"float32\[3, 4\] in the file"):
+        static.load(other, path, var_list=[other.global_block().var("l1.w_0")])

@@ -1,0 +1,185 @@
+"""The IR: programs, blocks, variables, operators, shape inference while building,
+parameters and their deterministic startup initialization, gradients of built-in ops."""
+import numpy as np
+import pytest
+
+import fastop
+from fastop import static
+from fastop.ops import registry
+
+from .conftest import needs_ops, python_op
+
+mm = registry.get("fastop::matmul")
+
+
+def test_modes():
+    assert not fastop.in_dynamic_mode()
+    fastop.disable_static()
+    assert fastop.in_dynamic_mode()
+    fastop.enable_static()
+    assert not static.in_dynamic_mode()
+
+
+def test_data_and_shape_inference(static_env):
+    main, _, _ = static_env
+    x = static.data("x", [None, 4], "float32")
+    w = static.data("w", [-1, 3], "float32")
+    assert x.shape == [None, 4] and w.shape == [None, 3]
+    assert x.dtype == fastop.float32 and x.stop_gradient and x.is_data
+    y = mm(x, w, transpose_x=True)
+    assert y.shape == [4, 3] and y.dtype == fastop.float32
+    assert isinstance(y, static.Variable) and y.block is main.global_block()
+    op = main.global_block().ops[-1]
+    assert op.type == "fastop::matmul" and op.input("x") is x and op.output("out") is y
+    assert op.attrs == {"transpose_x": True, "transpose_y": False}
+    assert mm(x, x, transpose_y=True).shape == [None, None]
+    with pytest.raises(ValueError, match="matmul") as info:
+        mm(x, static.data("z", [5, 2], "float32"))
+    assert any("while appending op fastop::matmul" in n for n in info.value.__notes__)
+
+
+def test_program_listing(static_env):
+    main, _, _ = static_env
+    x = static.data("x", [None, 4], "float32")
+    w = static.create_parameter([4, 2], "float32", name="w")
+    y = mm(x, w)
+    text = str(main)
+    assert "x: float32[?, 4] data" in text
+    assert "w: float32[4, 2] parameter" in text
+    assert f"0  {y.name} = fastop::matmul(x, w, transpose_x=False, transpose_y=False)" in text
+    assert repr(main) == "<Program 3 vars, 1 ops>"
+
+
+def test_create_var_and_lookup(static_env):
+    main, _, _ = static_env
+    block = main.current_block()
+    v = block.create_var(name="v", dtype="int64", shape=[2, None])
+    assert block.create_var(name="v", dtype="int64", shape=[2, -1]) is v
+    with pytest.raises(ValueError, match="already exists as v: int64"):
+        block.create_var(name="v", dtype="float32", shape=[2])
+    with pytest.raises(KeyError, match="did you mean 'v'"):
+        block.var("vv")
+    assert block.has_var("v") and main.list_vars() == [v]
+
+
+def test_program_guard_restores(static_env):
+    main, startup, _ = static_env
+    other_main, other_startup = static.Program(), static.Program()
+    with static.program_guard(other_main, other_startup):
+        assert static.default_main_program() is other_main
+        assert static.default_startup_program() is other_startup
+        static.data("x", [1], "float32")
+    assert static.default_main_program() is main
+    assert "x" in other_main.global_block().vars and "x" not in main.global_block().vars
+
+
+def test_variables_of_another_program_are_rejected(static_env):
+    x = static.data("x", [2, 2], "float32")
+    with static.program_guard(static.Program()):
+        with pytest.raises(ValueError, match="'x' belongs to another program"):
+            mm(x, x)
+
+
+def test_parameters_are_initialized_deterministically(static_env, exe):
+    main, startup, scope = static_env
+
+    def build_and_init():
+        fastop.seed(7)
+        m, s, sc = static.Program(), static.Program(), static.Scope()
+        with static.program_guard(m, s):
+            w = static.create_parameter([3, 4], "float32")
+            b = static.create_parameter([4], "float32", is_bias=True)
+        static.Executor().run(s, scope=sc)
+        return sc[w.name].copy(), sc[b.name].copy(), m
+    w1, b1, m = build_and_init()
+    w2, b2, _ = build_and_init()
+    np.testing.assert_array_equal(w1, w2)
+    assert np.abs(w1).max() <= np.sqrt(6 / 7) and np.unique(w1).size == 12
+    np.testing.assert_array_equal(b1, np.zeros(4))
+    params = m.all_parameters()
+    assert [p.shape for p in params] == [[3, 4], [4]]
+    assert all(p.persistable and p.is_parameter and not p.stop_gradient for p in params)
+    assert m.global_block().all_parameters() == params
+
+
+def test_create_parameter_with_initializer_and_global_var(static_env, exe):
+    main, startup, scope = static_env
+    w = static.create_parameter([2, 2], "float64", name="w",
+                                initializer=fastop.initializer.Constant(0.5))
+    g = static.create_global_var([1], 3.0, "float32", name="g")
+    exe.run(startup)
+    np.testing.assert_array_equal(scope["w"], np.full((2, 2), 0.5))
+    np.testing.assert_array_equal(scope["g"], [3.0])
+    assert g.persistable and not g.is_parameter and w.is_parameter
+    with pytest.raises(ValueError, match="already has a variable 'w'"):
+        static.create_parameter([2], "float64", name="w")
+
+
+def test_python_kernel_ops_run_in_programs(static_env, exe):
+    main, _, _ = static_env
+    cube = python_op("static_test::cube", lambda x: np.asarray(x) ** 3)
+    stack = registry.get("static_test::stack") if "static_test::stack" in registry else None
+    if stack is None:
+        stack = registry.define("static_test::stack", inputs=["xs*", "scale?"],
+                                outputs=["out"],
+                                meta=lambda xs, scale: ([len(xs), *xs[0].shape], xs[0].dtype))
+        stack.kernel()(lambda xs, scale: np.stack(xs) * (1 if scale is None else scale))
+    x = static.data("x", [2], "float64")
+    s = stack([cube(x), x])
+    assert s.shape == [2, 2]
+    (r,) = exe.run(main, feed={"x": np.array([2.0, 3.0])}, fetch_list=[s])
+    np.testing.assert_array_equal(r, [[8, 27], [2, 3]])
+
+
+@needs_ops("fastop::add", "fastop::subtract", "fastop::multiply", "fastop::divide",
+           "fastop::neg", "fastop::tanh", "fastop::mean")
+def test_variable_operators_and_fastop_functions(static_env, exe):
+    main, _, _ = static_env
+    x = static.data("x", [None, 3], "float64")
+    y = (2.0 * x + 1) / (x - 4.0) * -x
+    z = fastop.tanh(y).mean()
+    xv = np.arange(6.0).reshape(2, 3)
+    yr, zr = exe.run(main, feed={"x": xv}, fetch_list=[y, z])
+    expected = (2 * xv + 1) / (xv - 4) * -xv
+    np.testing.assert_allclose(yr, expected, rtol=1e-12)
+    np.testing.assert_allclose(zr, np.tanh(expected).mean(), rtol=1e-12)
+    assert y.shape == [None, 3] and z.shape == []
+
+
+def test_gradients_of_matmul_chain(static_env, exe, rng):
+    """d sum(x @ a @ b) against numpy (matmul and sum are built-ins)."""
+    main, _, _ = static_env
+    x = static.data("x", [None, 3], "float64")
+    a = static.data("a", [3, 4], "float64")
+    b = static.data("b", [4, 2], "float64")
+    loss = mm(mm(x, a), b).sum()
+    da, db, dx = static.gradients([loss], [a, b, x])
+    feed = {"x": rng.standard_normal((5, 3)), "a": rng.standard_normal((3, 4)),
+            "b": rng.standard_normal((4, 2))}
+    ga, gb, gx = exe.run(main, feed=feed, fetch_list=[da, db, dx])
+    ones = np.ones((5, 2))
+    np.testing.assert_allclose(ga, feed["x"].T @ ones @ feed["b"].T, rtol=1e-12)
+    np.testing.assert_allclose(gb, (feed["x"] @ feed["a"]).T @ ones, rtol=1e-12)
+    np.testing.assert_allclose(gx, ones @ feed["b"].T @ feed["a"].T, rtol=1e-12)
+
+
+def test_append_backward_returns_parameter_gradients_and_prunes(static_env, exe):
+    main, startup, scope = static_env
+    x = static.data("x", [None, 3], "float64")
+    h = static.nn.fc(x, 4, name="l1")
+    loss = static.nn.fc(h, 1, name="l2").sum()
+    n_forward = len(main.global_block().ops)
+    pairs = static.append_backward(loss)
+    assert [p.name for p, _ in pairs] == ["l1.w_0", "l1.b_0", "l2.w_0", "l2.b_0"]
+    grad_ops = main.global_block().ops[n_forward:]
+    # no op computes d(loss)/dx: x is data, so its gradient was pruned
+    assert all(op.outputs and op.outputs[0].shape != [None, 3] for op in grad_ops)
+    exe.run(startup)
+    xv = np.ones((2, 3))
+    grads = exe.run(main, feed={"x": xv}, fetch_list=[g for _, g in pairs])
+    w2 = scope["l2.w_0"]
+    np.testing.assert_allclose(grads[3], [2.0])
+    np.testing.assert_allclose(grads[2], (xv @ scope["l1.w_0"] + scope["l1.b_0"]).sum(0)[:, None])
+    np.testing.assert_allclose(grads[0], xv.T @ np.ones((2, 1)) @ w2.T)
+    with pytest.raises(KeyError, match="no variable 'nope'"):
+        static.append_backward(loss, parameter_list=["nope"])

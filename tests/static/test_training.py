@@ -1,0 +1,78 @@
+"""Seed 001's network (4 fc layers with a py_func tanh, fc-10 softmax, cross-entropy)
+trained with SGD: the loss falls, and every step matches the eager version of the same
+network started from the same parameters."""
+import numpy as np
+
+import fastop
+from fastop import nn, static
+
+from .conftest import needs_ops
+
+
+def tanh(x):
+    return np.tanh(x)
+
+
+def tanh_grad(y, dy):
+    return np.array(dy) * (1 - np.square(np.array(y)))
+
+
+def static_net(main, sizes):
+    x = static.data("x", [None, sizes[0]], "float32")
+    y = static.data("y", [None], "int64")
+    hidden = x
+    for idx, size in enumerate(sizes[1:-1]):
+        hidden = static.nn.fc(hidden, size=size, name=f"fc{idx}")
+        new_hidden = main.current_block().create_var(name=f"hidden_{idx}", dtype=hidden.dtype,
+                                                     shape=hidden.shape)
+        hidden = static.py_func(func=tanh, x=hidden, out=new_hidden, backward_func=tanh_grad,
+                                skip_vars_in_backward_input=hidden)
+    prediction = static.nn.fc(hidden, size=sizes[-1], activation="softmax", name="out")
+    return nn.CrossEntropyLoss()(prediction, y)
+
+
+def eager_net(layers, x, y):
+    hidden = fastop.to_tensor(x)
+    for layer in layers[:-1]:
+        hidden = fastop.tanh(layer(hidden))
+    prediction = nn.functional.softmax(layers[-1](hidden))
+    return nn.CrossEntropyLoss()(prediction, fastop.to_tensor(y))
+
+
+@needs_ops("fastop::tanh", "fastop::softmax_cross_entropy", "fastop::multiply",
+           "fastop::divide", "fastop::full_like", "fastop::add", "fastop::sgd_update")
+def test_seed_network_trains_like_eager(static_env, exe):
+    main, startup, scope = static_env
+    sizes = [32, 20, 20, 20, 20, 10]
+    fastop.seed(1)
+    loss = static_net(main, sizes)
+    fastop.optimizer.SGD(learning_rate=0.5).minimize(loss)
+    exe.run(startup)
+    params = {p.name: np.array(scope[p.name]) for p in main.all_parameters()}
+
+    fastop.disable_static()
+    layers = [nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:])]
+    names = [f"fc{i}" for i in range(4)] + ["out"]
+    for layer, name in zip(layers, names):
+        layer.weight.set_value(params[name + ".w_0"])
+        layer.bias.set_value(params[name + ".b_0"])
+    opt = fastop.optimizer.SGD(learning_rate=0.5,
+                               parameters=[p for layer in layers for p in layer.parameters()])
+
+    rng = np.random.default_rng(0)
+    teacher = rng.standard_normal((sizes[0], sizes[-1])).astype("float32")
+    losses = []
+    for step in range(25):
+        x = rng.standard_normal((16, sizes[0])).astype("float32")
+        y = np.argmax(x @ teacher, axis=1).astype("int64")
+        (static_loss,) = exe.run(main, feed={"x": x, "y": y}, fetch_list=[loss])
+        eager_loss = eager_net(layers, x, y)
+        eager_loss.backward()
+        opt.step()
+        opt.clear_grad()
+        np.testing.assert_allclose(static_loss, eager_loss.numpy(), rtol=1e-4, atol=1e-6)
+        losses.append(float(static_loss))
+    for layer, name in zip(layers, names):
+        np.testing.assert_allclose(scope[name + ".w_0"], layer.weight.numpy(), rtol=1e-3,
+                                   atol=1e-5)
+    assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.05
