@@ -1,0 +1,53 @@
+"""matmul (float32/float64, square n×n) and the fused fc = tanh(x @ W + b).
+
+numpy and fastop get the same allocation policy: matmul allocates its result in both;
+fc writes into a preallocated output in both (numpy's three calls use ``out=``).
+torch's fc is ``torch.tanh(torch.addmm(b, x, W))``.
+"""
+import numpy as np
+
+from fastop._core import linalg
+from fastop._core.storage import from_numpy
+
+FC_SHAPES = [(64, 784, 256), (512, 1024, 1024)]
+
+
+def register(suite):
+    rng = np.random.default_rng(0)
+    torch = suite.torch
+    sizes = (256, 512) if suite.quick else (256, 512, 1024, 2048)
+    for dtype in ("float32", "float64"):
+        for n in sizes:
+            a = rng.standard_normal((n, n)).astype(dtype)
+            b = rng.standard_normal((n, n)).astype(dtype)
+            fa, fb = from_numpy(a), from_numpy(b)
+            ta, tb = (torch.from_numpy(a), torch.from_numpy(b)) if torch else (None, None)
+            suite.add("linalg", f"matmul {dtype} {n}",
+                      fastop=lambda fa=fa, fb=fb: linalg.matmul(fa, fb),
+                      numpy=lambda a=a, b=b: a @ b,
+                      torch=(lambda ta=ta, tb=tb: torch.matmul(ta, tb)) if torch else None,
+                      work=2 * n ** 3, unit="flop", target="≥ 0.95× numpy")
+    for m, k, n in FC_SHAPES:
+        x = rng.standard_normal((m, k)).astype("float32")
+        w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype("float32")
+        bias = rng.standard_normal(n).astype("float32")
+        out = np.empty((m, n), "float32")
+        fx, fw, fbias, fout = from_numpy(x), from_numpy(w), from_numpy(bias), from_numpy(
+            np.empty((m, n), "float32"))
+
+        def numpy_fc(x=x, w=w, bias=bias, out=out):
+            np.matmul(x, w, out=out)
+            np.add(out, bias, out=out)
+            np.tanh(out, out=out)
+
+        def fastop_fc(fx=fx, fw=fw, fbias=fbias, fout=fout):
+            linalg.fc(fx, fw, fbias, activation="tanh", out=fout)
+
+        if torch:
+            tx, tw, tbias = torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(bias)
+
+            def torch_fc(tx=tx, tw=tw, tbias=tbias):
+                torch.tanh(torch.addmm(tbias, tx, tw))
+        suite.add("linalg", f"fc tanh f32 {m}x{k}x{n}", fastop=fastop_fc, numpy=numpy_fc,
+                  torch=torch_fc if torch else None, work=2 * m * k * n, unit="flop",
+                  target="≥ 1.0× numpy, ≥ 1.1× torch")
