@@ -343,6 +343,7 @@ def _check_feeds(block: Any, ops: Sequence[Operator], feeds: dict[str, Any]) -> 
 # ----------------------------------------------------------------------------- Executor
 
 def _feed_value(block: Any, name: str, value: Any) -> Any:
+    """A C-contiguous array or tensor for a fed value (lists take the variable's dtype)."""
     if isinstance(value, np.ndarray):
         return value if value.flags.c_contiguous else np.ascontiguousarray(value)
     if isinstance(value, DenseTensor):
@@ -369,8 +370,8 @@ class Executor:
 
     def __init__(self, place: Any = None) -> None:
         self.place = place
-        self._plans: weakref.WeakKeyDictionary[Program, tuple[int, dict]] = \
-            weakref.WeakKeyDictionary()
+        # id(program) -> (weakref to it, its version, {signature: _Compiled})
+        self._plans: dict[int, tuple[weakref.ref, int, dict]] = {}
 
     def run(self, program: Program | None = None, feed: dict[str, Any] | None = None,
             fetch_list: Sequence[Any] | None = None, feed_var_name: str = "feed",
@@ -380,44 +381,46 @@ class Executor:
             program = default_main_program()
         elif not isinstance(program, Program):
             raise TypeError(f"Executor.run: expected a Program, got {type(program).__name__}")
-        if scope is None:
-            scope = _global_scope
         arrays: dict[str, Any] = {}
         signature = []
         if feed:
-            block = program.global_block()
             for name, value in feed.items():
-                value = _feed_value(block, name, value)
+                if type(value) is not np.ndarray or not value.flags.c_contiguous:
+                    value = _feed_value(program.global_block(), name, value)
                 arrays[name] = value
-                signature.append((name, tuple(value.shape), str(value.dtype)))
-        fetch_names = tuple(map(_fetch_name, fetch_list)) if fetch_list else ()
-        key = (tuple(signature), fetch_names)
-        version, plans = self._plans.get(program, (None, None))
-        if version != program._version:
-            plans = {}
-            self._plans[program] = (program._version, plans)
-        compiled = plans.get(key)
+                signature.append((name, value.shape, value.dtype))
+        key = (tuple(signature), tuple([f if type(f) is str else _fetch_name(f)
+                                        for f in fetch_list]) if fetch_list else ())
+        compiled = self._cache(program).get(key)
         if compiled is None:
-            compiled = _compile(program, arrays, fetch_names)
+            compiled = _compile(program, arrays, key[1])
+            plans = self._cache(program)
             if len(plans) >= _MAX_PLANS:
                 plans.pop(next(iter(plans)))
             plans[key] = compiled
-        outs = compiled.run(arrays, scope)
+        outs = compiled.run(arrays, _global_scope if scope is None else scope)
         if return_numpy:
             return [t.numpy() for t in outs]
         return outs
 
+    def _cache(self, program: Program) -> dict:
+        """The compiled plans of `program`'s current version."""
+        entry = self._plans.get(id(program))
+        if entry is None or entry[0]() is not program or entry[1] != program._version:
+            entry = (weakref.ref(program), program._version, {})
+            self._plans = {k: v for k, v in self._plans.items() if v[0]() is not None}
+            self._plans[id(program)] = entry
+        return entry[2]
+
     def plan_of(self, program: Program, feed: dict[str, Any] | None = None,
                 fetch_list: Sequence[Any] | None = None) -> Plan | None:
         """The compiled plan used for this signature (after a run), for inspection."""
-        version, plans = self._plans.get(program, (None, None))
-        if version != program._version:
-            return None
         block = program.global_block()
-        signature = tuple((name, tuple(np.shape(v)), str(_feed_value(block, name, v).dtype))
-                          for name, v in (feed or {}).items())
-        compiled = plans.get((signature, tuple(map(_fetch_name, fetch_list or ()))))
+        values = {n: _feed_value(block, n, v) for n, v in (feed or {}).items()}
+        signature = tuple((n, v.shape, v.dtype) for n, v in values.items())
+        compiled = self._cache(program).get(
+            (signature, tuple(map(_fetch_name, fetch_list or ()))))
         return None if compiled is None else compiled.plan
 
     def close(self) -> None:
-        self._plans = weakref.WeakKeyDictionary()
+        self._plans = {}
