@@ -8,7 +8,9 @@ scalar becomes a 0-d tensor of the other operand's dtype, and the kernel runs th
 gradient. Everything else (``fastop.tanh(x)``, ``x.mean()``, plugin ops) goes through the
 op registry and the eager dispatcher of :mod:`fastop.autograd._engine`.
 """
+from cpython.buffer cimport PyBUF_C_CONTIGUOUS, PyBuffer_Release, PyObject_GetBuffer
 from cpython.float cimport PyFloat_Check
+from libc.string cimport memcpy
 from libc.stddef cimport ptrdiff_t
 from cpython.long cimport PyLong_Check
 from fastop._core.storage cimport (DenseTensor, FASTOP_BOOL, FASTOP_FLOAT32,
@@ -37,6 +39,7 @@ cdef tuple _FAST_NAMES = ("add", "subtract", "multiply", "divide", "pow", "matmu
                           "greater_equal", "neg")
 cdef list _fast = [None] * N_FAST
 cdef tuple _DTYPE_NAMES = ("bool", "int32", "int64", "float32", "float64")
+cdef dict _NUMPY_CODES = {np.dtype(name): code for code, name in enumerate(_DTYPE_NAMES)}
 
 
 cdef OpInfo _fast_info(int which):
@@ -198,7 +201,7 @@ cdef Tensor add_tensors(Tensor a, Tensor b):
 def to_tensor(data, dtype=None, place=None, stop_gradient=True) -> Tensor:
     """A new Tensor holding a copy of data (a number, nested list, numpy array or tensor).
 
-    The dtype is ``dtype`` when given, else the array's (Python floats give float32,
+    The dtype is ``dtype`` when given, else the data's (Python floats give float32,
     ints int64, like PaddlePaddle). ``stop_gradient=False`` makes a trainable leaf
     (how parameters are made). ``place`` is accepted for PaddlePaddle compatibility
     (fastop runs on the CPU).
@@ -209,24 +212,25 @@ def to_tensor(data, dtype=None, place=None, stop_gradient=True) -> Tensor:
         arr = data
     else:
         arr = np.asarray(data)
-        if arr.dtype == np.float64:
+        if arr.dtype.kind == "f":
             arr = arr.astype(np.float32)
-    if dtype is not None:
-        target = as_dtype(dtype).numpy_dtype
-    elif arr.dtype.kind == "f" and arr.dtype.itemsize not in (4, 8):
-        target = np.float32
-    elif arr.dtype.kind in "iu" and (arr.dtype.itemsize < 4 or arr.dtype.kind == "u"):
-        target = np.int64
-    else:
-        target = arr.dtype
+    cdef int code = dtype_code(dtype) if dtype is not None else _NUMPY_CODES.get(arr.dtype, -1)
+    if code < 0:       # other numpy types: float16 -> float32, small/unsigned ints -> int64
+        code = FASTOP_FLOAT32 if arr.dtype.kind == "f" else FASTOP_INT64
     cdef ptrdiff_t shape[FASTOP_MAX_NDIM]
     cdef int i, nd = arr.ndim
     if nd > FASTOP_MAX_NDIM:
         raise ValueError(f"to_tensor: at most {FASTOP_MAX_NDIM} dimensions, got {nd}")
     for i in range(nd):
         shape[i] = arr.shape[i]
-    cdef Tensor t = <Tensor>alloc_tensor(Tensor, nd, shape, dtype_code(target))
-    np.copyto(t.numpy(), arr, casting="unsafe")
+    cdef Tensor t = <Tensor>alloc_tensor(Tensor, nd, shape, code)
+    cdef Py_buffer buf
+    if _NUMPY_CODES.get(arr.dtype, -1) == code and arr.flags.c_contiguous:
+        PyObject_GetBuffer(arr, &buf, PyBUF_C_CONTIGUOUS)
+        memcpy(t.view.data, buf.buf, buf.len)
+        PyBuffer_Release(&buf)
+    else:
+        np.copyto(t.numpy(), arr, casting="unsafe")
     t.requires_grad = not stop_gradient
     return t
 
@@ -234,7 +238,8 @@ def to_tensor(data, dtype=None, place=None, stop_gradient=True) -> Tensor:
 def from_numpy_tensor(array, stop_gradient=True) -> Tensor:
     """A Tensor sharing a numpy array's memory (no copy; the tensor keeps it alive),
     like ``torch.from_numpy``. For Python ops that compute with numpy."""
-    cdef Tensor t = <Tensor>from_numpy(array, Tensor)
+    cdef Tensor t = view_of(array) if isinstance(array, DenseTensor) else \
+        <Tensor>from_numpy(array, Tensor)
     t.requires_grad = not stop_gradient
     return t
 

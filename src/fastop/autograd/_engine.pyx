@@ -767,8 +767,10 @@ def apply_py_layer(cls, *args, **kwargs):
     cdef PyLayerNode ctx = _context_type()
     cdef bint need = False
     if _grad_enabled:
+        for x in inputs:
+            if (<Tensor>x).requires_grad:
+                need = True
         ctx.needs_input_grad = tuple([(<Tensor>x).requires_grad for x in inputs])
-        need = any(ctx.needs_input_grad)
     else:
         ctx.needs_input_grad = (False,) * len(inputs)
     ctx.cls = cls
@@ -810,8 +812,7 @@ cdef void _connect(PyLayerNode ctx, list inputs, list outs) except *:
         ctx.out_meta = tuple([_meta_of(<Tensor>o) if isinstance(o, Tensor) else None
                               for o in outs])
     if ctx.saved is not None:
-        ctx.saved_out = tuple([next((k for k in range(n) if outs[k] is s), -1)
-                               for s in ctx.saved])
+        ctx.saved_out = tuple([_position(outs, s) for s in ctx.saved])
     for k in range(n):
         o = outs[k]
         if not isinstance(o, Tensor) or not _is_float(<Tensor>o) or \
@@ -822,6 +823,15 @@ cdef void _connect(PyLayerNode ctx, list inputs, list outs) except *:
         v._node = ctx
         v._out_index = k
         outs[k] = v
+
+
+cdef Py_ssize_t _position(list items, object value):
+    """Index of value (by identity) in items, or -1."""
+    cdef Py_ssize_t k
+    for k in range(len(items)):
+        if items[k] is value:
+            return k
+    return -1
 
 
 cdef str _describe(object value):

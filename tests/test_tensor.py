@@ -1,0 +1,309 @@
+"""The eager Tensor API: creation, dtypes, numpy interop, repr, operators with scalars and
+broadcasting (against numpy), math functions, methods, indexing and its gradients."""
+import numpy as np
+import pytest
+
+import fastop
+from fastop.autograd import gradcheck
+from fastop.ops import registry
+
+
+def needs(*names):
+    """Skip unless the built-in ops ``fastop::<name>`` are registered (naming the missing)."""
+    missing = [f"fastop::{n}" for n in names if f"fastop::{n}" not in registry]
+    return pytest.mark.skipif(bool(missing), reason=f"built-in op(s) not registered yet: "
+                                                    f"{', '.join(missing)}")
+
+
+X = np.array([[0.3, -1.2, 0.7], [1.5, 0.1, -0.4]])
+
+
+# --------------------------------------------------------------------------- creation
+
+@pytest.mark.parametrize("data, dtype", [
+    (1.5, "float32"), ([1.0, 2.0], "float32"), ([1, 2], "int64"), (True, "bool"),
+    (np.arange(3, dtype=np.int32), "int32"), (X, "float64"),
+    (X.astype(np.float16), "float32"), (np.arange(3, dtype=np.uint8), "int64"),
+], ids=["float", "float-list", "int-list", "bool", "int32-array", "float64-array",
+        "float16-array", "uint8-array"])
+def test_to_tensor_dtypes(data, dtype):
+    t = fastop.to_tensor(data)
+    assert t.dtype == dtype and isinstance(t, fastop.Tensor)
+    np.testing.assert_array_equal(t.numpy(), np.asarray(data).astype(dtype))
+
+
+def test_to_tensor_copies_and_converts():
+    src = X.copy()
+    t = fastop.to_tensor(src, dtype="float32", stop_gradient=False)
+    src[...] = 0
+    assert t.dtype == fastop.float32 and not t.stop_gradient and t.is_leaf
+    np.testing.assert_allclose(t.numpy(), X.astype(np.float32))
+    again = fastop.to_tensor(t)
+    assert again.stop_gradient and not np.shares_memory(again.numpy(), t.numpy())
+    np.testing.assert_array_equal(fastop.Tensor(X).numpy(), X)
+    strided = fastop.to_tensor(X.T)
+    np.testing.assert_array_equal(strided.numpy(), X.T)
+
+
+def test_from_numpy_shares_memory():
+    a = X.copy()
+    t = fastop.from_numpy(a)
+    assert np.shares_memory(t.numpy(), a) and t.stop_gradient
+
+
+@pytest.mark.parametrize("fn", [fastop.randn, fastop.rand])
+def test_random_creation_is_reproducible_with_seed(fn):
+    fastop.seed(7)
+    a, c = fn([2, 3]), fn([2, 3], dtype="float64")
+    fastop.seed(7)
+    b, d = fn([2, 3]), fn([2, 3], dtype="float64")
+    assert a.shape == [2, 3] and a.dtype == fastop.float32 and c.dtype == fastop.float64
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    np.testing.assert_array_equal(c.numpy(), d.numpy())
+    assert not np.array_equal(a.numpy(), fn([2, 3]).numpy())
+    assert a.stop_gradient
+
+
+def test_rand_is_in_unit_interval():
+    values = fastop.rand([1000]).numpy()
+    assert values.min() >= 0 and values.max() < 1
+
+
+def test_filled_creation():
+    assert fastop.zeros([2, 3]).numpy().tolist() == [[0.0] * 3] * 2
+    assert fastop.ones(3, dtype="int64").numpy().tolist() == [1, 1, 1]
+    full = fastop.full([2], 2.5, dtype="float64")
+    assert full.dtype == fastop.float64 and full.numpy().tolist() == [2.5, 2.5]
+    like = fastop.ones_like(fastop.to_tensor(X))
+    assert like.dtype == fastop.float64 and like.shape == [2, 3]
+    assert fastop.zeros_like(like).numpy().sum() == 0
+    assert fastop.full_like(like, 4, dtype="int32").numpy().tolist() == [[4] * 3] * 2
+
+
+def test_arange():
+    assert fastop.arange(4).numpy().tolist() == [0, 1, 2, 3]
+    assert fastop.arange(4).dtype == fastop.int64
+    r = fastop.arange(0, 1, 0.25)
+    assert r.dtype == fastop.float32 and r.numpy().tolist() == [0, 0.25, 0.5, 0.75]
+    assert fastop.arange(1, 7, 2, dtype="float64").numpy().tolist() == [1.0, 3.0, 5.0]
+
+
+# --------------------------------------------------------------------------- attributes
+
+def test_attributes_and_numpy_zero_copy():
+    t = fastop.to_tensor(X)
+    assert t.shape == [2, 3] and isinstance(t.shape, list)
+    assert t.dtype == fastop.float64 and t.ndim == 2 and t.size == 6
+    assert t.stop_gradient and t.grad is None and t.is_leaf
+    view = t.numpy()
+    view[0, 0] = 42.0
+    assert t.numpy()[0, 0] == 42.0
+    assert fastop.to_tensor([[3.5]]).item() == 3.5
+    assert float(fastop.to_tensor(2.0)) == 2.0 and int(fastop.to_tensor(3)) == 3
+    with pytest.raises(ValueError, match="one element"):
+        t.item()
+
+
+def test_set_value_writes_in_place():
+    t = fastop.to_tensor(X, dtype="float32", stop_gradient=False)
+    before = t.data_ptr
+    t.set_value(np.ones((2, 3)))
+    assert t.data_ptr == before and t.numpy().tolist() == [[1.0] * 3] * 2
+    t.set_value(fastop.to_tensor(X))
+    np.testing.assert_allclose(t.numpy(), X.astype(np.float32))
+    with pytest.raises(ValueError, match=r"expected a value of shape \[2, 3\], got \[3\]"):
+        t.set_value(np.ones(3))
+
+
+def test_repr_looks_like_numpy_with_dtype_and_stop_gradient():
+    t = fastop.to_tensor([[1.0, 2.0], [3.0, 4.0]], stop_gradient=False)
+    assert repr(t) == ("Tensor(shape=[2, 2], dtype=float32, place=Place(cpu), "
+                       "stop_gradient=False,\n"
+                       "       [[1., 2.],\n"
+                       "        [3., 4.]])")
+    assert str(fastop.to_tensor(3)).endswith("stop_gradient=True,\n       3)")
+
+
+def test_detach_and_clear_grad():
+    t = fastop.to_tensor(X, stop_gradient=False)
+    d = t.detach()
+    assert d.stop_gradient and np.shares_memory(d.numpy(), t.numpy())
+    t.grad = fastop.ones([2, 3], dtype="float64")
+    t.clear_grad()
+    assert t.grad.numpy().sum() == 0 and t.grad.shape == [2, 3]
+    t.clear_grad(set_to_zero=False)
+    assert t.grad is None
+
+
+# --------------------------------------------------------------------------- operators
+
+BINARY = [
+    ("add", lambda a, b: a + b), ("subtract", lambda a, b: a - b),
+    ("multiply", lambda a, b: a * b), ("divide", lambda a, b: a / b),
+]
+
+
+@pytest.mark.parametrize("name, op", BINARY, ids=[n for n, _ in BINARY])
+def test_binary_operators_with_scalars_and_broadcasting(name, op):
+    if f"fastop::{name}" not in registry:
+        pytest.skip(f"built-in op(s) not registered yet: fastop::{name}")
+    a = X.astype(np.float32)
+    b = np.array([2.0, -3.0, 4.0], dtype=np.float32)
+    ta, tb = fastop.to_tensor(a), fastop.to_tensor(b)
+    for got, want in [(op(ta, tb), op(a, b)), (op(ta, 2), op(a, np.float32(2))),
+                      (op(2.5, ta), op(np.float32(2.5), a)), (op(ta, b), op(a, b)),
+                      (op(b, ta), op(b, a))]:
+        assert isinstance(got, fastop.Tensor) and got.dtype == fastop.float32
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+
+
+@needs("add", "cast")
+def test_integer_tensor_with_float_scalar_computes_in_float32():
+    out = fastop.to_tensor([1, 2]) + 0.5
+    assert out.dtype == fastop.float32 and out.numpy().tolist() == [1.5, 2.5]
+
+
+@needs("add")
+def test_binary_operator_dtype_mismatch_names_the_op():
+    with pytest.raises(TypeError, match="add"):
+        fastop.to_tensor(X) + fastop.to_tensor(X, dtype="float32")
+
+
+@needs("neg", "pow", "matmul")
+def test_neg_pow_matmul_operators():
+    t = fastop.to_tensor(X)
+    np.testing.assert_array_equal((-t).numpy(), -X)
+    np.testing.assert_allclose((t ** 2).numpy(), X ** 2)
+    np.testing.assert_allclose((t @ t.numpy().T).numpy(), X @ X.T)
+
+
+@pytest.mark.parametrize("name, op", [
+    ("equal", lambda a, b: a == b), ("not_equal", lambda a, b: a != b),
+    ("less_than", lambda a, b: a < b), ("less_equal", lambda a, b: a <= b),
+    ("greater_than", lambda a, b: a > b), ("greater_equal", lambda a, b: a >= b),
+])
+def test_comparisons_give_bool_tensors(name, op):
+    if f"fastop::{name}" not in registry:
+        pytest.skip(f"built-in op(s) not registered yet: fastop::{name}")
+    got = op(fastop.to_tensor(X), 0.1)
+    assert got.dtype == fastop.bool and got.stop_gradient
+    np.testing.assert_array_equal(got.numpy(), op(X, 0.1))
+
+
+def test_tensors_hash_by_identity():
+    a, b = fastop.to_tensor(X), fastop.to_tensor(X)
+    assert len({a, b}) == 2 and {a: 1}[a] == 1
+
+
+@needs("multiply", "add")
+def test_operator_gradients_with_broadcasting():
+    a = fastop.to_tensor(X, stop_gradient=False)
+    b = fastop.to_tensor([2.0, -3.0, 4.0], dtype="float64", stop_gradient=False)
+    (a * b + a).sum().backward() if "fastop::sum" in registry else (a * b + a).backward()
+    np.testing.assert_allclose(a.grad.numpy(), np.broadcast_to([3.0, -2.0, 5.0], X.shape))
+    np.testing.assert_allclose(b.grad.numpy(), X.sum(axis=0))
+
+
+# --------------------------------------------------------------------------- math functions
+
+UNARY = {
+    "tanh": np.tanh, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "square": np.square,
+    "abs": np.abs, "relu": lambda a: np.maximum(a, 0), "sigmoid": lambda a: 1 / (1 + np.exp(-a)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_functions_match_numpy(name):
+    if f"fastop::{name}" not in registry:
+        pytest.skip(f"built-in op(s) not registered yet: fastop::{name}")
+    a = np.abs(X) + 0.1 if name in ("log", "sqrt") else X
+    got = getattr(fastop, name)(fastop.to_tensor(a))
+    np.testing.assert_allclose(got.numpy(), UNARY[name](a), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["add", "subtract", "multiply", "divide"])
+def test_binary_functions_match_numpy(name):
+    if f"fastop::{name}" not in registry:
+        pytest.skip(f"built-in op(s) not registered yet: fastop::{name}")
+    got = getattr(fastop, name)(fastop.to_tensor(X), fastop.to_tensor(np.cos(X)))
+    np.testing.assert_allclose(got.numpy(), getattr(np, name)(X, np.cos(X)))
+
+
+@needs("matmul")
+def test_matmul_function():
+    t = fastop.to_tensor(X)
+    np.testing.assert_allclose(fastop.matmul(t, t, transpose_y=True).numpy(), X @ X.T)
+
+
+@pytest.mark.parametrize("name", ["mean", "sum", "max"])
+@pytest.mark.parametrize("axis, keepdim", [(None, False), (1, False), (0, True), ([0, 1], False)])
+def test_reductions_function_and_method(name, axis, keepdim):
+    if f"fastop::{name}" not in registry:
+        pytest.skip(f"built-in op(s) not registered yet: fastop::{name}")
+    t = fastop.to_tensor(X)
+    want = getattr(np, name)(X, axis=None if axis is None else tuple(np.atleast_1d(axis)),
+                             keepdims=keepdim)
+    for got in (getattr(fastop, name)(t, axis=axis, keepdim=keepdim),
+                getattr(t, name)(axis=axis, keepdim=keepdim)):
+        np.testing.assert_allclose(got.numpy(), want)
+
+
+@needs("reshape", "transpose", "concat")
+def test_shape_functions_and_methods():
+    t = fastop.to_tensor(X)
+    assert fastop.reshape(t, [3, 2]).shape == [3, 2] and t.reshape([-1]).shape == [6]
+    np.testing.assert_array_equal(fastop.transpose(t, [1, 0]).numpy(), X.T)
+    np.testing.assert_array_equal(t.T.numpy(), X.T)
+    np.testing.assert_array_equal(fastop.concat([t, t], axis=1).numpy(),
+                                  np.concatenate([X, X], axis=1))
+
+
+@needs("cast")
+def test_astype():
+    t = fastop.to_tensor(X).astype("int32")
+    assert t.dtype == fastop.int32 and t.numpy().tolist() == X.astype(np.int32).tolist()
+
+
+# --------------------------------------------------------------------------- indexing
+
+@pytest.mark.parametrize("key", [0, -1, (1, 2), slice(None, None, 2), (Ellipsis, 1),
+                                 (None, 0), (slice(1, None), slice(None, None, -1))],
+                         ids=["int", "negative", "pair", "step", "ellipsis", "newaxis",
+                              "reversed"])
+def test_basic_indexing_is_a_view(key):
+    t = fastop.to_tensor(X)
+    got = t[key]
+    assert isinstance(got, fastop.Tensor)
+    np.testing.assert_array_equal(got.numpy(), X[key])
+    if got.size:
+        assert np.shares_memory(got.numpy(), t.numpy())
+
+
+@pytest.mark.parametrize("key", [[1, 0, 1], (slice(None), [2, 0]),
+                                 np.array([[0], [1]]), (0, fastop.to_tensor([2, 2]))],
+                         ids=["rows", "columns", "2d-index", "tensor-index"])
+def test_integer_array_gather(key):
+    t = fastop.to_tensor(X)
+    np_key = tuple(k.numpy() if isinstance(k, fastop.Tensor) else k for k in key) \
+        if isinstance(key, tuple) else key
+    np.testing.assert_array_equal(t[key].numpy(), X[np_key])
+
+
+def test_indexing_gradients_scatter_and_add_repeated_indices():
+    t = fastop.to_tensor(X, stop_gradient=False)
+    t[[1, 0, 1]].backward(fastop.to_tensor(np.arange(9.0).reshape(3, 3)))
+    np.testing.assert_array_equal(t.grad.numpy(), [[3, 4, 5], [6 + 0, 8, 10]])
+    s = fastop.to_tensor(X, stop_gradient=False)
+    s[:, 1].backward()
+    np.testing.assert_array_equal(s.grad.numpy(), [[0, 1, 0], [0, 1, 0]])
+    assert gradcheck(lambda v: v[1:, ::-1], [s])
+    assert gradcheck(lambda v: v[[0, 0, 1], [2, 2, 0]], [s])
+
+
+def test_indexing_gradient_is_differentiable_again():
+    t = fastop.to_tensor(X, stop_gradient=False)
+    seed = fastop.to_tensor(np.ones(3), stop_gradient=False)
+    (g,) = fastop.grad(t[1], t, seed, create_graph=True)
+    assert not g.stop_gradient
+    (gg,) = fastop.grad(g[1], seed)
+    np.testing.assert_array_equal(gg.numpy(), [1.0, 1.0, 1.0])
