@@ -277,13 +277,13 @@ def _compile(program: Program, feeds: dict[str, Any],
         if var.constant is not None:
             kinds.append("const")
             consts.append(name)
+        elif name in feeds:
+            kinds.append("feed")
         elif var.persistable:
             kinds.append("persist")
             access, k = first_access.get(name, ("read", -1))
             persists.append((name, slot[name], labels[k] if access == "read" and k >= 0
                              else "fetch_list" if access == "read" else None))
-        elif name in feeds:
-            kinds.append("feed")
         elif writers.get(name):
             if any(lowered[k] is None for k in writers[name]):
                 kinds.append("external")

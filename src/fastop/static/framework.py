@@ -64,7 +64,7 @@ class Variable:
     Arithmetic operators and fastop functions on Variables append operators.
     """
 
-    __array_priority__ = 100  # numpy scalars/arrays defer to our reflected operators
+    __array_ufunc__ = None  # numpy arrays and scalars defer to our reflected operators
 
     def __init__(self, block: Block, name: str, shape: Any, dtype: Any, *,
                  persistable: bool = False, stop_gradient: bool = False,

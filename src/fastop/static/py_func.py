@@ -75,6 +75,9 @@ class PyFuncOp:
         self.skip_positions = sorted(skip_positions)
         self.label = ("py_func" if role == "forward" else "py_func_grad") + \
             f"[{_func_name(func)}]"
+        # per output: (ndim, positions of known dims, their sizes) for a fast check
+        self._known = [(len(m.shape), [i for i, d in enumerate(m.shape) if d is not None],
+                        [d for d in m.shape if d is not None]) for m in self.out_metas]
         self._warned: set[tuple[str, str]] = set()
 
     # -- the OpDef interface the IR, backward and executor use --------------------------
@@ -108,11 +111,12 @@ class PyFuncOp:
                 f"{self.label}: {_func_name(self.func)} returned {len(values)} value(s), "
                 f"expected {self.expected} {what}"
                 + (f" ({', '.join(self.out_names)})" if self.role == "forward" else ""))
-        return tuple(self._conform(values[i], meta, name, tensors)
-                     for i, meta, name in zip(self.keep, self.out_metas, self.out_names))
+        return tuple([self._conform(values[i], k, tensors)
+                      for i, k in zip(self.keep, range(len(self.keep)))])
 
-    def _conform(self, value: Any, meta: TensorMeta, name: str,
-                 inputs: Sequence[Any]) -> DenseTensor:
+    def _conform(self, value: Any, k: int, inputs: Sequence[Any]) -> DenseTensor:
+        """Output `k`'s value checked against its declaration, as a DenseTensor."""
+        meta, name = self.out_metas[k], self.out_names[k]
         if value is None:
             if self.role == "backward" and None not in meta.shape:
                 return from_numpy(np.zeros(meta.shape, meta.dtype.numpy_dtype))
@@ -122,26 +126,32 @@ class PyFuncOp:
                    f"{_shape_str(meta.shape)} is not fully known; return an array"
                    if self.role == "backward" else ""))
         if isinstance(value, DenseTensor):
-            tensor, dtype, shape = value, value.dtype, value.shape
+            array, shape = value, value.shape
+            if value.dtype != meta.dtype:
+                array = self._convert(np.asarray(value), meta, name)
         else:
-            array = np.asarray(value)
-            try:
-                dtype = as_dtype(array.dtype)
-            except TypeError as exc:
-                raise TypeError(f"{self.label}: '{name}' came back with unsupported "
-                                f"dtype {array.dtype}") from exc
-            tensor, shape = None, list(array.shape)
-        if dtype != meta.dtype:
-            self._break_contract(name, f"dtype {meta.dtype.name}", f"dtype {dtype.name}")
-            tensor, array = None, np.asarray(value).astype(meta.dtype.numpy_dtype)
-        if len(shape) != meta.ndim or any(d is not None and d != s
-                                          for d, s in zip(meta.shape, shape)):
-            self._break_contract(name, f"shape {_shape_str(meta.shape)}", f"shape {shape}")
-        if tensor is None:
-            tensor = from_numpy(np.asarray(array, order="C"))
-        elif not tensor.is_contiguous():
-            tensor = tensor.contiguous()
-        return tensor.copy() if _aliases(tensor, inputs) else tensor
+            array = value if type(value) is np.ndarray else np.asarray(value)
+            shape = array.shape
+            if array.dtype != meta.dtype.numpy_dtype:
+                array = self._convert(array, meta, name)
+        ndim, positions, sizes = self._known[k]
+        if len(shape) != ndim or [shape[i] for i in positions] != sizes:
+            self._break_contract(name, f"shape {_shape_str(meta.shape)}",
+                                 f"shape {list(shape)}")
+        if type(array) is np.ndarray:
+            owned = array.base is None       # fresh memory: cannot alias an input
+            tensor = from_numpy(array if array.flags.c_contiguous else np.ascontiguousarray(array))
+        else:
+            owned, tensor = False, array if array.is_contiguous() else array.contiguous()
+        return tensor if owned or not _aliases(tensor, inputs) else tensor.copy()
+
+    def _convert(self, array: np.ndarray, meta: TensorMeta, name: str) -> np.ndarray:
+        try:
+            actual = as_dtype(array.dtype).name
+        except TypeError:
+            actual = str(array.dtype)
+        self._break_contract(name, f"dtype {meta.dtype.name}", f"dtype {actual}")
+        return array.astype(meta.dtype.numpy_dtype)
 
     def _break_contract(self, name: str, declared: str, actual: str) -> None:
         message = (f"{self.label}: '{name}' was declared with {declared} but "
