@@ -178,6 +178,7 @@ def test_bench_runs_each_thread_count_in_its_own_process(tmp_path):
             record["pid"] = os.getpid()
             path = {str(tmp_path)!r} + f"/env_{{suite.threads}}.json"
             open(path, "w").write(json.dumps(record))
+            print("chatty bench module")
             suite.add("fake", "sum", fastop=lambda: sum(range(10)),
                       numpy=lambda: sum(range(20)), work=10, target="≥ 1.0× numpy")
     """)
@@ -204,8 +205,9 @@ def test_bench_runs_each_thread_count_in_its_own_process(tmp_path):
         assert r["speedup_vs_numpy"] == pytest.approx(r["times"]["numpy"]
                                                       / r["times"]["fastop"])
         assert r["speedup_vs_torch"] is None and r["target"] == "≥ 1.0× numpy"
-    table = proc.stdout.splitlines()
+    table = proc.stdout.splitlines()   # only the table: module output goes to stderr
     assert table[0].split()[:3] == ["group", "case", "threads"] and len(table) == 4
+    assert proc.stderr.count("chatty bench module") == 2
     markdown = md.read_text().splitlines()
     assert markdown[0].startswith("`python -m fastop bench --quick --no-torch --threads 1,2")
     assert report["machine"]["cpu"] in markdown[2]

@@ -332,6 +332,13 @@ def _worker_env(threads: int) -> dict[str, str]:
     return env
 
 
+def _stderr_fd() -> int | None:
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):   # replaced stderr (tests, IDEs)
+        return None
+
+
 def _run_threads(threads: int, args: argparse.Namespace, directory: Path
                  ) -> tuple[list[Result], list[dict[str, Any]], dict[str, Any]]:
     """Run the worker for one thread count; returns its results, errors, and the thread
@@ -342,7 +349,8 @@ def _run_threads(threads: int, args: argparse.Namespace, directory: Path
                "--threads", str(threads), "--dir", str(directory)]
         cmd += ["--quick"] * args.quick + ["--no-torch"] * args.no_torch
         cmd += ["--filter", args.filter] if args.filter else []
-        proc = subprocess.run(cmd, env=_worker_env(threads))
+        # whatever bench modules print goes to stderr: stdout carries only the table
+        proc = subprocess.run(cmd, env=_worker_env(threads), stdout=_stderr_fd())
         records = [json.loads(line) for line in out.read_text().splitlines()] \
             if out.exists() else []
     results, errors, run_info, started = [], [], {"threads": threads}, None
