@@ -5,10 +5,11 @@ Benchmarks live in ``benchmarks/bench_<topic>.py`` modules, each with a
 
     def register(suite):
         n = 100_000 if suite.quick else 4_000_000
-        x = np.random.rand(n).astype(np.float32)
-        suite.add("elementwise", f"tanh {n}", fastop=lambda: kernels.tanh(x),
-                  numpy=lambda: np.tanh(x),
-                  torch=(lambda: suite.torch.tanh(tx)) if suite.torch else None,
+        x = np.random.default_rng(0).random(n, dtype=np.float32)
+        tx = suite.torch.from_numpy(x) if suite.torch else None
+        suite.add("reduce", f"sum f32 {n}", fastop=lambda: reduce.sum(x),
+                  numpy=lambda: np.sum(x),
+                  torch=(lambda: suite.torch.sum(tx)) if suite.torch else None,
                   work=n, unit="elem", target="≥ 1.0× numpy")
 
 ``suite.quick`` selects small sizes, ``suite.torch`` is the torch module (None when it
@@ -42,7 +43,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from fastop import __version__
+import fastop
 
 __all__ = ["Case", "Suite", "Result", "measure_case", "speedup", "find_bench_dir",
            "load_modules", "run", "run_command", "format_table", "format_markdown",
@@ -303,7 +304,6 @@ def _worker(args: argparse.Namespace) -> int:
             out.write(json.dumps(record) + "\n")
             out.flush()
 
-        import fastop
         emit(event="run", fastop_threads=fastop.get_num_threads(),
              torch_threads=torch.get_num_threads() if torch is not None else None)
         for error in load_modules(Path(args.dir), suite):
@@ -509,7 +509,7 @@ def run(args: argparse.Namespace) -> int:
         "machine": machine_info(),
         # other processes' load skews timings: 1-minute load average before and after
         "load_average": [load_before, _load_average()],
-        "versions": {"fastop": __version__,
+        "versions": {"fastop": fastop.__version__,
                      "numpy": _dist_version("numpy"),
                      "torch": _dist_version("torch")},
         "runs": runs,   # per worker: the thread counts fastop and torch really used
