@@ -214,24 +214,19 @@ def _flat_inputs(op: Operator) -> list[Variable | None]:
 
 
 def _c_kernel(op: Operator) -> tuple[CKernel, int] | None:
-    """The op's C kernel and the dtype code selecting its function, if it has one."""
+    """The op's C kernel and the dtype code selecting its function, if it has one for
+    the dtype of the kernel's dispatch input."""
     if isinstance(op.opdef, PyFuncOp):
         return None
     flat = op.input_vars()
     if len(flat) > _MAX_OPERANDS or len(op.outputs) > _MAX_OPERANDS:
         return None
-    dtype = flat[0].dtype if flat else op.outputs[0].dtype
-    try:
-        kernel = op.opdef.kernel_for(dtype)
-    except TypeError:
-        return None  # invoke raises the registry's error, naming the op
-    if not isinstance(kernel, CKernel):
-        return None
-    d = kernel.dispatch_input
-    dispatch = flat[d].dtype if 0 <= d < len(flat) else dtype
-    if dispatch.name not in kernel.dtypes:
-        return None
-    return kernel, dispatch.code
+    for kernel in dict.fromkeys(k for k in op.opdef.kernels.values() if isinstance(k, CKernel)):
+        d = kernel.dispatch_input
+        dispatch = flat[d].dtype if 0 <= d < len(flat) else op.outputs[0].dtype
+        if dispatch.name in kernel.dtypes:
+            return kernel, dispatch.code
+    return None
 
 
 def _compile(program: Program, feeds: dict[str, Any],
