@@ -145,3 +145,29 @@ def test_load_checks_parameters(static_env, exe, funcs, tmp_path):
     with pytest.raises(ValueError, match=r"'l1.w_0' is float32\[5, 5\] in the program but "
                                          r"float32\[3, 4\] in the file"):
         static.load(other, path, var_list=[other.global_block().var("l1.w_0")])
+
+
+@pytest.mark.skipif("activations::swish" not in fastop.ops.registry,
+                    reason="the fastop-activations plugin is not installed")
+def test_plugin_ops_run_and_are_saved_with_their_distribution(static_env, exe, tmp_path):
+    main, _, _ = static_env
+    swish = fastop.ops.activations.swish
+    x = static.data("x", [3], "float64")
+    y = swish(x, beta=2.0)
+    (dx,) = static.gradients([y], [x])
+    xv = np.array([-1.0, 0.5, 2.0])
+    out, g = exe.run(main, feed={"x": xv}, fetch_list=[y, dx])
+    s = 1 / (1 + np.exp(-2 * xv))
+    np.testing.assert_allclose(out, xv * s)
+    np.testing.assert_allclose(g, s + 2 * xv * s * (1 - s))
+    path = str(tmp_path / "m")
+    static.save(main, path)
+    with open(path + ".program.json") as f:
+        ops = json.load(f)["ops"]
+    assert {(op["op"], op["plugin"]) for op in ops} == {
+        ("activations::swish", "fastop-activations"),
+        ("activations::swish_grad", "fastop-activations")}
+    loaded = static.load_program(path)
+    out2, g2 = exe.run(loaded, feed={"x": xv}, fetch_list=[y.name, dx.name])
+    np.testing.assert_array_equal(out2, out)
+    np.testing.assert_array_equal(g2, g)
