@@ -155,6 +155,10 @@ cdef inline void _kept_offsets(const Plan* p, ptrdiff_t o, ptrdiff_t* xoff,
     """Input and output byte offsets of output element o (kept dims, last fastest)."""
     cdef int i
     cdef ptrdiff_t q
+    if p.nk == 1:       # one kept dim: no division
+        xoff[0] = o * p.kin[0]
+        ooff[0] = o * p.kout[0]
+        return
     xoff[0] = 0
     ooff[0] = 0
     for i in range(p.nk - 1, -1, -1):

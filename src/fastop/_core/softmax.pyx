@@ -204,6 +204,8 @@ cdef inline ptrdiff_t _row_offset(const Rows* R, const fastop_view* v, ptrdiff_t
     """Byte offset in v of row r (rows enumerate the dims of R.shape but the axis)."""
     cdef int d
     cdef ptrdiff_t off = 0, q
+    if R.ndim <= 2:     # one row dim: no division
+        return r * v.strides[1 - R.axis] if R.ndim == 2 else 0
     for d in range(R.ndim - 1, -1, -1):
         if d != R.axis:
             q = r % R.shape.shape[d]
