@@ -310,6 +310,10 @@ cdef class Tensor(DenseTensor):
 
     clear_gradient = clear_grad
 
+    def gradient(self):
+        """The gradient as a numpy array, or None (PaddlePaddle's ``Tensor.gradient``)."""
+        return None if self.grad is None else self.grad.numpy()
+
     def detach(self) -> Tensor:
         """A view of the same memory that is cut from the graph (stop_gradient=True)."""
         return view_of(self)
