@@ -8,9 +8,9 @@ label, ignore_index=-100) -> (loss, softmax)`` with integer labels of shape ``[N
 ``softmax_cross_entropy_grad(label, softmax, dloss)``.
 
 Rules: softmax → softmax_grad, log_softmax → log_softmax_grad, cross-entropy →
-softmax_cross_entropy_grad (plus softmax_grad when the softmax output has a gradient
-too). softmax_grad and log_softmax_grad are differentiable again (their rules use
-elementwise ops and sum); softmax_cross_entropy_grad is not.
+softmax_cross_entropy_grad (through the loss only: the softmax output is auxiliary, as
+in PaddlePaddle). softmax_grad and log_softmax_grad are differentiable again (their
+rules use elementwise ops and sum); softmax_cross_entropy_grad is not.
 """
 from __future__ import annotations
 
@@ -80,14 +80,11 @@ def register(registry) -> None:
 
     @ce.grad(needs=("label", "softmax"))
     def _(label, softmax, dloss, dsoftmax, ignore_index):
-        dlogits = None
-        if dloss is not None:
-            dlogits = op("softmax_cross_entropy_grad")(label, softmax, dloss,
-                                                       ignore_index=ignore_index)
-        if dsoftmax is not None:
-            extra = op("softmax_grad")(softmax, dsoftmax, axis=-1)
-            dlogits = extra if dlogits is None else op("add")(dlogits, extra)
-        return dlogits, None
+        # As in PaddlePaddle, the softmax output is auxiliary: only the loss carries a
+        # gradient (engines pass zeros for dsoftmax; adding softmax_grad of zeros
+        # would cost two passes per step). Differentiate fastop::softmax instead.
+        return op("softmax_cross_entropy_grad")(label, softmax, dloss,
+                                                ignore_index=ignore_index), None
 
     registry.define_ckernel(
         "fastop::softmax_cross_entropy_grad", _kernels.softmax_cross_entropy_grad,
