@@ -198,6 +198,20 @@ def test_concat_grad_slices_dy():
         np.testing.assert_array_equal(np.asarray(g), want)
 
 
+def test_concat_grad_allows_one_unknown_size():
+    """In a static graph one input's size along the axis may be unknown (None)."""
+    from types import SimpleNamespace
+    dy = rand(2, 9, seed=4)
+    for sizes in ([2, None, 4], [None, 3, 4], [2, 3, None]):
+        xs = [SimpleNamespace(shape=[2, s]) for s in sizes]
+        (grads,) = op("concat").grad_rule.fn(xs, from_numpy(dy), axis=1)
+        for g, want in zip(grads, np.split(dy, [2, 5], axis=1)):
+            np.testing.assert_array_equal(np.asarray(g), want)
+    with pytest.raises(ValueError, match=r"fastop::concat: the gradient needs the size"):
+        op("concat").grad_rule.fn([SimpleNamespace(shape=[None])] * 2, from_numpy(dy[0]),
+                                  axis=0)
+
+
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_gather_and_gather_grad_grads(axis):
     index = np.array([[2, 0], [2, 1]])

@@ -231,15 +231,9 @@ def register(registry) -> None:
     @concat.grad(needs=("xs",))
     def _(xs, dy, axis):
         ax = axis + len(xs[0].shape) if axis < 0 else axis
-        sizes = [x.shape[ax] for x in xs]
-        if any(s is None or s < 0 for s in sizes):
-            raise ValueError(f"fastop::concat: the gradient needs every input's size along "
-                             f"axis {axis}, got {sizes}")
-        grads, start = [], 0
-        for s in sizes:
-            grads.append(op("slice")(dy, axes=[ax], starts=[start], ends=[start + s]))
-            start += s
-        return (grads,)
+        bounds = _concat_bounds([x.shape[ax] for x in xs], axis)
+        return ([op("slice")(dy, axes=[ax], starts=[start], ends=[end])
+                 for start, end in bounds],)
 
     gather = registry.define_ckernel(
         "fastop::gather", _kernels.gather, attrs={"axis": 0}, differentiable=("x",),
@@ -298,6 +292,30 @@ def register(registry) -> None:
     @unsqueeze.grad(needs=("x",))
     def _(x, dy, axis):
         return (op("squeeze")(dy, axis=_inserted("fastop::unsqueeze", len(x.shape), axis)),)
+
+
+def _concat_bounds(sizes: Sequence[Any], axis: int) -> list[tuple[int, int]]:
+    """slice bounds of each input of a concat in its output. One size may be unknown
+    (static graphs): inputs after it are addressed from the end."""
+    unknown = [i for i, s in enumerate(sizes) if s is None or s < 0]
+    if len(unknown) > 1:
+        raise ValueError(f"fastop::concat: the gradient needs the size along axis {axis} "
+                         f"of all inputs but one, got {list(sizes)}")
+    u = unknown[0] if unknown else len(sizes)
+    bounds, start = [], 0
+    for s in sizes[:u]:
+        bounds.append((start, start + s))
+        start += s
+    if unknown:
+        end = -sum(sizes[u + 1:])
+        bounds.append((start, end or _END))
+        for s in sizes[u + 1:]:
+            bounds.append((end, end + s or _END))
+            end += s
+    return bounds
+
+
+_END = 2**62   # a slice end past any dim (slice clamps it)
 
 
 def _concat_meta(xs: Sequence[TensorMeta], axis: int) -> tuple[list[Any], Any]:
