@@ -311,3 +311,20 @@ def test_regression_losses(reduction, layer, ref, dref):
 def test_regression_loss_bad_reduction():
     with pytest.raises(ValueError, match="mse_loss: reduction"):
         F.mse_loss(t(np.zeros(2)), t(np.zeros(2)), reduction="avg")
+
+
+@pytest.mark.parametrize("act", [nn.Tanh, nn.ReLU, nn.Sigmoid])
+def test_sequential_fuses_linear_activation_with_same_results(act):
+    fastop.seed(1)
+    seq = nn.Sequential(nn.Linear(5, 4), act(), nn.Linear(4, 3)).to(dtype="float64")
+    x = rng.standard_normal((6, 5))
+    fused = seq(t(x))
+    fused.sum().backward()
+    grads = [p.grad.numpy().copy() for p in seq.parameters()]
+    for p in seq.parameters():
+        p.clear_grad(set_to_zero=False)
+    unfused = seq[2](seq[1](seq[0](t(x))))
+    unfused.sum().backward()
+    np.testing.assert_allclose(fused.numpy(), unfused.numpy(), **TOL["float64"])
+    for g, p in zip(grads, seq.parameters()):
+        np.testing.assert_allclose(g, p.grad.numpy(), **TOL["float64"])
