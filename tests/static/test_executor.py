@@ -213,3 +213,24 @@ def test_memory_plan_of_a_10_layer_mlp(static_env, exe):
     assert plan.arena_bytes <= 1.3 * plan.min_live_bytes
     assert plan.arena_bytes < 0.5 * all_bytes
     assert len(grads) == 20
+
+
+def test_views_returned_by_python_ops_keep_their_input_alive(static_env, exe):
+    """A Python kernel returning a view of an arena buffer: the buffer is not reused
+    while the view is live."""
+    main, _, _ = static_env
+    if "static_test::transpose_view" in registry:
+        view = registry.get("static_test::transpose_view")
+    else:
+        view = registry.define("static_test::transpose_view", inputs=["x"], outputs=["out"],
+                               meta=lambda x: ([x.shape[1], x.shape[0]], x.dtype))
+        view.kernel()(lambda x: x.T)
+    x = static.data("x", [4, 4], "float64")
+    v = view(mm(x, x))
+    b = mm(x, x, transpose_x=True)
+    d = mm(b, x)
+    e = mm(mm(d, x), mm(v, x))
+    xv = np.arange(16.0).reshape(4, 4) / 10
+    for _ in range(3):
+        (r,) = exe.run(main, feed={"x": xv}, fetch_list=[e])
+        np.testing.assert_allclose(r, xv.T @ xv @ xv @ xv @ ((xv @ xv).T @ xv), rtol=1e-12)

@@ -173,18 +173,6 @@ cdef class Plan:
         self.persist_slots = persists
         self.fetch_slots = fetches
 
-    # -- introspection -----------------------------------------------------------------
-    def slot_shape(self, int slot) -> list:
-        """The shape a slot had in the last run (or its planned shape)."""
-        return shape_of(&self.views[slot])
-
-    def live_range(self, int slot) -> tuple:
-        return (self.first_def[slot], self.last_use[slot])
-
-    def kernel_of(self, int op):
-        """The CKernel or Python callable of op `op`."""
-        return self.py_calls[op]
-
     # -- running -----------------------------------------------------------------------
     def run(self, dict feeds, dict scope) -> list:
         """Run every op once; return the fetched values as DenseTensors.
@@ -364,9 +352,19 @@ cdef class Plan:
 
     cdef int _lay_out_arena(self) except -1:
         """Place every arena slot at an offset: biggest first, lowest offset that no
-        slot with an overlapping live range occupies (greedy by size)."""
-        cdef int s, t
+        slot with an overlapping live range occupies (greedy by size). Records the
+        arena's size and the minimum live set (the most bytes live at one op)."""
+        cdef int s, t, i
         cdef ptrdiff_t size, off, total = 0, live, peak = 0
+        # A Python op's result may be a view of its inputs (reshape, broadcast): its
+        # inputs stay live as long as its outputs (latest ops first, so chains extend).
+        last_use = [self.last_use[s] for s in range(self.n_slots)]
+        for i in range(self.n_ops - 1, -1, -1):
+            if self.ops[i].kind == OP_PY and self.ops[i].n_out:
+                until = max([last_use[self.ops[i].outs[t]] for t in range(self.ops[i].n_out)])
+                for s in self.py_ins[i]:
+                    if s >= 0 and last_use[s] < until:
+                        last_use[s] = until
         slots = []
         for s in range(self.n_slots):
             if self.kinds[s] == SLOT_ARENA and self.first_def[s] >= 0:
@@ -376,7 +374,7 @@ cdef class Plan:
         placed = []   # (offset, aligned size, first, last)
         offsets = {}
         for neg, first, s, size in slots:
-            last = self.last_use[s]
+            last = last_use[s]
             busy = sorted((p[0], p[1]) for p in placed if p[2] <= last and first <= p[3])
             off = 0
             for p_off, p_size in busy:
@@ -389,7 +387,7 @@ cdef class Plan:
         for t in range(self.n_ops):
             live = 0
             for neg, first, s, size in slots:
-                if first <= t <= self.last_use[s]:
+                if first <= t <= last_use[s]:
                     live += size
             peak = max(peak, live)
         self.arena = alloc_tensor(DenseTensor, 1, &total, FASTOP_BOOL)

@@ -185,25 +185,53 @@ class _Compiled:
             raise
 
 
-def _python_call(op: Operator) -> Any:
-    """The executor callable of a registry op run through ``OpDef.invoke``: regroups
-    the flat input tensors (variadic lists, absent optional inputs) first."""
-    opdef, attrs = op.opdef, op.attrs
-    sizes = [len(x) if isinstance(x, list) else None for x in op.inputs]
-    if all(s is None for s in sizes):
-        return lambda *tensors: opdef.invoke(tensors, attrs)
+class _PythonKernel:
+    """The executor callable of a registry op with a Python kernel: numpy arrays in, the
+    kernel's results checked against the output variables' dtype and known dims (what
+    the op's meta function said while the program was built) and wrapped, no copy."""
 
-    def call(*tensors: Any) -> tuple:
-        grouped, k = [], 0
-        for size in sizes:
-            if size is None:
-                grouped.append(tensors[k])
-                k += 1
-            else:
-                grouped.append(list(tensors[k:k + size]))
-                k += size
-        return opdef.invoke(grouped, attrs)
-    return call
+    __slots__ = ("name", "kernel", "attrs", "sizes", "checks")
+
+    def __init__(self, op: Operator, kernel: Any) -> None:
+        self.name, self.kernel, self.attrs = op.opdef.name, kernel, op.attrs
+        sizes = [len(x) if isinstance(x, list) else None for x in op.inputs]
+        self.sizes = None if all(s is None for s in sizes) else sizes
+        self.checks = [(spec.name, v.dtype.numpy_dtype, v.ndim,
+                        [i for i, d in enumerate(v.shape) if d is not None],
+                        [d for d in v.shape if d is not None], v.shape)
+                       for spec, v in zip(op.opdef.outputs, op.outputs)]
+
+    def __call__(self, *tensors: Any) -> tuple:
+        arrays = [None if t is None else np.asarray(t) for t in tensors]
+        if self.sizes is not None:
+            grouped, k = [], 0
+            for size in self.sizes:
+                grouped.append(arrays[k] if size is None else arrays[k:k + size])
+                k += 1 if size is None else size
+            arrays = grouped
+        try:
+            result = self.kernel(*arrays, **self.attrs)
+        except Exception as exc:
+            add_note(exc, f"raised inside the Python kernel of op '{self.name}'")
+            raise
+        results = result if isinstance(result, (tuple, list)) else (result,)
+        if len(results) != len(self.checks):
+            raise ValueError(f"{self.name}: the Python kernel returned {len(results)} "
+                             f"value(s), expected {len(self.checks)} "
+                             f"({', '.join(c[0] for c in self.checks)})")
+        out = []
+        for (name, dtype, ndim, positions, sizes, shape), value in zip(self.checks, results):
+            array = value if type(value) is np.ndarray else np.asarray(value)
+            if array.dtype != dtype:
+                raise TypeError(f"{self.name}: output '{name}' should have dtype {dtype}, "
+                                f"the kernel returned {array.dtype}")
+            if array.ndim != ndim or [array.shape[i] for i in positions] != sizes:
+                raise ValueError(f"{self.name}: output '{name}' should have shape "
+                                 f"{shape}, the kernel returned {list(array.shape)}")
+            if not (array.flags.c_contiguous or array.flags.f_contiguous) and array.size:
+                array = np.ascontiguousarray(array)      # as OpDef.check_results does
+            out.append(from_numpy(array))
+        return tuple(out)
 
 
 def _flat_inputs(op: Operator) -> list[Variable | None]:
@@ -227,6 +255,28 @@ def _c_kernel(op: Operator) -> tuple[CKernel, int] | None:
         if dispatch.name in kernel.dtypes:
             return kernel, dispatch.code
     return None
+
+
+def _python_call(op: Operator) -> Any:
+    """One Python call per run: a Python kernel, or ``OpDef.invoke`` for a C kernel run
+    on a dtype it lacks (invoke finds the fallback or raises the registry's error)."""
+    flat = op.input_vars()
+    try:
+        kernel = op.opdef.kernel_for(flat[0].dtype if flat else op.outputs[0].dtype)
+    except TypeError:
+        kernel = None
+    if kernel is not None and not isinstance(kernel, CKernel):
+        return _PythonKernel(op, kernel)
+    sizes = [len(x) if isinstance(x, list) else None for x in op.inputs]
+    opdef, attrs = op.opdef, op.attrs
+
+    def invoke(*tensors: Any) -> tuple:
+        grouped, k = [], 0
+        for size in sizes:
+            grouped.append(tensors[k] if size is None else list(tensors[k:k + size]))
+            k += 1 if size is None else size
+        return opdef.invoke(grouped, attrs)
+    return invoke
 
 
 def _compile(program: Program, feeds: dict[str, Any],
