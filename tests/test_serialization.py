@@ -11,10 +11,6 @@ import pytest
 import fastop
 from fastop.serialization import LoadError
 
-needs_tensor = pytest.mark.skipif(not hasattr(fastop, "to_tensor"),
-                                  reason="fastop.to_tensor (eager Tensor) has not landed")
-
-
 def state():
     rng = np.random.default_rng(0)
     return {"fc1.weight": rng.standard_normal((4, 3)).astype("float32"),
@@ -48,7 +44,6 @@ def test_saves_noncontiguous_values(tmp_path):
     np.testing.assert_array_equal(fastop.load(tmp_path / "t.npz", return_numpy=True)["t"], a.T)
 
 
-@needs_tensor
 def test_load_returns_tensors(tmp_path):
     fastop.save({"w": np.arange(6, dtype="float32").reshape(2, 3)}, tmp_path / "w.npz")
     w = fastop.load(tmp_path / "w.npz")["w"]
@@ -56,7 +51,6 @@ def test_load_returns_tensors(tmp_path):
     np.testing.assert_array_equal(w.numpy(), np.arange(6, dtype="float32").reshape(2, 3))
 
 
-@needs_tensor
 def test_saves_tensors(tmp_path):
     t = fastop.to_tensor(np.full((2, 2), 3.0, "float32"))
     fastop.save({"t": t}, tmp_path / "t.npz")

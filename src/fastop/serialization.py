@@ -133,8 +133,8 @@ def load(path: str | os.PathLike, return_numpy: bool = False) -> dict:
     path = os.fspath(path)
     flat = _read(path)
     if not return_numpy:
-        from fastop import to_tensor
-        flat = {name: to_tensor(array) for name, array in flat.items()}
+        from fastop import from_numpy   # the freshly read arrays become Tensors, no copy
+        flat = {name: from_numpy(array) for name, array in flat.items()}
     result: dict[str, Any] = {}
     for name, value in flat.items():
         *parents, leaf = name.split(_SEP)

@@ -7,9 +7,6 @@ import fastop
 from fastop import nn
 from fastop.nn.initializer import Constant, Normal
 
-pytestmark = pytest.mark.skipif(not hasattr(fastop, "to_tensor"),
-                                reason="fastop.to_tensor (eager Tensor) has not landed")
-
 
 class MLP(nn.Layer):
     def __init__(self):

@@ -6,9 +6,6 @@ import pytest
 import fastop
 from fastop import nn, optimizer
 
-pytestmark = pytest.mark.skipif(not hasattr(fastop, "to_tensor"),
-                                reason="fastop.to_tensor (eager Tensor) has not landed")
-
 TOL = {"float32": dict(rtol=1e-5, atol=1e-6), "float64": dict(rtol=1e-12, atol=1e-14)}
 
 
