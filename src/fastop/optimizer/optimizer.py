@@ -263,7 +263,7 @@ class Adam(Optimizer):
     def __init__(self, learning_rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999,
                  epsilon: float = 1e-8, parameters: Iterable[Any] | None = None,
                  weight_decay: float | None = None, grad_clip: Any = None,
-                 name: str | None = None, lazy_mode: bool = False) -> None:
+                 lazy_mode: bool = False, name: str | None = None) -> None:
         super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
         for label, beta in (("beta1", beta1), ("beta2", beta2)):
             if not 0.0 <= beta < 1.0:
