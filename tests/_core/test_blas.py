@@ -57,32 +57,47 @@ def test_shape_inference_and_integer_products_do_not_load_the_library():
     assert out.split() == ["True", "[3", "3]", "False", "True"]
 
 
-def test_thread_count_set_before_loading_is_applied_at_load():
+def test_thread_count_is_fastops_own_and_needs_no_library():
     out = run_fresh("""
         from fastop._core import blas
         blas.set_num_threads(1)
-        print(blas.library_path() is None, blas.get_num_threads())
-        blas.load()
-        print(blas.get_num_threads())
+        print(blas.get_num_threads(), blas_mapped())
     """)
-    assert out.split() == ["True", "1", "1"]
+    assert out.split() == ["1", "False"]
 
 
-def test_fastop_num_threads_is_honoured_at_load():
+def test_fastop_num_threads_comes_first():
     out = run_fresh("""
         from fastop._core import blas
-        blas.load()
         print(blas.get_num_threads())
-    """, FASTOP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="2")
+    """, FASTOP_NUM_THREADS="1", OMP_NUM_THREADS="2", OPENBLAS_NUM_THREADS="2")
     assert out.split() == ["1"]
 
 
-def test_set_num_threads_after_loading():
-    blas.load()
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs /proc")
+def test_openblas_starts_no_thread_pool_of_its_own():
+    out = run_fresh("""
+        import os
+        import numpy
+        from fastop._core import blas
+
+        def threads():
+            with open("/proc/self/status") as status:
+                return next(int(l.split()[1]) for l in status if l.startswith("Threads:"))
+        before = threads()
+        blas.load()
+        print(threads() - before, os.environ["OPENBLAS_NUM_THREADS"])
+    """, OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS="2")
+    assert out.split() == ["0", "2"]     # no new thread; the environment is restored
+
+
+def test_set_num_threads_validates():
     before = blas.get_num_threads()
     try:
         blas.set_num_threads(1)
         assert blas.get_num_threads() == 1
+        blas.set_num_threads(10_000)
+        assert 1 <= blas.get_num_threads() <= (os.cpu_count() or 1)
     finally:
         blas.set_num_threads(before)
     with pytest.raises(ValueError, match="expected n >= 1"):
@@ -127,3 +142,38 @@ def test_gemm_shim_checks_shapes():
     a = np.zeros((1, 2, 3))
     with pytest.raises(ValueError, match="do not match"):
         blas._gemm(a, np.zeros((1, 4, 2)), np.zeros((1, 2, 2)))
+
+
+@pytest.fixture(params=[1, 2], ids=["1-thread", "2-threads"])
+def threads(request):
+    before = blas.get_num_threads()
+    blas.set_num_threads(request.param)
+    yield request.param
+    blas.set_num_threads(before)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("trans_a", [False, True], ids=["a", "aT"])
+@pytest.mark.parametrize("trans_b", [False, True], ids=["b", "bT"])
+@pytest.mark.parametrize("mnk", [(300, 40, 30), (40, 300, 30), (97, 35, 129)],
+                         ids=["split-rows", "split-columns", "uneven"])
+def test_gemm_split_across_threads_matches_numpy(threads, dtype, trans_a, trans_b, mnk):
+    m, n, k = mnk
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((k, m) if trans_a else (m, k)).astype(dtype)
+    b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(dtype)
+    c = np.ones((1, m, n), dtype)
+    blas._gemm(a[None], b[None], c, beta=1.0, trans_a=trans_a, trans_b=trans_b)
+    expected = (a.T if trans_a else a) @ (b.T if trans_b else b) + 1
+    np.testing.assert_allclose(c[0], expected, rtol=1e-4 if dtype == "float32" else 1e-12,
+                               atol=1e-4 if dtype == "float32" else 1e-12)
+
+
+@pytest.mark.parametrize("batch", [2, 3, 9], ids=["even", "odd-small", "large"])
+def test_gemm_batch_split_across_threads_matches_numpy(threads, batch):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((batch, 64, 70))
+    b = rng.standard_normal((1, 70, 66))
+    c = np.zeros((batch, 64, 66))
+    blas._gemm_batch_strided(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-12, atol=1e-12)

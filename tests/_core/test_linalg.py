@@ -9,7 +9,7 @@ from hypothesis.extra import numpy as hnp
 
 from fastop._core import linalg
 from fastop._core.storage import from_numpy
-from fastop._core.kernel import set_num_threads, _get_num_threads
+from fastop._threads import get_num_threads, set_num_threads
 from fastop.ops.reference import linalg as ref
 
 DTYPES = ["float32", "float64", "int32", "int64"]
@@ -130,7 +130,7 @@ def test_matmul_across_the_blocking_of_the_integer_loop(dtype, mnk):
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("dtype", ["int32", "float32"])
 def test_threaded_paths_match_single_threaded(threads, dtype):
-    before = _get_num_threads()
+    before = get_num_threads()
     set_num_threads(threads)
     try:
         x, y = data((128, 96), dtype, 5), data((96, 512), dtype, 6)

@@ -3,14 +3,23 @@
 ``import fastop`` does not load the library (it costs tens of milliseconds): the first
 kernel that needs it calls :func:`ensure_loaded`, which finds the ``scipy_openblas32``
 package without importing it, dlopens its shared library and keeps typed function
-pointers. Thread count: :func:`set_num_threads` works before and after loading; at load
-time an earlier request, else ``FASTOP_NUM_THREADS``, is applied (otherwise OpenBLAS
-keeps its own default, which honours ``OPENBLAS_NUM_THREADS``).
+pointers.
+
+Threads: OpenBLAS itself runs single-threaded (its own pool is never started); a large
+product is split across fastop's OpenMP threads instead (rows or columns of C, or the
+items of a batch), each calling the single-threaded kernel. One pool then serves all of
+fastop's kernels; it synchronizes once per call, and its idle threads sleep instead of
+spinning for ~0.1 s as OpenBLAS's do, which matters when numpy's and torch's thread
+pools share the cores. The thread count comes from :func:`set_num_threads`, else
+``FASTOP_NUM_THREADS``, ``OMP_NUM_THREADS`` or ``OPENBLAS_NUM_THREADS``, else the
+number of processors.
 
 The wrappers are row-major (``CblasRowMajor``), GIL-free, and each docstring is its
 formula; ``op(X)`` is ``X`` or ``Xᵀ`` as the ``trans_*`` flag says.
 """
+from cython.parallel cimport prange
 from posix.dlfcn cimport dlopen, dlsym, dlerror, RTLD_NOW, RTLD_LOCAL
+cimport openmp
 
 from fastop._core.storage cimport floating_t
 
@@ -20,6 +29,8 @@ cdef enum:
     CblasRowMajor = 101
     CblasNoTrans = 111
     CblasTrans = 112
+    SPLIT_ALIGN = 32            # thread chunks of C are multiples of this many rows/cols
+    MIN_FLOPS_PER_THREAD = 1 << 17   # m·n·k per thread below which splitting loses
 
 ctypedef void (*sgemm_t)(int order, int trans_a, int trans_b, int m, int n, int k,
                          float alpha, const float* a, int lda, const float* b, int ldb,
@@ -36,17 +47,27 @@ ctypedef void (*dgemm_batch_t)(int order, int trans_a, int trans_b, int m, int n
                                const double* b, int ldb, int stride_b, double beta,
                                double* c, int ldc, int stride_c, int batch) noexcept nogil
 ctypedef void (*set_threads_t)(int n) noexcept nogil
-ctypedef int (*get_threads_t)() noexcept nogil
 
 cdef sgemm_t _sgemm = NULL
 cdef dgemm_t _dgemm = NULL
 cdef sgemm_batch_t _sgemm_batch = NULL
 cdef dgemm_batch_t _dgemm_batch = NULL
-cdef set_threads_t _set_threads = NULL
-cdef get_threads_t _get_threads = NULL
 cdef bint _loaded = False
-cdef int _requested_threads = 0   # set_num_threads before loading; 0 = none
+cdef int _threads = 1
 _path = None
+
+
+def _init_threads():
+    import os
+    global _threads
+    for name in ("FASTOP_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        value = os.environ.get(name, "")
+        if value.isdigit() and int(value) > 0:
+            _threads = min(int(value), openmp.omp_get_num_procs())
+            return
+    _threads = openmp.omp_get_num_procs()
+
+_init_threads()
 
 
 def _find_library() -> str:
@@ -73,14 +94,24 @@ cdef void* _symbol(void* handle, bytes name) except NULL:
 
 
 def load() -> str:
-    """Load the BLAS library now (idempotent); return its path. Raises ImportError."""
+    """Load the library now (idempotent); return its path. Raises ImportError."""
     global _loaded, _path, _sgemm, _dgemm, _sgemm_batch, _dgemm_batch
-    global _set_threads, _get_threads
+    cdef void* handle
     if _loaded:
         return _path
     import os
     path = _find_library()
-    cdef void* handle = dlopen(path.encode(), RTLD_NOW | RTLD_LOCAL)
+    # OpenBLAS sizes its thread pool from the environment when it is loaded: ask for
+    # none, fastop splits the work itself.
+    saved = os.environ.get("OPENBLAS_NUM_THREADS")
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        handle = dlopen(path.encode(), RTLD_NOW | RTLD_LOCAL)
+    finally:
+        if saved is None:
+            del os.environ["OPENBLAS_NUM_THREADS"]
+        else:
+            os.environ["OPENBLAS_NUM_THREADS"] = saved
     if handle is NULL:
         raise ImportError(f"cannot load {path}: {dlerror().decode(errors='replace')}")
     _path = path
@@ -88,12 +119,7 @@ def load() -> str:
     _dgemm = <dgemm_t>_symbol(handle, b"scipy_cblas_dgemm")
     _sgemm_batch = <sgemm_batch_t>_symbol(handle, b"scipy_cblas_sgemm_batch_strided")
     _dgemm_batch = <dgemm_batch_t>_symbol(handle, b"scipy_cblas_dgemm_batch_strided")
-    _set_threads = <set_threads_t>_symbol(handle, b"scipy_openblas_set_num_threads")
-    _get_threads = <get_threads_t>_symbol(handle, b"scipy_openblas_get_num_threads")
-    env = os.environ.get("FASTOP_NUM_THREADS", "")
-    cdef int n = _requested_threads or (int(env) if env.isdigit() else 0)
-    if n > 0:
-        _set_threads(n)
+    (<set_threads_t>_symbol(handle, b"scipy_openblas_set_num_threads"))(1)
     _loaded = True
     return path
 
@@ -120,33 +146,72 @@ cdef int ensure_loaded() noexcept nogil:
 
 
 def set_num_threads(int n) -> None:
-    """Threads OpenBLAS uses; remembered and applied at load if not loaded yet."""
-    global _requested_threads
+    """Threads a large product is split across (at most the number of processors)."""
+    global _threads
     if n < 1:
         raise ValueError(f"blas.set_num_threads: expected n >= 1, got {n}")
-    _requested_threads = n
-    if _loaded:
-        _set_threads(n)
+    _threads = min(n, openmp.omp_get_num_procs())
 
 
 def get_num_threads() -> int:
-    """Threads OpenBLAS uses (loads the library unless a count was set before)."""
-    if not _loaded and _requested_threads:
-        return _requested_threads
-    load()
-    return _get_threads()
+    return _threads
+
+
+cdef inline int _threads_for(double flops) noexcept nogil:
+    """Threads worth using for a product of m·n·k = `flops`."""
+    cdef double most = flops / MIN_FLOPS_PER_THREAD
+    return _threads if most >= _threads else max(1, <int>most)
+
+
+cdef inline void _gemm1(int ta, int tb, int m, int n, int k, floating_t alpha,
+                        const floating_t* a, int lda, const floating_t* b, int ldb,
+                        floating_t beta, floating_t* c, int ldc) noexcept nogil:
+    if floating_t is float:
+        _sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+    else:
+        _dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 
 
 cdef void gemm(bint trans_a, bint trans_b, int m, int n, int k, floating_t alpha,
                const floating_t* a, int lda, const floating_t* b, int ldb,
                floating_t beta, floating_t* c, int ldc) noexcept nogil:
-    """C[m×n] = alpha · op(A)[m×k] · op(B)[k×n] + beta · C, row-major with leading dims."""
+    """C[m×n] = alpha · op(A)[m×k] · op(B)[k×n] + beta · C, row-major with leading dims.
+
+    Large products are split into row blocks of C (or column blocks when C is wider
+    than tall), one per thread.
+    """
     cdef int ta = CblasTrans if trans_a else CblasNoTrans
     cdef int tb = CblasTrans if trans_b else CblasNoTrans
+    cdef int threads = _threads_for(<double>m * n * k), t, lo, hi, chunk
+    cdef bint by_rows = m >= n
+    if threads == 1:
+        _gemm1(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        return
+    chunk = (((m if by_rows else n) + threads - 1) // threads + SPLIT_ALIGN - 1) \
+        // SPLIT_ALIGN * SPLIT_ALIGN
+    for t in prange(threads, num_threads=threads, schedule="static"):
+        lo = min(m if by_rows else n, t * chunk)
+        hi = min(m if by_rows else n, lo + chunk)
+        if hi <= lo:
+            continue
+        if by_rows:   # rows lo..hi of op(A) and of C
+            _gemm1(ta, tb, hi - lo, n, k, alpha, a + lo * (1 if trans_a else lda), lda,
+                   b, ldb, beta, c + lo * ldc, ldc)
+        else:         # columns lo..hi of op(B) and of C
+            _gemm1(ta, tb, m, hi - lo, k, alpha, a, lda, b + lo * (ldb if trans_b else 1),
+                   ldb, beta, c + lo, ldc)
+
+
+cdef inline void _batch1(int ta, int tb, int m, int n, int k, floating_t alpha,
+                         const floating_t* a, int lda, int stride_a, const floating_t* b,
+                         int ldb, int stride_b, floating_t beta, floating_t* c, int ldc,
+                         int stride_c, int batch) noexcept nogil:
     if floating_t is float:
-        _sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _sgemm_batch(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb,
+                     stride_b, beta, c, ldc, stride_c, batch)
     else:
-        _dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        _dgemm_batch(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb,
+                     stride_b, beta, c, ldc, stride_c, batch)
 
 
 cdef void gemm_batch_strided(bint trans_a, bint trans_b, int m, int n, int k,
@@ -154,15 +219,28 @@ cdef void gemm_batch_strided(bint trans_a, bint trans_b, int m, int n, int k,
                              const floating_t* b, int ldb, int stride_b, floating_t beta,
                              floating_t* c, int ldc, int stride_c, int batch) noexcept nogil:
     """C_i = alpha · op(A_i) · op(B_i) + beta · C_i for i < batch, where
-    X_i starts at x + i · stride_x (strides in elements; 0 repeats a matrix)."""
+    X_i starts at x + i · stride_x (strides in elements; 0 repeats a matrix).
+
+    Threads take contiguous ranges of the batch when it divides evenly or is large;
+    otherwise each product is split as in :func:`gemm`.
+    """
     cdef int ta = CblasTrans if trans_a else CblasNoTrans
     cdef int tb = CblasTrans if trans_b else CblasNoTrans
-    if floating_t is float:
-        _sgemm_batch(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb,
-                     stride_b, beta, c, ldc, stride_c, batch)
+    cdef int threads = _threads_for(<double>m * n * k * batch), t, lo, hi, i
+    if threads == 1:
+        _batch1(ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
+                stride_c, batch)
+    elif batch % threads == 0 or batch >= 4 * threads:
+        for t in prange(threads, num_threads=threads, schedule="static"):
+            lo = <int>((<long long>batch) * t // threads)
+            hi = <int>((<long long>batch) * (t + 1) // threads)
+            _batch1(ta, tb, m, n, k, alpha, a + <ptrdiff_t>lo * stride_a, lda, stride_a,
+                    b + <ptrdiff_t>lo * stride_b, ldb, stride_b, beta,
+                    c + <ptrdiff_t>lo * stride_c, ldc, stride_c, hi - lo)
     else:
-        _dgemm_batch(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb,
-                     stride_b, beta, c, ldc, stride_c, batch)
+        for i in range(batch):
+            gemm(trans_a, trans_b, m, n, k, alpha, a + <ptrdiff_t>i * stride_a, lda,
+                 b + <ptrdiff_t>i * stride_b, ldb, beta, c + <ptrdiff_t>i * stride_c, ldc)
 
 
 # --------------------------------------------------------------------------- test shims
