@@ -1,6 +1,7 @@
 # fastop's one BLAS module: scipy-openblas32's gemm, loaded lazily with dlopen.
-# Every wrapper is row-major, GIL-free and never fails once the library is loaded:
-# call ensure_loaded() first (kernels do), which loads it on the first call.
+# Every wrapper is row-major, GIL-free, splits large products across fastop's OpenMP
+# threads, and never fails once the library is loaded: call ensure_loaded() first
+# (kernels do), which loads it on the first call.
 from fastop._core.storage cimport floating_t
 
 cdef int ensure_loaded() noexcept nogil

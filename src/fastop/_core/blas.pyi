@@ -1,5 +1,6 @@
 """BLAS for fastop: scipy-openblas32's sgemm/dgemm, loaded lazily with dlopen.
 
+OpenBLAS runs single-threaded; large products are split across fastop's OpenMP threads.
 The Cython API (``cimport fastop._core.blas``) is ``gemm`` and ``gemm_batch_strided``
 (row-major, GIL-free, fused over float/double) and ``ensure_loaded``.
 """
@@ -12,10 +13,11 @@ def library_path() -> str | None:
     """Path of the loaded library, None while it is not loaded."""
 
 def set_num_threads(n: int) -> None:
-    """Threads OpenBLAS uses; applied at load when the library is not loaded yet."""
+    """Threads a large product is split across (at most the number of processors)."""
 
 def get_num_threads() -> int:
-    """Threads OpenBLAS uses (loads the library unless a count was set before)."""
+    """Threads a large product is split across (FASTOP_NUM_THREADS, OMP_NUM_THREADS or
+    OPENBLAS_NUM_THREADS by default, else the number of processors)."""
 
 def _gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float = 1.0,
           beta: float = 0.0, trans_a: bool = False, trans_b: bool = False) -> None:
