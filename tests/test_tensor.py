@@ -124,6 +124,19 @@ def test_repr_looks_like_numpy_with_dtype_and_stop_gradient():
     assert str(fastop.to_tensor(3)).endswith("stop_gradient=True,\n       3)")
 
 
+def test_setitem_writes_in_place_outside_autograd():
+    t = fastop.to_tensor(X)
+    t[0, 1:] = 5.0
+    t[1] = fastop.to_tensor(np.zeros(3))
+    np.testing.assert_array_equal(t.numpy(), [[0.3, 5.0, 5.0], [0.0, 0.0, 0.0]])
+    p = fastop.to_tensor(X, stop_gradient=False)
+    with pytest.raises(RuntimeError, match="stop_gradient=False.*no_grad"):
+        p[0] = 1.0
+    with fastop.no_grad():
+        p[0] = 1.0
+    assert p.numpy()[0].tolist() == [1.0, 1.0, 1.0]
+
+
 def test_detach_and_clear_grad():
     t = fastop.to_tensor(X, stop_gradient=False)
     d = t.detach()

@@ -363,6 +363,15 @@ cdef class Tensor(DenseTensor):
         (a copy). Both are differentiable."""
         return _engine.index(self, key)
 
+    def __setitem__(self, key, value):
+        """Write values in place (numpy indexing rules). Not recorded by autograd, so a
+        tensor that needs a gradient can only be written under ``no_grad``."""
+        if self.requires_grad and grad_enabled():
+            raise RuntimeError(f"in-place assignment to a tensor with stop_gradient=False "
+                               f"(shape {self.shape}) is not differentiable; do it under "
+                               f"fastop.no_grad() or use set_value")
+        self.numpy()[key] = value.numpy() if isinstance(value, DenseTensor) else value
+
     # -- operators -----------------------------------------------------------------
     def __add__(self, other):
         return _binary(ADD, self, other)

@@ -39,7 +39,12 @@ def test_no_grad_context_and_decorator(ops):
     @fastop.no_grad()
     def f(t):
         return ops.sin(t)
-    assert f(x).stop_gradient and fastop.is_grad_enabled()
+
+    @fastop.no_grad
+    def g(t):
+        return ops.sin(t)
+    assert f(x).stop_gradient and g(x).stop_gradient and fastop.is_grad_enabled()
+    assert f.__name__ == "f" and g.__name__ == "g"
 
 
 def test_grad_mode_restored_after_exception(ops):
@@ -101,6 +106,26 @@ def test_leaves_never_share_a_gradient_tensor(ops):
     assert a.grad is not b.grad
     a.grad.numpy()[...] = 7.0
     np.testing.assert_array_equal(b.grad.numpy(), np.ones_like(X))
+
+
+@pytest.mark.requires_ops("multiply")
+def test_leaf_takes_a_fresh_gradient_without_copying():
+    from fastop.ops import registry
+    op = registry.get("fastop::multiply")
+    rule, made = op.grad_rule.fn, []
+
+    def spy(*args, **attrs):
+        grads = rule(*args, **attrs)
+        made.extend(weakref.ref(g) for g in grads if g is not None)
+        return grads
+    op.grad_rule.fn = spy
+    try:
+        x = leaf(X)
+        (x * fastop.to_tensor(np.cos(X))).backward()
+    finally:
+        op.grad_rule.fn = rule
+    assert x.grad is made[0]()
+    np.testing.assert_allclose(x.grad.numpy(), np.cos(X))
 
 
 def test_user_grad_tensor_is_not_aliased_into_leaf_grad():

@@ -82,7 +82,7 @@ cdef class set_grad_enabled:
 class no_grad(set_grad_enabled):
     """Run without recording ops: results have ``stop_gradient=True``.
 
-    Context manager or decorator::
+    Context manager or decorator (with or without parentheses)::
 
         with fastop.no_grad():
             y = x * 2
@@ -91,7 +91,12 @@ class no_grad(set_grad_enabled):
         def evaluate(model, x): ...
     """
 
-    def __init__(self):
+    def __new__(cls, func=None):
+        if func is not None:                  # @no_grad without parentheses
+            return set_grad_enabled(False)(func)
+        return super().__new__(cls)
+
+    def __init__(self, func=None):
         super().__init__(False)
 
 
