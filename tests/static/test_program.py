@@ -171,6 +171,7 @@ def test_append_backward_returns_parameter_gradients_and_prunes(static_env, exe)
     n_forward = len(main.global_block().ops)
     pairs = static.append_backward(loss)
     assert [p.name for p, _ in pairs] == ["l1.w_0", "l1.b_0", "l2.w_0", "l2.b_0"]
+    assert [g.name for _, g in pairs] == [p.name + "@GRAD" for p, _ in pairs]
     grad_ops = main.global_block().ops[n_forward:]
     # no op computes d(loss)/dx: x is data, so its gradient was pruned
     assert all(op.outputs and op.outputs[0].shape != [None, 3] for op in grad_ops)

@@ -134,6 +134,23 @@ def _prune(block: Block, n_ops: int, n_vars: set[str], keep: Sequence[Variable])
     block.program._bump()
 
 
+def _name_grads(block: Block, pairs: Sequence[tuple[Variable, Variable]],
+                n_vars: set[str]) -> None:
+    """Rename gradients made by this pass ``<var>@GRAD`` (PaddlePaddle's naming) where
+    the name is free and the variable is no other variable's gradient."""
+    renamed: set[int] = set()
+    for v, g in pairs:
+        name = v.name + "@GRAD"
+        if g is None or g.name in n_vars or g.constant is not None or id(g) in renamed \
+                or name in block.vars:
+            continue
+        del block.vars[g.name]
+        g.name = name
+        block.vars[name] = g
+        renamed.add(id(g))
+    block.program._bump()
+
+
 def append_backward(loss: Variable, parameter_list: Sequence[Any] | None = None,
                     no_grad_set: Sequence[Any] | None = None) -> list[tuple[Variable, Variable]]:
     """Append the gradient ops of `loss`; returns ``[(parameter, gradient), ...]``.
@@ -154,6 +171,7 @@ def append_backward(loss: Variable, parameter_list: Sequence[Any] | None = None,
     grads, n_ops, n_vars = _backward([loss], None, sources, blocked)
     pairs = [(p, grads[id(p)]) for p in params if id(p) in grads]
     _prune(block, n_ops, n_vars, [g for _, g in pairs])
+    _name_grads(block, pairs, n_vars)
     return pairs
 
 
@@ -174,6 +192,7 @@ def gradients(targets: Any, inputs: Any, target_gradients: Any = None,
                                      _ids(block, no_grad_set))
     result = [grads.get(id(x)) for x in inputs]
     _prune(block, n_ops, n_vars, [g for g in result if g is not None])
+    _name_grads(block, list(zip(inputs, result)), n_vars)
     return result
 
 
