@@ -234,3 +234,15 @@ def test_views_returned_by_python_ops_keep_their_input_alive(static_env, exe):
     for _ in range(3):
         (r,) = exe.run(main, feed={"x": xv}, fetch_list=[e])
         np.testing.assert_allclose(r, xv.T @ xv @ xv @ xv @ ((xv @ xv).T @ xv), rtol=1e-12)
+
+
+def test_ops_on_constants_are_computed_once(static_env, exe):
+    main, _, _ = static_env
+    x = static.data("x", [2, 2], "float64")
+    c = np.array([[1.0, 2.0], [3.0, 4.0]])
+    y = mm(mm(c, c), x)                      # c @ c has constant inputs: folded
+    xv = np.eye(2) * 3
+    (r,) = exe.run(main, feed={"x": xv}, fetch_list=[y])
+    np.testing.assert_allclose(r, c @ c @ xv)
+    assert len(main.global_block().ops) == 2
+    assert exe.plan_of(main, {"x": xv}, [y]).n_ops == 1

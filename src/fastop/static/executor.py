@@ -279,6 +279,53 @@ def _python_call(op: Operator) -> Any:
     return invoke
 
 
+class _Folded:
+    """Values of ops computed at compile time (all inputs constant) and those ops."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, DenseTensor] = {}
+        self.ops: set[int] = set()
+
+    def value(self, var: Variable) -> DenseTensor | None:
+        if var.name in self.values:
+            return self.values[var.name]
+        if var.constant is not None:
+            return from_numpy(np.asarray(var.constant, order="C"))
+        return None
+
+
+def _fold_constants(ops: Sequence[Operator], order: Sequence[int],
+                    sources: set[str]) -> _Folded:
+    """Run, once, the registry ops whose inputs are all constants (e.g. the scaling of
+    a gradient seed): their outputs become constants of the plan. Ops without inputs,
+    py_funcs, ops writing persistable or fed variables, and ops that raise are left to
+    run (and report) normally."""
+    folded = _Folded()
+    written: dict[str, int] = defaultdict(int)
+    for op in ops:
+        for v in op.outputs:
+            written[v.name] += 1
+    for i in order:
+        op = ops[i]
+        ins = op.input_vars()
+        if isinstance(op.opdef, PyFuncOp) or not ins or any(
+                o.persistable or o.name in sources or written[o.name] > 1 for o in op.outputs):
+            continue
+        values = [folded.value(v) for v in ins]
+        if any(v is None for v in values):
+            continue
+        by_var = dict(zip(map(id, ins), values))
+        grouped = [[by_var[id(v)] for v in x] if isinstance(x, list)
+                   else None if x is None else by_var[id(x)] for x in op.inputs]
+        try:
+            results = op.opdef.invoke(grouped, op.attrs)
+        except Exception:
+            continue
+        folded.values.update((o.name, r) for o, r in zip(op.outputs, results))
+        folded.ops.add(i)
+    return folded
+
+
 def _compile(program: Program, feeds: dict[str, Any],
              fetch_names: Sequence[str]) -> _Compiled:
     block = program.global_block()
@@ -292,6 +339,8 @@ def _compile(program: Program, feeds: dict[str, Any],
     sources = {v.name for v in block.vars.values()
                if v.persistable or v.constant is not None} | set(feeds)
     order = _schedule(ops, sources)
+    folded = _fold_constants(ops, order, sources)
+    order = [i for i in order if i not in folded.ops]
     labels = [f"op #{i} of the program: {ops[i]}" for i in order]
 
     lowered = [_c_kernel(ops[i]) for i in order]
@@ -319,7 +368,7 @@ def _compile(program: Program, feeds: dict[str, Any],
     kinds, persists, consts = [], [], []
     for name in names:
         var = block.vars[name]
-        if var.constant is not None:
+        if var.constant is not None or name in folded.values:
             kinds.append("const")
             consts.append(name)
         elif name in feeds:
@@ -346,7 +395,7 @@ def _compile(program: Program, feeds: dict[str, Any],
 
     plan = Plan(names, [SLOT_KINDS[k] for k in kinds])
     for name in consts:
-        plan.set_const(slot[name], from_numpy(np.asarray(block.vars[name].constant, order="C")))
+        plan.set_const(slot[name], folded.value(block.vars[name]))
     for k, i in enumerate(order):
         op = ops[i]
         outs = [slot[v.name] for v in op.outputs]
