@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from fastop._core import reduce as _kernels
-from fastop._core.storage import from_numpy
+from fastop._core.storage import as_dtype, from_numpy
 from fastop.ops._registry import TensorMeta
 
 __all__ = ["register", "reduced_axes", "known_dims"]
@@ -103,7 +103,7 @@ def register(registry) -> None:
     def _(x, out, dy, axis, keepdim):
         expand_as = op("expand_as")
         hit = op("cast")(op("equal")(x, expand_as(back_to(x, out, axis, keepdim), x)),
-                         dtype=x.dtype)
+                         dtype=as_dtype(x.dtype).name)
         ties = op("sum")(hit, axis=axis, keepdim=True)
         share = op("divide")(back_to(x, dy, axis, keepdim), ties)
         return (op("multiply")(hit, expand_as(share, x)),)
