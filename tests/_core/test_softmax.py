@@ -186,6 +186,20 @@ def test_cross_entropy_ignores_ignore_index_rows():
     assert np.asarray(loss)[1, 0] == 0
 
 
+def test_cross_entropy_without_classes():
+    """No class is a valid label: only ignored rows are accepted (loss 0)."""
+    x = np.zeros((2, 0))
+    label = np.array([-100, -100])
+    loss, sm = K.softmax_cross_entropy(x, label)
+    want_loss, _ = ref.softmax_cross_entropy(x, label)
+    assert_close(loss, want_loss, np.float64)
+    assert np.asarray(K.softmax_cross_entropy_grad(label, sm, np.ones((2, 1)))).shape == (2, 0)
+    with pytest.raises(ValueError, match="fastop::softmax_cross_entropy: an input value"):
+        K.softmax_cross_entropy(x, np.array([0, -100]))
+    with pytest.raises(ValueError, match="fastop::softmax_cross_entropy_grad: an input value"):
+        K.softmax_cross_entropy_grad(np.array([-100, 0]), x, np.ones((2, 1)))
+
+
 def test_cross_entropy_grad_matches_finite_differences():
     rng = np.random.default_rng(12)
     x = rng.standard_normal((4, 5))

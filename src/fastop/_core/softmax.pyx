@@ -286,11 +286,24 @@ cdef void _row(Rows* R, ptrdiff_t r, floating_t* tag) noexcept nogil:
             y[label * ys] -= g
 
 
+cdef void _empty_row(Rows* R, ptrdiff_t r, floating_t* tag) noexcept nogil:
+    """A cross-entropy row with no classes: only an ignored label is valid (loss 0)."""
+    cdef const fastop_view** v = R.v
+    cdef int label_at = 1 if R.mode == CE else 0
+    if _label_at(v[label_at], _row_offset(R, v[label_at], r)) != R.ignore_index:
+        R.failed = 1
+    elif R.mode == CE:
+        (<floating_t*>(v[2].data + _row_offset(R, v[2], r)))[0] = 0
+
+
 cdef int _run_rows(Rows* R, floating_t* tag) noexcept nogil:
     cdef ptrdiff_t r
     R.failed = 0
-    if R.n == 0 or R.nrows == 0:
-        return K_OK
+    if R.n == 0:
+        if R.mode == CE or R.mode == CE_GRAD:
+            for r in range(R.nrows):
+                _empty_row(R, r, tag)
+        return K_ERR_VALUE if R.failed else K_OK
     if R.nrows > 1 and use_threads(R.nrows * R.n * EXP_COST):
         for r in prange(R.nrows, schedule="static", num_threads=get_num_threads()):
             _row(R, r, tag)
@@ -309,7 +322,10 @@ cdef int _launch(int mode, int axis, ptrdiff_t ignore_index, const fastop_view* 
     R.ndim = shape.ndim
     R.shape = shape
     R.n = shape.shape[axis] if shape.ndim > 0 else 1
-    R.nrows = shape.size // R.n if R.n > 0 else 0
+    R.nrows = 1
+    for i in range(shape.ndim):
+        if i != axis:
+            R.nrows *= shape.shape[i]
     R.ignore_index = ignore_index
     for i in range(n_in):
         R.v[i] = ins[i]
