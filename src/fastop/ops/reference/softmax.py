@@ -58,7 +58,7 @@ def softmax_cross_entropy(logits: np.ndarray, label: np.ndarray, ignore_index: i
     """(loss [*, 1], softmax [*, C]); loss = -log_softmax(logits)[label], 0 where the
     label is ignore_index; other labels outside [0, C) raise ValueError."""
     c = logits.shape[-1]
-    flat = logits.reshape(-1, c)
+    flat = logits.reshape(int(np.prod(logits.shape[:-1])), c)
     lab = _rows(label, logits.shape)
     keep = lab != ignore_index
     if np.any(keep & ((lab < 0) | (lab >= c))):
@@ -76,7 +76,7 @@ def softmax_cross_entropy_grad(label: np.ndarray, softmax: np.ndarray, dloss: np
                                ignore_index: int = -100) -> np.ndarray:
     """dlogits = dloss * (softmax - onehot(label)); zero rows where ignored."""
     c = softmax.shape[-1]
-    sm = softmax.reshape(-1, c)
+    sm = softmax.reshape(int(np.prod(softmax.shape[:-1])), c)
     lab = _rows(label, softmax.shape)
     keep = lab != ignore_index
     if np.any(keep & ((lab < 0) | (lab >= c))):
