@@ -1,25 +1,24 @@
 """PyLayer: a custom autograd op written in Python (PaddlePaddle's ``paddle.autograd.PyLayer``).
 
-Subclass :class:`PyLayer` with two static methods and run it with ``apply``::
+Subclass :class:`PyLayer` with two static methods and run it with ``apply``:
 
-    import fastop as paddle
-    from fastop.autograd import PyLayer
-
-    class cus_tanh(PyLayer):
-        @staticmethod
-        def forward(ctx, x):
-            y = paddle.tanh(x)
-            ctx.save_for_backward(y)          # tensors backward needs
-            return y
-
-        @staticmethod
-        def backward(ctx, dy):                # one gradient per forward output
-            y, = ctx.saved_tensor()
-            return dy * (1 - paddle.square(y))   # one gradient per Tensor input
-
-    x = paddle.randn([2, 3], dtype="float64")
-    x.stop_gradient = False
-    cus_tanh.apply(x).mean().backward()
+    >>> import fastop as paddle
+    >>> from fastop.autograd import PyLayer
+    >>> class cus_tanh(PyLayer):
+    ...     @staticmethod
+    ...     def forward(ctx, x):
+    ...         y = paddle.tanh(x)
+    ...         ctx.save_for_backward(y)          # tensors backward needs
+    ...         return y
+    ...
+    ...     @staticmethod
+    ...     def backward(ctx, dy):                # one gradient per forward output
+    ...         y, = ctx.saved_tensor()
+    ...         return dy * (1 - paddle.square(y))   # one gradient per Tensor input
+    >>> x = paddle.to_tensor([0.0, 1.0], dtype="float64", stop_gradient=False)
+    >>> cus_tanh.apply(x).sum().backward()
+    >>> x.grad.numpy().round(4).tolist()
+    [1.0, 0.42]
 
 ``apply`` and the graph node live in the Cython engine (:mod:`fastop.autograd._engine`);
 the context object *is* the node, so one call allocates one object.
