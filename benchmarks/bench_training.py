@@ -3,7 +3,8 @@ fastop eager (nn.Sequential + CrossEntropyLoss + optimizer.SGD), a hand-written 
 step, and PyTorch eager, each doing forward, backward and the in-place update.
 
 A second case replaces fastop's built-in tanh by a numpy ``PyLayer`` (the seeds' way of
-writing a Python op) and compares it with torch's built-in network.
+writing a Python op) and compares it with torch's built-in network. The ``optimizer``
+group times the update alone (SGD, Adam) over the same parameters and gradients.
 """
 import numpy as np
 
@@ -120,6 +121,57 @@ def torch_step(torch, weights, biases, x, labels):
     return step
 
 
+def numpy_adam(params, grads, b1=0.9, b2=0.999, eps=1e-8):
+    """Adam in place with numpy, reusing scratch buffers (no per-step allocation)."""
+    m = [np.zeros_like(p) for p in params]
+    v = [np.zeros_like(p) for p in params]
+    tmp = [np.empty_like(p) for p in params]
+    t = [0]
+
+    def step():
+        t[0] += 1
+        lr_t = LR * np.sqrt(1 - b2 ** t[0]) / (1 - b1 ** t[0])
+        for p, g, mi, vi, s in zip(params, grads, m, v, tmp):
+            mi *= b1
+            mi += (1 - b1) * g
+            np.multiply(g, g, out=s)
+            vi *= b2
+            s *= 1 - b2
+            vi += s
+            np.sqrt(vi, out=s)
+            s += eps * np.sqrt(1 - b2 ** t[0])
+            np.divide(mi, s, out=s)
+            s *= lr_t
+            p -= s
+    return step
+
+
+def register_optimizer_cases(suite, weights, biases):
+    rng = np.random.default_rng(1)
+    arrays = [a.copy() for a in weights + biases]
+    grads = [rng.standard_normal(a.shape).astype(np.float32) for a in arrays]
+    n = sum(a.size for a in arrays)
+    params = [fastop.to_tensor(a, stop_gradient=False) for a in arrays]
+    for p, g in zip(params, grads):
+        p.grad = fastop.to_tensor(g)
+    torch = suite.torch
+    if torch:
+        tparams = [torch.nn.Parameter(torch.from_numpy(a.copy())) for a in arrays]
+        for p, g in zip(tparams, grads):
+            p.grad = torch.from_numpy(g)
+    np_params = [a.copy() for a in arrays]
+    sgd = optimizer.SGD(LR, parameters=params)
+    suite.add("optimizer", f"SGD step {n} params f32", fastop=sgd.step,
+              numpy=lambda: [p.__isub__(LR * g) for p, g in zip(np_params, grads)],
+              torch=torch.optim.SGD(tparams, lr=LR).step if torch else None,
+              work=n, unit="param", target="≥ 1.0× numpy")
+    adam = optimizer.Adam(LR, parameters=params)
+    suite.add("optimizer", f"Adam step {n} params f32", fastop=adam.step,
+              numpy=numpy_adam(np_params, grads),
+              torch=torch.optim.Adam(tparams, lr=LR).step if torch else None,
+              work=n, unit="param", target="≥ 1.0× numpy")
+
+
 def register(suite):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((BATCH, SIZES[0])).astype(np.float32)
@@ -137,3 +189,4 @@ def register(suite):
                   numpy=numpy_step(weights, biases, x, labels),
                   torch=torch_step(torch, weights, biases, x, labels) if torch else None,
                   work=BATCH, unit="sample", target=target)
+    register_optimizer_cases(suite, weights, biases)
