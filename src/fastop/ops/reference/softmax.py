@@ -33,7 +33,8 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
 @_rows_of_0d
 def log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     z = _shifted(x, axis)
-    return z - np.log(np.sum(np.exp(z), axis=axis, keepdims=True))
+    with np.errstate(divide="ignore"):    # rows of no elements: log(0) = -inf
+        return z - np.log(np.sum(np.exp(z), axis=axis, keepdims=True))
 
 
 @_rows_of_0d
