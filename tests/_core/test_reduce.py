@@ -5,6 +5,8 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fastop._core import reduce as K
 from fastop._core.kernel import _get_num_threads, set_num_threads
@@ -179,6 +181,33 @@ def test_out_argument_may_be_strided():
     out2 = np.zeros(8)[::2]
     K.max(x, axis=[0, 2], out=out2)
     np.testing.assert_allclose(out2, x.max((0, 2)))
+
+
+@st.composite
+def strided_arrays(draw):
+    """A float64 array of 0-4 dims viewed through a random permutation and steps."""
+    shape = draw(st.lists(st.integers(0, 5), max_size=4))
+    steps = [draw(st.sampled_from([1, 2, -1])) for _ in shape]
+    base = np.arange(np.prod([abs(s) * max(d, 1) for s, d in zip(steps, shape)],
+                             dtype=np.int64), dtype=np.float64)
+    base = np.sin(base).reshape([abs(s) * max(d, 1) for s, d in zip(steps, shape)])
+    x = base[tuple(slice(None, None, s) for s in steps)][tuple(slice(0, d) for d in shape)]
+    return np.transpose(x, draw(st.permutations(range(x.ndim))))
+
+
+@settings(max_examples=200, deadline=None)
+@given(x=strided_arrays(), data=st.data())
+def test_any_layout_and_axes_match_numpy(x, data):
+    axes = data.draw(st.lists(st.integers(-x.ndim, x.ndim - 1), unique_by=lambda a: a % x.ndim,
+                              max_size=x.ndim)) if x.ndim else []
+    keepdim = data.draw(st.booleans())
+    assert_matches(K.sum(x, axis=axes, keepdim=keepdim), ref.sum(x, axes, keepdim), np.float64)
+    if not empty_reduction(x, axes):
+        assert_matches(K.max(x, axis=axes, keepdim=keepdim), ref.max(x, axes, keepdim),
+                       np.float64)
+    target = [d if data.draw(st.booleans()) else 1
+              for d in x.shape[data.draw(st.integers(0, x.ndim)):]]
+    assert_matches(K.sum_to_shape(x, shape=target), ref.sum_to_shape(x, target), np.float64)
 
 
 # ----------------------------------------------------------------------------- argmax
