@@ -137,6 +137,22 @@ def test_setitem_writes_in_place_outside_autograd():
     assert p.numpy()[0].tolist() == [1.0, 1.0, 1.0]
 
 
+def test_deepcopy_and_pickle_of_leaves():
+    import copy
+    import pickle
+    t = fastop.to_tensor(X, stop_gradient=False)
+    t.grad = fastop.ones([2, 3], dtype="float64")
+    c = copy.deepcopy(t)
+    assert not c.stop_gradient and not np.shares_memory(c.numpy(), t.numpy())
+    np.testing.assert_array_equal(c.numpy(), X)
+    np.testing.assert_array_equal(c.grad.numpy(), np.ones_like(X))
+    p = pickle.loads(pickle.dumps(t))
+    assert p.dtype == fastop.float64 and not p.stop_gradient and p.grad is None
+    np.testing.assert_array_equal(p.numpy(), X)
+    with pytest.raises(RuntimeError, match="only leaf tensors"):
+        copy.deepcopy(t[0])
+
+
 def test_detach_and_clear_grad():
     t = fastop.to_tensor(X, stop_gradient=False)
     d = t.detach()
@@ -174,6 +190,12 @@ def test_binary_operators_with_scalars_and_broadcasting(name, op):
 def test_integer_tensor_with_float_scalar_computes_in_float32():
     out = fastop.to_tensor([1, 2]) + 0.5
     assert out.dtype == fastop.float32 and out.numpy().tolist() == [1.5, 2.5]
+
+
+@needs("divide", "cast")
+def test_true_division_of_integer_tensors():
+    out = fastop.to_tensor([1, 2]) / 2
+    assert out.dtype == fastop.float32 and out.numpy().tolist() == [0.5, 1.0]
 
 
 @needs("add")

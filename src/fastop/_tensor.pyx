@@ -135,6 +135,8 @@ cdef object _binary(int which, object a, object b):
         if other is None:
             return NotImplemented
         x = <Tensor>other
+    if which == DIV and x.view.dtype < FASTOP_FLOAT32 and y.view.dtype < FASTOP_FLOAT32:
+        x, y = _promote(x), _promote(y)       # true division, as in numpy and Paddle
     return _run(_fast_info(which), (x, y))
 
 
@@ -313,6 +315,25 @@ cdef class Tensor(DenseTensor):
     def gradient(self):
         """The gradient as a numpy array, or None (PaddlePaddle's ``Tensor.gradient``)."""
         return None if self.grad is None else self.grad.numpy()
+
+    def __deepcopy__(self, memo):
+        """A copy of a leaf tensor's data, stop_gradient and gradient (for copy.deepcopy
+        of layers). Non-leaf tensors refuse: their graph cannot be copied."""
+        if self._node is not None:
+            raise RuntimeError("deepcopy: only leaf tensors (made by the user, not by an "
+                               "op on tensors that need gradients) can be copied; use "
+                               "detach() first")
+        cdef Tensor out = <Tensor>self.copy()
+        out.requires_grad = self.requires_grad
+        out.name = self.name
+        out.grad = None if self.grad is None else (<Tensor>self.grad).copy()
+        memo[id(self)] = out
+        return out
+
+    def __reduce__(self):
+        """Pickle as (values, dtype, stop_gradient); the graph and gradient are dropped."""
+        return (to_tensor, (self.numpy().copy(), self.dtype.name, None,
+                            not self.requires_grad))
 
     def detach(self) -> Tensor:
         """A view of the same memory that is cut from the graph (stop_gradient=True)."""
