@@ -246,3 +246,11 @@ def test_ops_on_constants_are_computed_once(static_env, exe):
     np.testing.assert_allclose(r, c @ c @ xv)
     assert len(main.global_block().ops) == 2
     assert exe.plan_of(main, {"x": xv}, [y]).n_ops == 1
+
+
+def test_a_python_op_cannot_rerun_its_own_program(static_env, exe):
+    main, _, _ = static_env
+    x = static.data("x", [1], "float32")
+    static.py_func(lambda t: exe.run(main, feed={"x": np.asarray(t)}), x, None)
+    with pytest.raises(RuntimeError, match="re-entrant"):
+        exe.run(main, feed={"x": np.ones(1, "float32")})

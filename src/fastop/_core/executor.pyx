@@ -181,6 +181,10 @@ cdef class Plan:
         persistable names to DenseTensors (created ones are added to it).
         """
         cdef int i
+        if self.running:
+            raise RuntimeError("a Python op ran the program it belongs to (re-entrant "
+                               "Executor.run with the same program and signature)")
+        self.running = True
         self.scope = scope
         self.stale = False
         try:
@@ -199,6 +203,7 @@ cdef class Plan:
         finally:
             self._release()
             self.scope = None
+            self.running = False
 
     cdef int _bind(self, dict feeds) except -1:
         cdef int s
