@@ -335,6 +335,14 @@ def test_indexing_gradients_scatter_and_add_repeated_indices():
     assert gradcheck(lambda v: v[[0, 0, 1], [2, 2, 0]], [s])
 
 
+def test_indexing_backward_twice_needs_retain_graph():
+    t = fastop.to_tensor(X, stop_gradient=False)
+    row = t[1]
+    row.backward()
+    with pytest.raises(RuntimeError, match="indexing a second time.*retain_graph=True"):
+        row.backward()
+
+
 def test_indexing_gradient_is_differentiable_again():
     t = fastop.to_tensor(X, stop_gradient=False)
     seed = fastop.to_tensor(np.ones(3), stop_gradient=False)

@@ -235,8 +235,6 @@ cdef class OpNode(Node):
         cdef OpInfo info = self.info
         cdef Tensor v
         cdef Py_ssize_t k
-        if self.released:
-            raise _released_error(self)
         needed = list(self.saved)
         if create_graph:   # saved outputs rejoin the graph so the rule is differentiable
             for k, (is_out, idx) in enumerate(info.needs):
@@ -263,7 +261,7 @@ cdef class OpNode(Node):
     cdef list _flatten(self, object result):
         """The rule's result (one gradient per declared input) aligned with `next`."""
         op = self.info.op
-        cdef Py_ssize_t n_decl = len(op.inputs), i, j, pos = 0
+        cdef Py_ssize_t n_decl = len(op.inputs), i
         if not isinstance(result, (tuple, list)):
             result = (result,)
         if len(result) != n_decl:
@@ -569,9 +567,11 @@ cdef list run_backward(tuple outputs, list grads, bint retain_graph, bint create
             in_grads = None
             for x in node_grads:
                 if x is not None:
+                    if n.released:
+                        raise _released_error(n)
                     in_grads = n.run(node_grads, create_graph)
                     break
-            edges = n.next
+            edges = n.next or ()
             if not retain_graph:
                 n.release()
             for i in range(len(edges)):
@@ -723,8 +723,6 @@ cdef class PyLayerNode(Node):
 
     cdef list run(self, list grads, bint create_graph):
         global _grad_enabled
-        if self.released:
-            raise _released_error(self)
         cdef Py_ssize_t k
         if not self.no_materialize:
             for k in range(self.n_out):
