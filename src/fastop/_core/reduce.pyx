@@ -54,7 +54,7 @@ cdef enum:
     OP_MEAN = 1
     OP_MAX = 2
     COL_CHUNK = 2048      # output elements per column tile (8-16 KB: stays in L1)
-    MAX_PIECES = 256      # at most this many threads split one run
+    MAX_PIECES = 256      # at most this many pieces of one run reduced in parallel
     WORK_SHIFT = 3        # a reduction does ~1/8 of an elementwise op's work per element
 
 
@@ -292,7 +292,7 @@ cdef void _reduce_one(int op, const Plan* p, const char* xdata, char* odata, ptr
 cdef void _reduce_rows(int op, const Plan* p, const char* xdata, char* odata,
                        ptrdiff_t total, numeric_t* tag) noexcept nogil:
     cdef ptrdiff_t o, k, n, piece, npieces, xoff, ooff
-    cdef int nt = get_num_threads()
+    cdef int nt = get_num_threads(), chunk
     cdef double partial[MAX_PIECES]
     cdef numeric_t mpartial[MAX_PIECES]
     cdef double acc
@@ -302,18 +302,21 @@ cdef void _reduce_rows(int op, const Plan* p, const char* xdata, char* odata,
         for o in range(p.nout):
             _reduce_one(op, p, xdata, odata, o, tag)
     elif p.nout >= nt or not one_run or not (numeric_t is float or numeric_t is double):
-        for o in prange(p.nout, schedule="static", num_threads=nt):
+        chunk = <int>(p.nout // (8 * nt)) if p.nout >= 8 * nt else 1
+        for o in prange(p.nout, schedule="dynamic", chunksize=chunk, num_threads=nt):
             _reduce_one(op, p, xdata, odata, o, tag)
     else:
         # few outputs, each one long run: split each run into pieces over the threads
+        # (several per thread, taken dynamically, so a thread the OS delays holds up
+        # the others less)
         n = p.rshape[0]
-        nt = nt if nt < MAX_PIECES else MAX_PIECES
-        piece = (n + nt - 1) // nt
+        npieces = min(4 * nt, <int>MAX_PIECES)
+        piece = (n + npieces - 1) // npieces
         npieces = (n + piece - 1) // piece
         for o in range(p.nout):
             _kept_offsets(p, o, &xoff, &ooff)
             x = <const numeric_t*>(xdata + xoff)
-            for k in prange(npieces, schedule="static", num_threads=nt):
+            for k in prange(npieces, schedule="dynamic", num_threads=nt):
                 if op == OP_MAX:
                     mpartial[k] = _run_max(x + k * piece, min(piece, n - k * piece), 1)
                 else:
@@ -367,7 +370,7 @@ cdef void _reduce_columns(int op, const Plan* p, const char* xdata, char* odata,
     cdef ptrdiff_t nchunks = (width + COL_CHUNK - 1) // COL_CHUNK
     cdef ptrdiff_t ntiles = (p.nout // width) * nchunks, t
     if use_threads(total >> WORK_SHIFT) and ntiles > 1:
-        for t in prange(ntiles, schedule="static", num_threads=get_num_threads()):
+        for t in prange(ntiles, schedule="dynamic", num_threads=get_num_threads()):
             _reduce_tile(op, p, xdata, odata, t, nchunks, tag)
     else:
         for t in range(ntiles):

@@ -305,7 +305,8 @@ cdef int _run_rows(Rows* R, floating_t* tag) noexcept nogil:
                 _empty_row(R, r, tag)
         return K_ERR_VALUE if R.failed else K_OK
     if R.nrows > 1 and use_threads(R.nrows * R.n * EXP_COST):
-        for r in prange(R.nrows, schedule="static", num_threads=get_num_threads()):
+        for r in prange(R.nrows, schedule="dynamic", chunksize=16,
+                        num_threads=get_num_threads()):
             _row(R, r, tag)
     else:
         for r in range(R.nrows):
