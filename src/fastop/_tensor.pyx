@@ -55,7 +55,7 @@ cdef object _run(OpInfo info, tuple ins):
     """Run a built-in op on Tensors: its CKernel directly when it covers the dtype."""
     cdef Tensor first = <Tensor>ins[0]
     cdef CKernel ck = info.ck
-    if ck is None or not (info.ck_mask >> first.view.dtype) & 1 or info.default_attrs is None:
+    if ck is None or not (info.ck_mask >> first.view.dtype) & 1 or not info.defaults_packed:
         return dispatch_eager(info.op, ins, {})
     cdef tuple outs = ck.run(ins, None, &info.packed, Tensor)
     if grad_enabled():

@@ -21,6 +21,7 @@ cdef class OpInfo:
     cdef CKernel ck               # its Cython kernel, or None (Python kernels only)
     cdef dict default_attrs       # attributes when none are given (None: one is required)
     cdef fastop_attrs packed      # default_attrs packed for `ck`
+    cdef bint defaults_packed     # `packed` is valid (packing the defaults succeeded)
     cdef Py_ssize_t n_in
     cdef bint simple              # no optional or variadic inputs
     cdef object rule              # the grad rule `needs`/`diff` were computed for

@@ -132,7 +132,11 @@ cdef OpInfo op_info(object op):
             if info.ck.fns[code] != NULL and name not in op.kernels:
                 info.ck_mask |= 1 << code
         if info.default_attrs is not None:
-            info.ck.pack(info.default_attrs, &info.packed)
+            try:
+                info.ck.pack(info.default_attrs, &info.packed)
+                info.defaults_packed = True
+            except Exception:             # reported when a call packs them
+                pass
     _infos[op.name] = info
     return info
 
@@ -427,7 +431,7 @@ cdef object dispatch_eager(object op, tuple args, dict kwargs):
     cdef list inputs
     cdef dict attrs
     cdef bint defaults = (not kwargs and len(args) == info.n_in and info.simple
-                          and info.default_attrs is not None)
+                          and info.defaults_packed)
     if defaults:
         inputs = list(args)
         attrs = info.default_attrs
@@ -444,7 +448,7 @@ cdef object dispatch_eager(object op, tuple args, dict kwargs):
     cdef CKernel ck = info.ck
     cdef fastop_attrs packed
     if ck is not None and (info.ck_mask >> (<Tensor>ins[ck.dispatch_input]).view.dtype) & 1:
-        if defaults:
+        if defaults:                      # (default attributes, packed once)
             outs = ck.run(ins, None, &info.packed, Tensor)
         else:
             ck.pack(attrs, &packed)
