@@ -7,8 +7,9 @@ kernel.
     PYTHONPATH=src python examples/demo.py     # in a source checkout with built extensions
 
 The network: x [N, 2] -> fc(32, tanh) -> fc(3) -> softmax cross-entropy with integer
-labels, on three Gaussian blobs. The backward pass is written kernel by kernel (the
-gradient rules of eager autograd and static ``append_backward`` use the same ops).
+labels, on three Gaussian blobs. The backward pass is written kernel by kernel, then
+compared with eager autograd's ``loss.backward()``, which runs the gradient rules
+registered with the ops.
 """
 from __future__ import annotations
 
