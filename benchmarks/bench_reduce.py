@@ -14,28 +14,26 @@ def _reductions(suite, torch):
     sizes = [100_000, 1_000_000] if suite.quick else [1_000_000, 10_000_000]
     rng = np.random.default_rng(0)
     for dtype in (np.float32, np.float64):
-        dt = np.dtype(dtype).name[-2:]
         for n in sizes:
             x = rng.random(n, dtype=dtype)
-            rows = x.reshape(-1, 1000)
-            fx, frows = from_numpy(x), from_numpy(rows)
-            tx = torch.from_numpy(x) if torch else None
-            trows = torch.from_numpy(rows) if torch else None
-            cases = [
-                ("sum", "all", lambda: reduce.sum(fx), lambda: np.sum(x),
-                 lambda: torch.sum(tx)),
-                ("mean", "all", lambda: reduce.mean(fx), lambda: np.mean(x),
-                 lambda: torch.mean(tx)),
-                ("sum", "last", lambda: reduce.sum(frows, axis=-1),
-                 lambda: np.sum(rows, axis=-1), lambda: torch.sum(trows, -1)),
-                ("mean", "last", lambda: reduce.mean(frows, axis=-1),
-                 lambda: np.mean(rows, axis=-1), lambda: torch.mean(trows, -1)),
-            ]
-            for op, where, fo, npf, tf in cases:
-                shape = f"{n:.0e}" if where == "all" else f"{n // 1000}x1000 axis=-1"
-                suite.add("reduce", f"{op} f{dt} {shape}", fastop=fo, numpy=npf,
-                          torch=tf if torch else None, work=n, unit="elem",
-                          target="≥ 1.0× numpy")
+            for op in ("sum", "mean"):
+                _add_reduction(suite, torch, op, x, None)
+                _add_reduction(suite, torch, op, x.reshape(-1, 1000), -1)
+
+
+def _add_reduction(suite, torch, op, x, axis):
+    """One case: `op` of x over everything (axis None) or along `axis`."""
+    fx = from_numpy(x)
+    kernel, np_fn = getattr(reduce, op), getattr(np, op)
+    tx = torch.from_numpy(x) if torch else None
+    t_fn = getattr(torch, op) if torch else None
+    where = f"{x.size:.0e}" if axis is None else \
+        f"{'x'.join(map(str, x.shape))} axis={axis}"
+    suite.add("reduce", f"{op} f{x.dtype.itemsize * 8} {where}",
+              fastop=lambda: kernel(fx, axis=axis),
+              numpy=lambda: np_fn(x, axis=axis),
+              torch=(lambda: t_fn(tx) if axis is None else t_fn(tx, axis)) if torch else None,
+              work=x.size, unit="elem", target="≥ 1.0× numpy")
 
 
 def _cross_entropy(suite, torch):
