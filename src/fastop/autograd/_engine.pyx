@@ -486,8 +486,11 @@ cdef inline void _visit(Node n, Py_ssize_t epoch, list stack):
 
 cdef Tensor _own(Tensor g, bint create_graph):
     """g, or a copy of it when someone else may hold it (it becomes a leaf's .grad, which
-    optimizers may update in place). Two references are ours: the caller's list and arg."""
-    if create_graph or (Py_REFCNT(g) <= 3 and g._alloc is not NULL):
+    optimizers may update in place). Like torch's AccumulateGrad, a gradient is taken
+    as is when only the walk refers to it (the result list, the local, the upstream
+    buffer: 3 references) and it is not a view of another tensor."""
+    if create_graph or (Py_REFCNT(g) <= 3 and
+                        (g._alloc is not NULL or not isinstance(g.owner, DenseTensor))):
         return g
     return <Tensor>g.copy()
 
