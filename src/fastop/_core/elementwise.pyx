@@ -415,7 +415,7 @@ cdef int _run_range(block_fn fn, const OpCtx* c, const bcast_iter* it,
     cdef char* blocks[BCAST_MAX_OPERANDS]
     cdef uint64_t buffers[BCAST_MAX_OPERANDS][BLOCK]
     cdef int op, status, last = it.ndim - 1
-    cdef ptrdiff_t n, filled, pos = start
+    cdef ptrdiff_t n, filled, done, pos = start
     cdef bint direct = True
     for op in range(it.nop):
         if it.strides[op][last] != itemsizes[op]:
@@ -456,19 +456,23 @@ cdef int _run_range(block_fn fn, const OpCtx* c, const bcast_iter* it,
         status = fn(c, blocks, filled)
         if status != K_OK:
             return status
-        # walk the same elements again to scatter the output
-        ptrs[0] = saved_ptrs[0]
+        # walk the same elements again to scatter the output (this walk moves the
+        # input pointers too: keep where the gathering left them)
+        for op in range(it.nop):
+            saved_ptrs[op], ptrs[op] = ptrs[op], saved_ptrs[op]
         for op in range(last + 1):
             index[op] = saved_index[op]
-        n = 0
-        while n < filled:
-            op = <int>bcast_iter_run(it, index)
-            if op > filled - n:
-                op = <int>(filled - n)
-            _scatter(ptrs[0], blocks[0] + n * itemsizes[0], it.strides[0][last], op,
+        done = 0
+        while done < filled:
+            n = bcast_iter_run(it, index)
+            if n > filled - done:
+                n = filled - done
+            _scatter(ptrs[0], blocks[0] + done * itemsizes[0], it.strides[0][last], n,
                      itemsizes[0])
-            bcast_iter_advance(it, op, index, ptrs)
-            n += op
+            bcast_iter_advance(it, n, index, ptrs)
+            done += n
+        for op in range(1, it.nop):
+            ptrs[op] = saved_ptrs[op]
     return K_OK
 
 
@@ -780,8 +784,8 @@ def _pack_fill(attrs):
         except AttributeError:
             raise TypeError(f"full_like: fill_value must be a number, got "
                             f"{type(value).__name__}") from None
-    as_int = int(value) if isinstance(value, int) or value == value and \
-        abs(value) < 2.0 ** 63 else 0
+    # (`abs` here is the kernel of this module: compare without it)
+    as_int = int(value) if isinstance(value, int) or -2.0 ** 63 < value < 2.0 ** 63 else 0
     return (as_int,), (float(value),)
 
 
