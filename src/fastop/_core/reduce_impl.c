@@ -1,4 +1,5 @@
-/* Hot loops of fastop's reductions (sum, dot, max) over contiguous runs.
+/* Hot loops of fastop's reductions (sum, dot, max) over contiguous runs, and the
+ * affine map the softmax rows use (shift by the max, scale by 1/sum).
  *
  * The build has no -march and no -ffast-math, so gcc may not reorder float additions:
  * every loop here keeps LANES independent accumulators that it is allowed to vectorize,
@@ -121,3 +122,15 @@ DEFINE_MAX(fastop_max_f64, double, 32)
 
 DEFINE_ROW_OPS(f32, float)
 DEFINE_ROW_OPS(f64, double)
+
+/* y[i] = a * x[i] + b (in place allowed): x - max (a = 1, b = -max) and scaling
+ * (b = 0) in the softmax rows, exact in both uses. */
+#define DEFINE_AXPB(SUFFIX, T)                                                       \
+    FASTOP_CLONES void fastop_axpb_##SUFFIX(const T *x, T a, T b, T *y, ptrdiff_t n) \
+    {                                                                                \
+        for (ptrdiff_t i = 0; i < n; i++)                                            \
+            y[i] = a * x[i] + b;                                                     \
+    }
+
+DEFINE_AXPB(f32, float)
+DEFINE_AXPB(f64, double)

@@ -41,6 +41,8 @@ cdef extern from *:
     double fastop_dot_f64(const double *x, const double *y, ptrdiff_t n);
     float fastop_max_f32(const float *x, ptrdiff_t n);
     double fastop_max_f64(const double *x, ptrdiff_t n);
+    void fastop_axpb_f32(const float *x, float a, float b, float *y, ptrdiff_t n);
+    void fastop_axpb_f64(const double *x, double a, double b, double *y, ptrdiff_t n);
     """
     float fastop_sum_f32(const float* x, ptrdiff_t n) noexcept nogil
     double fastop_sum_f64(const double* x, ptrdiff_t n) noexcept nogil
@@ -48,6 +50,9 @@ cdef extern from *:
     double fastop_dot_f64(const double* x, const double* y, ptrdiff_t n) noexcept nogil
     float fastop_max_f32(const float* x, ptrdiff_t n) noexcept nogil
     double fastop_max_f64(const double* x, ptrdiff_t n) noexcept nogil
+    void fastop_axpb_f32(const float* x, float a, float b, float* y, ptrdiff_t n) noexcept nogil
+    void fastop_axpb_f64(const double* x, double a, double b, double* y,
+                         ptrdiff_t n) noexcept nogil
 
 __all__ = ["softmax", "log_softmax", "softmax_grad", "log_softmax_grad",
            "softmax_cross_entropy", "softmax_cross_entropy_grad"]
@@ -100,6 +105,15 @@ cdef inline floating_t _sum(const floating_t* x, ptrdiff_t n) noexcept nogil:
         return fastop_sum_f64(x, n)
 
 
+cdef inline void _axpb(const floating_t* x, floating_t a, floating_t b, floating_t* y,
+                       ptrdiff_t n) noexcept nogil:
+    """y = a * x + b over a contiguous run (SIMD)."""
+    if floating_t is float:
+        fastop_axpb_f32(x, a, b, y, n)
+    else:
+        fastop_axpb_f64(x, a, b, y, n)
+
+
 cdef inline void _vexp(const floating_t* x, floating_t* y, ptrdiff_t n) noexcept nogil:
     if floating_t is float:
         fastop_vexp_f32(x, y, n)
@@ -114,13 +128,10 @@ cdef floating_t _softmax_row(const floating_t* x, ptrdiff_t xs, floating_t* y, p
     cdef floating_t m = _max(x, n, xs), s = 0, inv
     m_out[0] = m
     if xs == 1 and ys == 1:
-        for i in range(n):
-            y[i] = x[i] - m
+        _axpb(x, 1, -m, y, n)
         _vexp(y, y, n)
         s = _sum(y, n)
-        inv = 1 / s
-        for i in range(n):
-            y[i] = y[i] * inv
+        _axpb(y, 1 / s, 0, y, n)
     else:
         for i in range(n):
             y[i * ys] = exp(x[i * xs] - m)
@@ -140,8 +151,7 @@ cdef floating_t _log_sum_exp_shifted(const floating_t* x, ptrdiff_t xs, ptrdiff_
     if xs == 1:
         for c in range((n + CHUNK - 1) // CHUNK):
             k = min(<ptrdiff_t>CHUNK, n - c * CHUNK)
-            for i in range(k):
-                buf[i] = x[c * CHUNK + i] - m
+            _axpb(x + c * CHUNK, 1, -m, buf, k)
             _vexp(buf, buf, k)
             s += _sum(buf, k)
     else:
@@ -277,8 +287,7 @@ cdef void _row(Rows* R, ptrdiff_t r, floating_t* tag) noexcept nogil:
         xs = _step(v[1], a, tag)
         ys = _step(v[3], a, tag)
         if xs == 1 and ys == 1:
-            for i in range(n):
-                y[i] = x[i] * g
+            _axpb(x, g, 0, y, n)
         else:
             for i in range(n):
                 y[i * ys] = x[i * xs] * g
