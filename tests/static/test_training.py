@@ -75,6 +75,6 @@ def test_seed_network_trains_like_eager(static_env, exe):
         np.testing.assert_allclose(static_loss, eager_loss.numpy(), rtol=1e-4, atol=1e-6)
         losses.append(float(static_loss))
     for layer, name in zip(layers, names):
-        np.testing.assert_allclose(scope[name + ".w_0"], layer.weight.numpy(), rtol=1e-3,
-                                   atol=1e-5)
+        # float32 tanh differs in the last ulp between numpy (py_func) and fastop (eager)
+        np.testing.assert_allclose(scope[name + ".w_0"], layer.weight.numpy(), atol=1e-4)
     assert losses[-1] < losses[0] - 0.1
