@@ -484,9 +484,14 @@ def run(args: argparse.Namespace) -> int:
     results: list[Result] = []
     errors: list[dict[str, Any]] = []
     runs: list[dict[str, Any]] = []
+    cores = machine_info()["usable_cores"] or os.cpu_count() or 1
     for threads in args.threads:
         print(f"fastop bench: {threads} thread(s), {directory}", file=sys.stderr,
               flush=True)
+        if threads > cores:
+            print(f"fastop bench: warning: {threads} threads on {cores} usable cores; "
+                  f"fastop uses at most {cores}, numpy and torch may not",
+                  file=sys.stderr)
         res, err, info = _run_threads(threads, args, directory)
         results += res
         errors += err
