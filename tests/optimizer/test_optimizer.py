@@ -174,23 +174,29 @@ def test_set_state_dict_shape_mismatch_raises():
         opt.set_state_dict({f"{params[0].name or 'param_0'}_velocity": np.zeros(2)})
 
 
-def test_minimize_eager_uses_existing_grads_or_runs_backward():
+@pytest.mark.parametrize("set_to_zero", [True, False])
+def test_minimize_eager_runs_backward_unless_already_done(set_to_zero):
     if any(f"fastop::{n}" not in fastop.ops.registry for n in ("fc", "mean", "multiply")):
         pytest.skip("the fc/mean/multiply ops are not built yet")
     fastop.seed(0)
     layer = nn.Linear(3, 1)
     x = fastop.to_tensor(np.ones((2, 3), "float32"))
     opt = optimizer.SGD(0.1, parameters=layer.parameters())
+    step = np.full((3, 1), 0.1)
     before = layer.weight.numpy().copy()
-    opt.minimize(layer(x).mean())               # no grads yet: runs backward
-    once = layer.weight.numpy().copy()
-    np.testing.assert_allclose(before - once, np.full((3, 1), 0.1), rtol=1e-6)
-    opt.clear_grad(set_to_zero=False)
+    opt.minimize(layer(x).mean())               # backward + step
+    np.testing.assert_allclose(before - layer.weight.numpy(), step, rtol=1e-6)
+    opt.clear_grad(set_to_zero)
+    before = layer.weight.numpy().copy()
     loss = layer(x).mean()
     loss.backward()
-    _, params_grads = opt.minimize(loss)        # grads exist: not backpropagated twice
-    np.testing.assert_allclose(once - layer.weight.numpy(), np.full((3, 1), 0.1), rtol=1e-6)
+    _, params_grads = opt.minimize(loss)        # PaddlePaddle's pattern: no second backward
+    np.testing.assert_allclose(before - layer.weight.numpy(), step, rtol=1e-6)
     assert len(params_grads) == 2
+    opt.clear_grad(set_to_zero)
+    before = layer.weight.numpy().copy()
+    opt.minimize(layer(x).mean())               # cleared gradients are not reused
+    np.testing.assert_allclose(before - layer.weight.numpy(), step, rtol=1e-6)
 
 
 @pytest.mark.parametrize("kwargs,error,match", [
@@ -222,5 +228,7 @@ def test_step_in_static_mode_raises():
     try:
         with pytest.raises(RuntimeError, match="step\\(\\) runs in eager mode"):
             opt.step()
+        with pytest.raises(RuntimeError, match="clear_grad\\(\\) runs in eager mode"):
+            opt.clear_grad()
     finally:
         fastop.disable_static()

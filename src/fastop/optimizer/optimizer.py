@@ -66,6 +66,7 @@ class Optimizer:
             if not self._parameter_list:
                 raise ValueError(f"{type(self).__name__}: got an empty parameter list")
         self._state: dict[int, dict[str, Any]] = {}
+        self._seen_grads: dict[int, Any] = {}
         self._name = name or _unique_name(type(self).__name__.lower())
 
     # -- learning rate -------------------------------------------------------------------
@@ -90,14 +91,23 @@ class Optimizer:
             if grad is None or param.stop_gradient:
                 continue
             self._eager_update(param, grad, self._eager_state(param))
+        self._remember_grads()
 
     def clear_grad(self, set_to_zero: bool = True) -> None:
         """Reset the parameters' gradients to zeros (PaddlePaddle's default) or, with
         ``set_to_zero=False``, to None (cheaper: the next backward writes them fresh)."""
+        if current_mode() != "eager":
+            raise RuntimeError(f"{type(self).__name__}.clear_grad() runs in eager mode")
         for param in self._parameter_list:
             param.clear_grad(set_to_zero)
+        self._remember_grads()
 
     clear_gradients = clear_grad
+
+    def _remember_grads(self) -> None:
+        """Note the gradient objects now held, so minimize can tell whether a backward
+        produced new ones since."""
+        self._seen_grads = {id(p): p.grad for p in self._parameter_list}
 
     def _eager_state(self, param: Any) -> dict[str, Any]:
         state = self._state.get(id(param))
@@ -115,13 +125,15 @@ class Optimizer:
     # -- both modes ------------------------------------------------------------------------
     def minimize(self, loss: Any, startup_program: Any = None, parameters: Any = None,
                  no_grad_set: Any = None) -> tuple[list, list]:
-        """Eager: apply the gradients of the last ``loss.backward()`` (running it first
-        if no parameter has a gradient yet), like PaddlePaddle's dygraph ``minimize``.
-        Static: append backward ops and this optimizer's update ops to the program.
+        """Eager: ``loss.backward()`` then ``step()`` — unless a backward already left new
+        gradients since the last step/clear_grad, which are then applied as they are
+        (PaddlePaddle's dygraph ``minimize``). Static: append backward ops and this
+        optimizer's update ops to the program.
         Returns ``(update_ops, [(param, grad), ...])``."""
         if current_mode() == "eager":
             params = list(parameters) if parameters is not None else self._parameter_list
-            if all(p.grad is None for p in params):
+            seen = self._seen_grads
+            if not any(p.grad is not None and p.grad is not seen.get(id(p)) for p in params):
                 loss.backward()
             saved, self._parameter_list = self._parameter_list, params
             try:
