@@ -65,7 +65,7 @@ cdef enum:
     CE = 4
     CE_GRAD = 5
     CHUNK = 512           # elements of a stack buffer (exp of a piece of a row)
-    EXP_COST = 8          # an element costs about this many additions (threads sooner)
+    EXP_COST = 2          # a row element costs about two elementwise ones (threads sooner)
 
 
 ctypedef struct Rows:
