@@ -75,9 +75,12 @@ class PyFuncOp:
         self.skip_positions = sorted(skip_positions)
         self.label = ("py_func" if role == "forward" else "py_func_grad") + \
             f"[{_func_name(func)}]"
-        # per output: (ndim, positions of known dims, their sizes) for a fast check
-        self._known = [(len(m.shape), [i for i, d in enumerate(m.shape) if d is not None],
-                        [d for d in m.shape if d is not None]) for m in self.out_metas]
+        # per output, for a fast check: numpy dtype, the shape as a tuple when fully
+        # known, else (ndim, positions of the known dims, their sizes)
+        self._checks = [(m.dtype.numpy_dtype, None if None in m.shape else tuple(m.shape),
+                         len(m.shape), [i for i, d in enumerate(m.shape) if d is not None],
+                         [d for d in m.shape if d is not None]) for m in self.out_metas]
+        self._single = self.expected == 1 and self.keep == [0]
         self._warned: set[tuple[str, str]] = set()
 
     # -- the OpDef interface the IR, backward and executor use --------------------------
@@ -102,6 +105,8 @@ class PyFuncOp:
     # -- running ------------------------------------------------------------------------
     def _run(self, *tensors: Any) -> tuple:
         result = self.func(*tensors)
+        if self._single and not isinstance(result, (list, tuple)):
+            return (self._conform(result, 0, tensors),)
         if self.expected == 0:
             return ()
         values = list(result) if isinstance(result, (list, tuple)) else [result]
@@ -116,6 +121,10 @@ class PyFuncOp:
 
     def _conform(self, value: Any, k: int, inputs: Sequence[Any]) -> DenseTensor:
         """Output `k`'s value checked against its declaration, as a DenseTensor."""
+        np_dtype, full_shape, ndim, positions, sizes = self._checks[k]
+        if type(value) is np.ndarray and value.dtype == np_dtype and value.base is None \
+                and value.shape == full_shape and value.flags.c_contiguous:
+            return from_numpy(value)         # the common case: a fresh array as declared
         meta, name = self.out_metas[k], self.out_names[k]
         if value is None:
             if self.role == "backward" and None not in meta.shape:
@@ -134,7 +143,6 @@ class PyFuncOp:
             shape = array.shape
             if array.dtype != meta.dtype.numpy_dtype:
                 array = self._convert(array, meta, name)
-        ndim, positions, sizes = self._known[k]
         if len(shape) != ndim or [shape[i] for i in positions] != sizes:
             self._break_contract(name, f"shape {_shape_str(meta.shape)}",
                                  f"shape {list(shape)}")
