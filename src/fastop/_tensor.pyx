@@ -24,6 +24,7 @@ import numpy as np
 
 from fastop._core.storage import as_dtype, from_numpy
 from fastop.autograd import _engine
+from fastop.ops._dispatch import dispatch
 from fastop.ops._registry import registry
 
 __all__ = ["Tensor", "to_tensor", "from_numpy_tensor"]
@@ -141,8 +142,8 @@ cdef object _binary(int which, object a, object b):
 
 
 cdef object _call(str name, tuple args, dict kwargs):
-    """Call the registry op ``fastop::<name>`` (through the current mode's dispatcher)."""
-    return registry.get("fastop::" + name)(*args, **kwargs)
+    """Call the registry op ``fastop::<name>`` through the current mode's dispatcher."""
+    return dispatch(registry.get("fastop::" + name), args, kwargs)
 
 
 # --------------------------------------------------------------------------- helpers

@@ -2,7 +2,8 @@
 
 Every name here is re-exported as ``fastop.<name>``. The math functions have
 PaddlePaddle's signatures and are the registry's ops (``fastop.tanh`` is
-``fastop.ops.fastop.tanh``), so they also work on static-mode variables.
+``fastop.ops.fastop.tanh``), called through the current mode's dispatcher, so they also
+work on static-mode variables.
 
 For another layer that needs trainable tensors (parameters): make them with
 ``fastop.to_tensor(array, stop_gradient=False)`` (a copy) and update their values in
@@ -20,7 +21,7 @@ from fastop._core.storage import as_dtype
 from fastop._tensor import Tensor, from_numpy_tensor as from_numpy, to_tensor
 from fastop.autograd._engine import (enable_grad, grad, is_grad_enabled, no_grad,
                                      set_grad_enabled)
-from fastop.ops._dispatch import current_mode
+from fastop.ops._dispatch import current_mode, dispatch
 from fastop.ops._registry import registry
 
 __all__ = [
@@ -34,8 +35,20 @@ __all__ = [
 ShapeLike = "int | Sequence[int] | Tensor"
 
 
+_ops: dict[str, Any] = {}
+_ops_version = -1
+
+
 def _op(name: str) -> Any:
-    return registry.get("fastop::" + name)
+    """The OpDef ``fastop::<name>``, looked up again only when the registry changes."""
+    global _ops_version
+    if _ops_version != registry.version:
+        _ops.clear()
+        _ops_version = registry.version
+    op = _ops.get(name)
+    if op is None:
+        op = _ops[name] = registry.get("fastop::" + name)
+    return op
 
 
 def _shape(shape: Any) -> list[int]:
@@ -76,7 +89,8 @@ def full(shape: ShapeLike, fill_value: Any, dtype: Any = None,
     In static mode this appends the ``fastop::full`` op."""
     dtype = as_dtype("float32" if dtype is None else dtype)
     if current_mode() == "static":
-        return _op("full")(shape=_shape(shape), fill_value=float(fill_value), dtype=dtype)
+        return dispatch(_op("full"), (), {"shape": _shape(shape),
+                                          "fill_value": float(fill_value), "dtype": dtype})
     return from_numpy(np.full(_shape(shape), fill_value, dtype=dtype.numpy_dtype))
 
 
@@ -115,81 +129,82 @@ def arange(start: Any = 0, end: Any = None, step: Any = 1, dtype: Any = None,
 # --------------------------------------------------------------------------- math (registry ops)
 
 def tanh(x: Tensor, name: str | None = None) -> Tensor:
-    return _op("tanh")(x)
+    return dispatch(_op("tanh"), (x,), {})
 
 
 def exp(x: Tensor, name: str | None = None) -> Tensor:
-    return _op("exp")(x)
+    return dispatch(_op("exp"), (x,), {})
 
 
 def log(x: Tensor, name: str | None = None) -> Tensor:
-    return _op("log")(x)
+    return dispatch(_op("log"), (x,), {})
 
 
 def sqrt(x: Tensor, name: str | None = None) -> Tensor:
-    return _op("sqrt")(x)
+    return dispatch(_op("sqrt"), (x,), {})
 
 
 def square(x: Tensor, name: str | None = None) -> Tensor:
-    return _op("square")(x)
+    return dispatch(_op("square"), (x,), {})
 
 
 def abs(x: Tensor, name: str | None = None) -> Tensor:  # noqa: A001 (PaddlePaddle's name)
-    return _op("abs")(x)
+    return dispatch(_op("abs"), (x,), {})
 
 
 def relu(x: Tensor, name: str | None = None) -> Tensor:
-    return _op("relu")(x)
+    return dispatch(_op("relu"), (x,), {})
 
 
 def sigmoid(x: Tensor, name: str | None = None) -> Tensor:
-    return _op("sigmoid")(x)
+    return dispatch(_op("sigmoid"), (x,), {})
 
 
 def add(x: Tensor, y: Tensor, name: str | None = None) -> Tensor:
-    return _op("add")(x, y)
+    return dispatch(_op("add"), (x, y), {})
 
 
 def subtract(x: Tensor, y: Tensor, name: str | None = None) -> Tensor:
-    return _op("subtract")(x, y)
+    return dispatch(_op("subtract"), (x, y), {})
 
 
 def multiply(x: Tensor, y: Tensor, name: str | None = None) -> Tensor:
-    return _op("multiply")(x, y)
+    return dispatch(_op("multiply"), (x, y), {})
 
 
 def divide(x: Tensor, y: Tensor, name: str | None = None) -> Tensor:
-    return _op("divide")(x, y)
+    return dispatch(_op("divide"), (x, y), {})
 
 
 def matmul(x: Tensor, y: Tensor, transpose_x: bool = False, transpose_y: bool = False,
            name: str | None = None) -> Tensor:
-    return _op("matmul")(x, y, transpose_x=transpose_x, transpose_y=transpose_y)
+    return dispatch(_op("matmul"), (x, y),
+                    {"transpose_x": transpose_x, "transpose_y": transpose_y})
 
 
 def mean(x: Tensor, axis: Any = None, keepdim: bool = False,
          name: str | None = None) -> Tensor:
-    return _op("mean")(x, axis=axis, keepdim=keepdim)
+    return dispatch(_op("mean"), (x,), {"axis": axis, "keepdim": keepdim})
 
 
 def sum(x: Tensor, axis: Any = None, dtype: Any = None, keepdim: bool = False,  # noqa: A001
         name: str | None = None) -> Tensor:
-    out = _op("sum")(x, axis=axis, keepdim=keepdim)
+    out = dispatch(_op("sum"), (x,), {"axis": axis, "keepdim": keepdim})
     return out if dtype is None else out.astype(dtype)
 
 
 def max(x: Tensor, axis: Any = None, keepdim: bool = False,  # noqa: A001
         name: str | None = None) -> Tensor:
-    return _op("max")(x, axis=axis, keepdim=keepdim)
+    return dispatch(_op("max"), (x,), {"axis": axis, "keepdim": keepdim})
 
 
 def reshape(x: Tensor, shape: ShapeLike, name: str | None = None) -> Tensor:
-    return _op("reshape")(x, shape=_shape(shape))
+    return dispatch(_op("reshape"), (x,), {"shape": _shape(shape)})
 
 
 def transpose(x: Tensor, perm: Sequence[int], name: str | None = None) -> Tensor:
-    return _op("transpose")(x, perm=list(perm))
+    return dispatch(_op("transpose"), (x,), {"perm": list(perm)})
 
 
 def concat(x: Sequence[Tensor], axis: int = 0, name: str | None = None) -> Tensor:
-    return _op("concat")(list(x), axis=int(axis))
+    return dispatch(_op("concat"), (list(x),), {"axis": int(axis)})

@@ -54,6 +54,19 @@ def test_grad_mode_restored_after_exception(ops):
     assert fastop.is_grad_enabled()
 
 
+def test_repeated_keyword_attributes_are_rebound_when_they_change(ops):
+    # The dispatcher reuses the last call's bound attributes when they compare equal;
+    # a changed value, type or mutated list must be bound again.
+    x = leaf(X)
+    for alpha, want in [(2.0, 2 * X), (2.0, 2 * X), (3.0, 3 * X), (2, 2 * X)]:
+        np.testing.assert_allclose(ops.scale(x, alpha=alpha).numpy(), want)
+    if "fastop::sum" in fastop.ops.registry:
+        axes = [0]
+        np.testing.assert_allclose(fastop.sum(x, axis=axes).numpy(), X.sum(0))
+        axes[0] = 1
+        np.testing.assert_allclose(fastop.sum(x, axis=axes).numpy(), X.sum(1))
+
+
 def test_python_kernel_results_wrap_without_copy(ops):
     x = leaf(X)
     y = ops.scale(x, alpha=2.0)

@@ -22,6 +22,9 @@ cdef class OpInfo:
     cdef dict default_attrs       # attributes when none are given (None: one is required)
     cdef fastop_attrs packed      # default_attrs packed for `ck`
     cdef bint defaults_packed     # `packed` is valid (packing the defaults succeeded)
+    cdef dict last_kwargs         # the keyword attributes of the last call...
+    cdef dict last_attrs          # ...bound and checked...
+    cdef fastop_attrs last_packed # ...and packed: reused when a call repeats them
     cdef Py_ssize_t n_in
     cdef bint simple              # no optional or variadic inputs
     cdef object rule              # the grad rule `needs`/`diff` were computed for

@@ -430,13 +430,26 @@ cdef object dispatch_eager(object op, tuple args, dict kwargs):
     cdef OpInfo info = op_info(op)
     cdef list inputs
     cdef dict attrs
-    cdef bint defaults = (not kwargs and len(args) == info.n_in and info.simple
-                          and info.defaults_packed)
-    if defaults:
+    cdef const fastop_attrs* packed_ptr = NULL    # set when attrs are already packed
+    cdef fastop_attrs packed
+    cdef bint plain = len(args) == info.n_in and info.simple
+    if plain and not kwargs and info.defaults_packed:
         inputs = list(args)
         attrs = info.default_attrs
+        packed_ptr = &info.packed
+    elif plain and info.last_kwargs is not None and _same_attrs(kwargs, info.last_kwargs):
+        inputs = list(args)
+        attrs = info.last_attrs
+        packed_ptr = &info.last_packed
     else:
         inputs, attrs = op.bind(args, kwargs)
+        if plain and info.ck is not None and _cacheable(kwargs):
+            info.ck.pack(attrs, &info.last_packed)
+            # a copy: the caller may change its lists afterwards
+            info.last_kwargs = {k: list(v) if isinstance(v, list) else v
+                                for k, v in kwargs.items()}
+            info.last_attrs = attrs
+            packed_ptr = &info.last_packed
     cdef int ref = _ref_dtype(inputs)
     cdef Py_ssize_t i
     for i in range(len(inputs)):
@@ -446,18 +459,42 @@ cdef object dispatch_eager(object op, tuple args, dict kwargs):
     cdef tuple ins = tuple(inputs)
     cdef tuple outs
     cdef CKernel ck = info.ck
-    cdef fastop_attrs packed
     if ck is not None and (info.ck_mask >> (<Tensor>ins[ck.dispatch_input]).view.dtype) & 1:
-        if defaults:                      # (default attributes, packed once)
-            outs = ck.run(ins, None, &info.packed, Tensor)
-        else:
+        if packed_ptr == NULL:
             ck.pack(attrs, &packed)
-            outs = ck.run(ins, None, &packed, Tensor)
+            packed_ptr = &packed
+        outs = ck.run(ins, None, packed_ptr, Tensor)
     else:
         outs = tuple([wrap_dense(<DenseTensor>d) for d in op.invoke(inputs, attrs)])
     if _grad_enabled:
         outs = record_op(info, ins, outs, attrs)
     return outs[0] if len(outs) == 1 else outs
+
+
+cdef bint _cacheable(dict kwargs):
+    """Whether keyword attributes compare reliably with == (plain Python values)."""
+    for value in kwargs.values():
+        if isinstance(value, (list, tuple)):
+            for v in value:
+                if type(v) is not int:
+                    return False
+        elif not (value is None or type(value) in (bool, int, float, str)):
+            return False
+    return True
+
+
+cdef inline bint _same_attrs(dict kwargs, dict last):
+    """kwargs == last, with equal types too (1 and 1.0 and True bind differently)."""
+    if len(kwargs) != len(last):
+        return False
+    for key, value in kwargs.items():
+        other = last.get(key, _MISSING)
+        if type(other) is not type(value) or other != value:
+            return False
+    return True
+
+
+cdef object _MISSING = object()
 
 
 def eager_dispatch(op, args, kwargs):
