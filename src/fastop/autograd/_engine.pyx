@@ -440,16 +440,20 @@ cdef object dispatch_eager(object op, tuple args, dict kwargs):
     elif plain and info.last_kwargs is not None and _same_attrs(kwargs, info.last_kwargs):
         inputs = list(args)
         attrs = info.last_attrs
-        packed_ptr = &info.last_packed
+        packed = info.last_packed         # a copy: the kernel may run without the GIL
+        packed_ptr = &packed
     else:
         inputs, attrs = op.bind(args, kwargs)
         if plain and info.ck is not None and _cacheable(kwargs):
-            info.ck.pack(attrs, &info.last_packed)
-            # a copy: the caller may change its lists afterwards
-            info.last_kwargs = {k: list(v) if isinstance(v, list) else v
-                                for k, v in kwargs.items()}
+            info.ck.pack(attrs, &packed)
+            packed_ptr = &packed
+            # copies (the caller may change its lists later), stored with no Python code
+            # running in between, so another thread never sees a half-updated cache
+            last_kwargs = {k: list(v) if isinstance(v, list) else v
+                           for k, v in kwargs.items()}
+            info.last_packed = packed
             info.last_attrs = attrs
-            packed_ptr = &info.last_packed
+            info.last_kwargs = last_kwargs
     cdef int ref = _ref_dtype(inputs)
     cdef Py_ssize_t i
     for i in range(len(inputs)):
