@@ -155,7 +155,7 @@ def threads(request):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("trans_a", [False, True], ids=["a", "aT"])
 @pytest.mark.parametrize("trans_b", [False, True], ids=["b", "bT"])
-@pytest.mark.parametrize("mnk", [(300, 40, 30), (40, 300, 30), (97, 35, 129)],
+@pytest.mark.parametrize("mnk", [(300, 80, 100), (80, 300, 100), (197, 35, 331)],
                          ids=["split-rows", "split-columns", "uneven"])
 def test_gemm_split_across_threads_matches_numpy(threads, dtype, trans_a, trans_b, mnk):
     m, n, k = mnk
@@ -172,8 +172,8 @@ def test_gemm_split_across_threads_matches_numpy(threads, dtype, trans_a, trans_
 @pytest.mark.parametrize("batch", [2, 3, 9], ids=["even", "odd-small", "large"])
 def test_gemm_batch_split_across_threads_matches_numpy(threads, batch):
     rng = np.random.default_rng(3)
-    a = rng.standard_normal((batch, 64, 70))
-    b = rng.standard_normal((1, 70, 66))
-    c = np.zeros((batch, 64, 66))
+    a = rng.standard_normal((batch, 128, 130))      # 2.2 M multiply-adds per product
+    b = rng.standard_normal((1, 130, 132))
+    c = np.zeros((batch, 128, 132))
     blas._gemm_batch_strided(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-12, atol=1e-12)
