@@ -10,15 +10,15 @@ op registry and the eager dispatcher of :mod:`fastop.autograd._engine`.
 """
 from cpython.buffer cimport PyBUF_C_CONTIGUOUS, PyBuffer_Release, PyObject_GetBuffer
 from cpython.float cimport PyFloat_Check
-from libc.string cimport memcpy
-from libc.stddef cimport ptrdiff_t
 from cpython.long cimport PyLong_Check
-from fastop._core.storage cimport (DenseTensor, FASTOP_BOOL, FASTOP_FLOAT32,
-                                   FASTOP_FLOAT64, FASTOP_INT32, FASTOP_INT64,
-                                   FASTOP_MAX_NDIM, alloc_tensor, dtype_code)
+from libc.stddef cimport ptrdiff_t
+from libc.string cimport memcpy
+from fastop._core.storage cimport (DenseTensor, FASTOP_FLOAT32, FASTOP_FLOAT64,
+                                   FASTOP_INT32, FASTOP_INT64, FASTOP_MAX_NDIM,
+                                   alloc_tensor, dtype_code)
 from fastop._core.kernel cimport CKernel
-from fastop.autograd._engine cimport (Node, OpInfo, dispatch_eager, grad_enabled,
-                                      op_info, record_op, run_backward)
+from fastop.autograd._engine cimport (OpInfo, dispatch_eager, grad_enabled, op_info,
+                                      record_op, run_backward)
 
 import numpy as np
 
