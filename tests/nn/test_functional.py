@@ -203,6 +203,19 @@ def test_cross_entropy_ignore_index_mean_over_valid_rows():
     assert rows[1, 0] == 0 and rows[3, 0] == 0
 
 
+@pytest.mark.parametrize("kwargs", [dict(use_softmax=False), dict(label_smoothing=0.2)],
+                         ids=["no-softmax", "smoothing"])
+def test_cross_entropy_ignored_rows_are_zero(kwargs):
+    probs = np.exp(np_log_softmax(rng.standard_normal((4, 3)))) * 0.7
+    labels = np.array([2, -100, 0, -100])
+    tp = t(probs, True)
+    rows = F.cross_entropy(tp, t(labels), reduction="none", **kwargs)
+    assert rows.numpy()[1, 0] == 0 and rows.numpy()[3, 0] == 0
+    assert (rows.numpy()[[0, 2], 0] != 0).all()
+    rows.sum().backward()
+    np.testing.assert_array_equal(tp.grad.numpy()[[1, 3]], 0)
+
+
 def test_cross_entropy_label_smoothing():
     logits = rng.standard_normal((4, 5))
     labels = rng.integers(0, 5, 4)

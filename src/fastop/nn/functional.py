@@ -177,19 +177,22 @@ def _invert(perm: list[int]) -> list[int]:
 
 def _hard_cross_entropy(x: Any, label: Any, ignore_index: int, use_softmax: bool,
                         label_smoothing: float) -> Any:
-    """Per-row loss ``[..., 1]`` for integer labels, class axis last."""
+    """Per-row loss ``[..., 1]`` for integer labels, class axis last; 0 on ignored rows."""
     logits = x if use_softmax else _op("log")(x)
     loss, _ = _op("softmax_cross_entropy")(logits, label, ignore_index=ignore_index)
+    if use_softmax and not label_smoothing:
+        return loss
+    valid = _op("cast")(_op("not_equal")(label, ignore_index), dtype=loss.dtype)
+    if _ndim(label) == _ndim(x) - 1:
+        valid = _op("unsqueeze")(valid, axis=-1)
     if not use_softmax:
         # softmax(log p) = p / sum(p): remove the log-normalizer so the loss is -log p[y]
-        loss = _op("subtract")(loss, _op("log")(_op("sum")(x, axis=-1, keepdim=True)))
+        norm = _op("log")(_op("sum")(x, axis=-1, keepdim=True))
+        loss = _op("subtract")(loss, _op("multiply")(norm, valid))
     if label_smoothing:
-        # (1 - eps) * CE(onehot) + eps * CE(uniform), zero on ignored rows
+        # (1 - eps) * CE(onehot) + eps * CE(uniform)
         log_p = _op("log_softmax")(logits, axis=-1)
         uniform = _op("neg")(_op("mean")(log_p, axis=-1, keepdim=True))
-        valid = _op("cast")(_op("not_equal")(label, ignore_index), dtype=loss.dtype)
-        if _ndim(label) == _ndim(x) - 1:
-            valid = _op("unsqueeze")(valid, axis=-1)
         loss = _op("add")(_op("multiply")(loss, 1.0 - label_smoothing),
                           _op("multiply")(_op("multiply")(uniform, valid), label_smoothing))
     return loss
