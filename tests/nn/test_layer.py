@@ -229,3 +229,30 @@ def test_repr_shows_structure():
 def test_base_forward_raises():
     with pytest.raises(NotImplementedError, match="Layer must implement forward"):
         nn.Layer()(1)
+
+
+def test_layer_in_static_mode_creates_program_parameters():
+    from fastop import static
+    main, startup = static.Program(), static.Program()
+    fastop.enable_static()
+    try:
+        with static.program_guard(main, startup):
+            model = MLP()
+            x = static.data("x", [None, 4], "float32")
+            y = model(x)
+            with pytest.raises(RuntimeError, match="set_state_dict works in eager mode"):
+                model.set_state_dict({})
+    finally:
+        fastop.disable_static()
+    params = model.parameters()
+    assert all(isinstance(p, static.Variable) and p.is_parameter and p.persistable
+               for p in params)
+    assert [p.name for p in params] == [p.name for p in main.all_parameters()]
+    assert y.shape == [None, 3]
+    scope = static.Scope()
+    exe = static.Executor(fastop.CPUPlace())
+    exe.run(startup, scope=scope)
+    xv = np.ones((2, 4), "float32")
+    (out,) = exe.run(main, feed={"x": xv}, fetch_list=[y], scope=scope)
+    w1, b1, w2, b2 = (scope[p.name] for p in params)
+    np.testing.assert_allclose(out, np.tanh(xv @ w1 + b1) @ w2 + b2, rtol=1e-5)
