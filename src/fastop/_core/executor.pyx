@@ -362,8 +362,11 @@ cdef class Plan:
         cdef int s, t, i
         cdef ptrdiff_t size, off, total = 0, live, peak = 0
         # A Python op's result may be a view of its inputs (reshape, broadcast): its
-        # inputs stay live as long as its outputs (latest ops first, so chains extend).
+        # inputs stay live as long as its outputs (latest ops first, so chains extend;
+        # fetched values live past the last op).
         last_use = [self.last_use[s] for s in range(self.n_slots)]
+        for s in self.fetch_slots:          # read after the last op
+            last_use[s] = self.n_ops
         for i in range(self.n_ops - 1, -1, -1):
             if self.ops[i].kind == OP_PY and self.ops[i].n_out:
                 until = max([last_use[self.ops[i].outs[t]] for t in range(self.ops[i].n_out)])
