@@ -279,6 +279,26 @@ def test_saved_tensor_after_backward_needs_retain_graph():
         y.backward()
 
 
+def test_fresh_numpy_gradient_becomes_the_leaf_grad_without_a_copy():
+    made = []
+
+    class Double(PyLayer):
+        @staticmethod
+        def forward(ctx, x):
+            return T(x.numpy() * 2)
+
+        @staticmethod
+        def backward(ctx, dy):
+            grad = T(dy.numpy() * 2)
+            made.append(weakref.ref(grad))
+            return grad
+
+    x = leaf(X)
+    Double.apply(x).backward()
+    assert x.grad is made[0]()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full_like(X, 2.0))
+
+
 def test_gradcheck_of_a_numpy_pylayer():
     assert gradcheck(NumpyTanh.apply, [leaf(X)])
 
