@@ -242,12 +242,14 @@ def test_layer_in_static_mode_creates_program_parameters():
             y = model(x)
             with pytest.raises(RuntimeError, match="set_state_dict works in eager mode"):
                 model.set_state_dict({})
+            model.scale = static.create_parameter([3], "float32", name="scale")
     finally:
         fastop.disable_static()
-    params = model.parameters()
+    assert model.parameters(include_sublayers=False) == [model.scale]
+    params = model.parameters()[1:]
     assert all(isinstance(p, static.Variable) and p.is_parameter and p.persistable
                for p in params)
-    assert [p.name for p in params] == [p.name for p in main.all_parameters()]
+    assert [p.name for p in params] == [p.name for p in main.all_parameters()][:4]
     assert y.shape == [None, 3]
     scope = static.Scope()
     exe = static.Executor(fastop.CPUPlace())

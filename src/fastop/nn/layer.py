@@ -47,8 +47,10 @@ def _unique_name(prefix: str) -> str:
 
 
 def is_parameter(value: Any) -> bool:
-    """Whether `value` was made by :func:`create_parameter` (or registered as one)."""
-    return _PARAMETERS.get(id(value)) is value
+    """Whether `value` was made by :func:`create_parameter` (or registered as one), or
+    is a static-mode parameter Variable."""
+    return (_PARAMETERS.get(id(value)) is value
+            or getattr(value, "is_parameter", False) is True)
 
 
 class ParamAttr:
