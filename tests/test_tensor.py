@@ -333,6 +333,7 @@ def test_indexing_gradients_scatter_and_add_repeated_indices():
     np.testing.assert_array_equal(s.grad.numpy(), [[0, 1, 0], [0, 1, 0]])
     assert gradcheck(lambda v: v[1:, ::-1], [s])
     assert gradcheck(lambda v: v[[0, 0, 1], [2, 2, 0]], [s])
+    assert gradcheck(lambda v: v[X > 0], [s])                      # boolean mask
 
 
 def test_indexing_backward_twice_needs_retain_graph():
