@@ -74,7 +74,9 @@ class Optimizer:
         return self._learning_rate
 
     def set_lr(self, value: float) -> None:
-        """Set the learning rate used by the next eager ``step()``."""
+        """Set the learning rate of the next eager ``step()`` (and of programs built by a
+        later ``minimize``; a built program reads the persistable variable
+        ``<optimizer name>.learning_rate`` of its scope, which can be set there)."""
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise TypeError(f"{type(self).__name__}: learning_rate must be a non-negative "
                             f"float, got {value!r}")
