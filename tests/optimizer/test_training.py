@@ -150,3 +150,27 @@ def test_static_minimize_matches_numpy(kind, lr):
     for layer, w, b in zip(linears, ref.w, ref.b):
         np.testing.assert_allclose(scope[layer.weight.name], w, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(scope[layer.bias.name], b, rtol=1e-5, atol=1e-5)
+
+
+def test_static_learning_rate_lives_in_the_scope():
+    from fastop import static
+    main, startup, scope = static.Program(), static.Program(), static.Scope()
+    fastop.enable_static()
+    try:
+        with static.program_guard(main, startup):
+            x = static.data("x", [None, SIZES[0]], "float32")
+            y = static.data("y", [None], "int64")
+            model = build()
+            loss = nn.CrossEntropyLoss()(model(x), y)
+            optimizer.SGD(0.1, name="sgd_lr").minimize(loss)
+    finally:
+        fastop.disable_static()
+    exe = static.Executor(fastop.CPUPlace())
+    exe.run(startup, scope=scope)
+    np.testing.assert_allclose(scope["sgd_lr.learning_rate"], [0.1])
+    scope.set("sgd_lr.learning_rate", np.zeros(1, "float32"))
+    before = [scope[p.name].copy() for p in model.parameters()]
+    xb, labels = next(batches())
+    exe.run(main, feed={"x": xb, "y": labels}, fetch_list=[loss], scope=scope)
+    for p, b in zip(model.parameters(), before):
+        np.testing.assert_array_equal(scope[p.name], b)
