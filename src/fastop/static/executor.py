@@ -296,10 +296,10 @@ class _Folded:
 
 def _fold_constants(ops: Sequence[Operator], order: Sequence[int],
                     sources: set[str]) -> _Folded:
-    """Run, once, the registry ops whose inputs are all constants (e.g. the scaling of
-    a gradient seed): their outputs become constants of the plan. Ops without inputs,
-    py_funcs, ops writing persistable or fed variables, and ops that raise are left to
-    run (and report) normally."""
+    """Run, once, the built-in (``fastop::``, known pure) ops whose inputs are all
+    constants, such as the scaling of a gradient seed: their outputs become constants
+    of the plan. Ops without inputs, ops writing persistable or fed variables, and ops
+    that raise are left to run (and report) normally."""
     folded = _Folded()
     written: dict[str, int] = defaultdict(int)
     for op in ops:
@@ -308,7 +308,7 @@ def _fold_constants(ops: Sequence[Operator], order: Sequence[int],
     for i in order:
         op = ops[i]
         ins = op.input_vars()
-        if isinstance(op.opdef, PyFuncOp) or not ins or any(
+        if isinstance(op.opdef, PyFuncOp) or op.opdef.namespace != "fastop" or not ins or any(
                 o.persistable or o.name in sources or written[o.name] > 1 for o in op.outputs):
             continue
         values = [folded.value(v) for v in ins]
