@@ -459,7 +459,9 @@ class Executor:
 
     A program is compiled once per (program version, feed names/shapes/dtypes, fetch
     names) and the compiled plan reused; fetches come back as numpy arrays (DenseTensors
-    with ``return_numpy=False``).
+    with ``return_numpy=False``). ``feed_var_name``, ``fetch_var_name`` and
+    ``use_program_cache`` are accepted for PaddlePaddle compatibility (plans are always
+    cached). Every op of the program runs on every run, as in PaddlePaddle.
     """
 
     def __init__(self, place: Any = None) -> None:

@@ -444,7 +444,8 @@ def static_mode_guard() -> Iterator[None]:
 
 def data(name: str, shape: Sequence[int | None], dtype: Any = "float32",
          lod_level: int = 0) -> Variable:
-    """A variable to feed: `shape` may use None or -1 for any size (the batch)."""
+    """A variable to feed: `shape` may use None or -1 for any size (the batch).
+    `lod_level` is accepted for PaddlePaddle compatibility (fastop has no LoD)."""
     block = default_main_program().global_block()
     if name in block.vars:
         raise ValueError(f"static.data: variable '{name}' already exists")

@@ -77,7 +77,8 @@ def create_global_var(shape: Sequence[int], value: float, dtype: Any,
                       persistable: bool = False, force_cpu: bool = False,
                       name: str | None = None) -> Variable:
     """A variable of the main program filled with `value` by the startup program
-    (PaddlePaddle's ``create_global_var``; it lives in the scope either way)."""
+    (PaddlePaddle's ``create_global_var``). It lives in the scope whatever
+    `persistable` says; `force_cpu` is accepted for compatibility (all is CPU)."""
     shape = _known_shape(shape, "create_global_var")
     name = name or unique_name("global_var")
     block = default_main_program().global_block()
