@@ -271,3 +271,17 @@ def test_fetched_views_keep_their_input_alive(static_env, exe):
         rv, rd = exe.run(main, feed={"x": xv}, fetch_list=[v, d])
         np.testing.assert_allclose(rv, (xv @ xv).T, rtol=1e-12)
         np.testing.assert_allclose(rd, xv.T @ xv @ xv, rtol=1e-12)
+
+
+def test_feeds_of_lists_tensors_and_strided_arrays(chain, exe):
+    main, startup, scope, x, w, y = chain
+    exe.run(startup)
+    rows = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+    expected = np.array(rows, "float32") @ scope["w"]
+    (a,) = exe.run(main, feed={"x": rows}, fetch_list=[y])                  # a list
+    (b,) = exe.run(main, feed={"x": fastop._core.storage.from_numpy(
+        np.array(rows, "float32"))}, fetch_list=[y])                        # a tensor
+    (c,) = exe.run(main, feed={"x": np.array(rows, "float32").T.copy().T}, # F-ordered
+                   fetch_list=[y])
+    for r in (a, b, c):
+        np.testing.assert_allclose(r, expected, rtol=1e-6)

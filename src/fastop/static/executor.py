@@ -481,10 +481,12 @@ class Executor:
         signature = []
         if feed:
             for name, value in feed.items():
-                if type(value) is not np.ndarray or not value.flags.c_contiguous:
+                if type(value) is np.ndarray and value.flags.c_contiguous:
+                    signature.append((name, value.shape, value.dtype))
+                else:
                     value = _feed_value(program.global_block(), name, value)
+                    signature.append((name, tuple(value.shape), value.dtype))
                 arrays[name] = value
-                signature.append((name, value.shape, value.dtype))
         key = (tuple(signature), tuple([f if type(f) is str else _fetch_name(f)
                                         for f in fetch_list]) if fetch_list else ())
         compiled = self._cache(program).get(key)
@@ -513,7 +515,7 @@ class Executor:
         """The compiled plan used for this signature (after a run), for inspection."""
         block = program.global_block()
         values = {n: _feed_value(block, n, v) for n, v in (feed or {}).items()}
-        signature = tuple((n, v.shape, v.dtype) for n, v in values.items())
+        signature = tuple((n, tuple(v.shape), v.dtype) for n, v in values.items())
         compiled = self._cache(program).get(
             (signature, tuple(map(_fetch_name, fetch_list or ()))))
         return None if compiled is None else compiled.plan
