@@ -129,22 +129,27 @@ def arange(start: Any = 0, end: Any = None, step: Any = 1, dtype: Any = None,
 # --------------------------------------------------------------------------- math (registry ops)
 
 def tanh(x: Tensor, name: str | None = None) -> Tensor:
+    """Elementwise hyperbolic tangent."""
     return dispatch(_op("tanh"), (x,), {})
 
 
 def exp(x: Tensor, name: str | None = None) -> Tensor:
+    """Elementwise e**x."""
     return dispatch(_op("exp"), (x,), {})
 
 
 def log(x: Tensor, name: str | None = None) -> Tensor:
+    """Elementwise natural logarithm."""
     return dispatch(_op("log"), (x,), {})
 
 
 def sqrt(x: Tensor, name: str | None = None) -> Tensor:
+    """Elementwise square root."""
     return dispatch(_op("sqrt"), (x,), {})
 
 
 def square(x: Tensor, name: str | None = None) -> Tensor:
+    """Elementwise x*x."""
     return dispatch(_op("square"), (x,), {})
 
 
@@ -153,58 +158,71 @@ def abs(x: Tensor, name: str | None = None) -> Tensor:  # noqa: A001 (PaddlePadd
 
 
 def relu(x: Tensor, name: str | None = None) -> Tensor:
+    """Elementwise max(x, 0)."""
     return dispatch(_op("relu"), (x,), {})
 
 
 def sigmoid(x: Tensor, name: str | None = None) -> Tensor:
+    """Elementwise 1 / (1 + exp(-x))."""
     return dispatch(_op("sigmoid"), (x,), {})
 
 
 def add(x: Tensor, y: Tensor, name: str | None = None) -> Tensor:
+    """x + y, broadcasting like numpy."""
     return dispatch(_op("add"), (x, y), {})
 
 
 def subtract(x: Tensor, y: Tensor, name: str | None = None) -> Tensor:
+    """x - y, broadcasting like numpy."""
     return dispatch(_op("subtract"), (x, y), {})
 
 
 def multiply(x: Tensor, y: Tensor, name: str | None = None) -> Tensor:
+    """x * y, broadcasting like numpy."""
     return dispatch(_op("multiply"), (x, y), {})
 
 
 def divide(x: Tensor, y: Tensor, name: str | None = None) -> Tensor:
+    """x / y, broadcasting like numpy."""
     return dispatch(_op("divide"), (x, y), {})
 
 
 def matmul(x: Tensor, y: Tensor, transpose_x: bool = False, transpose_y: bool = False,
            name: str | None = None) -> Tensor:
+    """Product of the last two dims (transposed as the flags say); batch dims broadcast."""
     return dispatch(_op("matmul"), (x, y),
                     {"transpose_x": transpose_x, "transpose_y": transpose_y})
 
 
 def mean(x: Tensor, axis: Any = None, keepdim: bool = False,
          name: str | None = None) -> Tensor:
+    """Mean over `axis` (all axes when None)."""
     return dispatch(_op("mean"), (x,), {"axis": axis, "keepdim": keepdim})
 
 
 def sum(x: Tensor, axis: Any = None, dtype: Any = None, keepdim: bool = False,  # noqa: A001
         name: str | None = None) -> Tensor:
+    """Sum over `axis` (all axes when None), cast to `dtype` when given."""
     out = dispatch(_op("sum"), (x,), {"axis": axis, "keepdim": keepdim})
     return out if dtype is None else out.astype(dtype)
 
 
 def max(x: Tensor, axis: Any = None, keepdim: bool = False,  # noqa: A001
         name: str | None = None) -> Tensor:
+    """Maximum over `axis` (all axes when None)."""
     return dispatch(_op("max"), (x,), {"axis": axis, "keepdim": keepdim})
 
 
 def reshape(x: Tensor, shape: ShapeLike, name: str | None = None) -> Tensor:
+    """The values in a new shape (one -1 is inferred)."""
     return dispatch(_op("reshape"), (x,), {"shape": _shape(shape)})
 
 
 def transpose(x: Tensor, perm: Sequence[int], name: str | None = None) -> Tensor:
+    """The axes permuted by `perm`."""
     return dispatch(_op("transpose"), (x,), {"perm": list(perm)})
 
 
 def concat(x: Sequence[Tensor], axis: int = 0, name: str | None = None) -> Tensor:
+    """Tensors joined along `axis`."""
     return dispatch(_op("concat"), (list(x),), {"axis": int(axis)})
