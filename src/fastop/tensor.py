@@ -12,7 +12,7 @@ place with ``Tensor.set_value(array)``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Union
 
 import numpy as np
 
@@ -32,7 +32,7 @@ __all__ = [
     "concat", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "grad",
 ]
 
-ShapeLike = "int | Sequence[int] | Tensor"
+ShapeLike = Union[int, Sequence[int], Tensor]
 
 
 _ops: dict[str, Any] = {}
