@@ -129,17 +129,19 @@ def test_matmul_across_the_blocking_of_the_integer_loop(dtype, mnk):
 
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("dtype", ["int32", "float32"])
-def test_threaded_paths_match_single_threaded(threads, dtype):
+@pytest.mark.parametrize("mkn", [(512, 96, 128), (128, 96, 512)], ids=["rows", "columns"])
+def test_threaded_paths_match_single_threaded(threads, dtype, mkn):
+    # 6.3 M multiply-adds: 2 threads each take a block of rows (or columns) of the output
+    m, k, n = mkn
     before = get_num_threads()
     set_num_threads(threads)
     try:
-        x, y = data((128, 96), dtype, 5), data((96, 512), dtype, 6)
-        b = data((512,), dtype, 7)
-        act = "relu" if dtype == "int32" else "tanh"
+        x, y, b = data((m, k), dtype, 5), data((k, n), dtype, 6), data((n,), dtype, 7)
         tol = TOL[dtype] if dtype != "float32" else dict(rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(np.asarray(linalg.matmul(x, y)), ref.matmul(x, y), **tol)
-        np.testing.assert_allclose(np.asarray(linalg.fc(x, y, b, activation=act)),
-                                   ref.fc(x, y, b, act), **tol)
+        for act in ("relu", "tanh", "sigmoid") if dtype == "float32" else ("relu",):
+            np.testing.assert_allclose(np.asarray(linalg.fc(x, y, b, activation=act)),
+                                       ref.fc(x, y, b, act), **tol)
     finally:
         set_num_threads(before)
 

@@ -5,6 +5,11 @@
 from fastop._core.storage cimport floating_t
 
 cdef int ensure_loaded() noexcept nogil
+cdef int threads_for(double flops) noexcept nogil
+cdef bint split_range(int m, int n, int threads, int t, int* lo, int* hi) noexcept nogil
+cdef void gemm_serial(bint trans_a, bint trans_b, int m, int n, int k, floating_t alpha,
+                      const floating_t* a, int lda, const floating_t* b, int ldb,
+                      floating_t beta, floating_t* c, int ldc) noexcept nogil
 cdef void gemm(bint trans_a, bint trans_b, int m, int n, int k, floating_t alpha,
                const floating_t* a, int lda, const floating_t* b, int ldb,
                floating_t beta, floating_t* c, int ldc) noexcept nogil

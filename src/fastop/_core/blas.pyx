@@ -157,15 +157,32 @@ def get_num_threads() -> int:
     return _threads
 
 
-cdef inline int _threads_for(double flops) noexcept nogil:
-    """Threads worth using for a product of m·n·k = `flops`."""
+cdef int threads_for(double flops) noexcept nogil:
+    """Threads worth splitting a product of m·n·k = `flops` multiply-adds across."""
     cdef double most = flops / MIN_FLOPS_PER_THREAD
     return _threads if most >= _threads else max(1, <int>most)
 
 
-cdef inline void _gemm1(int ta, int tb, int m, int n, int k, floating_t alpha,
-                        const floating_t* a, int lda, const floating_t* b, int ldb,
-                        floating_t beta, floating_t* c, int ldc) noexcept nogil:
+cdef bint split_range(int m, int n, int threads, int t, int* lo, int* hi) noexcept nogil:
+    """Thread t's share of an m×n C split across `threads`: rows lo..hi when this
+    returns True (C at least as tall as wide: B, the operand every thread then packs
+    whole, is the smaller), else columns lo..hi. Shares are multiples of SPLIT_ALIGN
+    (the kernels' register blocking); the last may be short or empty."""
+    cdef bint by_rows = m >= n
+    cdef int dim = m if by_rows else n
+    cdef int chunk = ((dim + threads - 1) // threads + SPLIT_ALIGN - 1) \
+        // SPLIT_ALIGN * SPLIT_ALIGN
+    lo[0] = min(dim, t * chunk)
+    hi[0] = min(dim, lo[0] + chunk)
+    return by_rows
+
+
+cdef void gemm_serial(bint trans_a, bint trans_b, int m, int n, int k, floating_t alpha,
+                      const floating_t* a, int lda, const floating_t* b, int ldb,
+                      floating_t beta, floating_t* c, int ldc) noexcept nogil:
+    """C[m×n] = alpha · op(A)[m×k] · op(B)[k×n] + beta · C on the calling thread."""
+    cdef int ta = CblasTrans if trans_a else CblasNoTrans
+    cdef int tb = CblasTrans if trans_b else CblasNoTrans
     if floating_t is float:
         _sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     else:
@@ -175,31 +192,20 @@ cdef inline void _gemm1(int ta, int tb, int m, int n, int k, floating_t alpha,
 cdef void gemm(bint trans_a, bint trans_b, int m, int n, int k, floating_t alpha,
                const floating_t* a, int lda, const floating_t* b, int ldb,
                floating_t beta, floating_t* c, int ldc) noexcept nogil:
-    """C[m×n] = alpha · op(A)[m×k] · op(B)[k×n] + beta · C, row-major with leading dims.
-
-    Large products are split into row blocks of C (or column blocks when C is wider
-    than tall), one per thread.
-    """
-    cdef int ta = CblasTrans if trans_a else CblasNoTrans
-    cdef int tb = CblasTrans if trans_b else CblasNoTrans
-    cdef int threads = _threads_for(<double>m * n * k), t, lo, hi, chunk
-    cdef bint by_rows = m >= n
+    """C[m×n] = alpha · op(A)[m×k] · op(B)[k×n] + beta · C, row-major with leading dims;
+    a large product is split into row (or column) blocks of C, one per thread."""
+    cdef int threads = threads_for(<double>m * n * k), t, lo, hi
     if threads == 1:
-        _gemm1(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+        gemm_serial(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
         return
-    chunk = (((m if by_rows else n) + threads - 1) // threads + SPLIT_ALIGN - 1) \
-        // SPLIT_ALIGN * SPLIT_ALIGN
     for t in prange(threads, num_threads=threads, schedule="static"):
-        lo = min(m if by_rows else n, t * chunk)
-        hi = min(m if by_rows else n, lo + chunk)
-        if hi <= lo:
-            continue
-        if by_rows:   # rows lo..hi of op(A) and of C
-            _gemm1(ta, tb, hi - lo, n, k, alpha, a + lo * (1 if trans_a else lda), lda,
-                   b, ldb, beta, c + lo * ldc, ldc)
-        else:         # columns lo..hi of op(B) and of C
-            _gemm1(ta, tb, m, hi - lo, k, alpha, a, lda, b + lo * (ldb if trans_b else 1),
-                   ldb, beta, c + lo, ldc)
+        if split_range(m, n, threads, t, &lo, &hi):   # rows lo..hi of op(A) and C
+            gemm_serial(trans_a, trans_b, hi - lo, n, k, alpha,
+                        a + <ptrdiff_t>lo * (1 if trans_a else lda), lda, b, ldb, beta,
+                        c + <ptrdiff_t>lo * ldc, ldc)
+        else:                                         # columns lo..hi of op(B) and C
+            gemm_serial(trans_a, trans_b, m, hi - lo, k, alpha, a, lda,
+                        b + <ptrdiff_t>lo * (ldb if trans_b else 1), ldb, beta, c + lo, ldc)
 
 
 cdef inline void _batch1(int ta, int tb, int m, int n, int k, floating_t alpha,
@@ -226,7 +232,7 @@ cdef void gemm_batch_strided(bint trans_a, bint trans_b, int m, int n, int k,
     """
     cdef int ta = CblasTrans if trans_a else CblasNoTrans
     cdef int tb = CblasTrans if trans_b else CblasNoTrans
-    cdef int threads = _threads_for(<double>m * n * k * batch), t, lo, hi, i
+    cdef int threads = threads_for(<double>m * n * k * batch), t, lo, hi, i
     if threads == 1:
         _batch1(ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
                 stride_c, batch)

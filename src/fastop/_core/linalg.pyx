@@ -5,9 +5,10 @@
   transpose the last two dims; a 1-D ``x`` is a row vector and a 1-D ``y`` a column
   vector (their unit dim is dropped from the result); leading (batch) dims broadcast.
 * ``fc(x, w, b?, activation="")``: ``x`` is ``(..., K)``, ``w`` ``(K, N)``, ``b``
-  ``(N,)``; the output ``(..., N)`` is filled with ``b`` and the GEMM accumulates onto it
-  (beta = 1), then the activation (``tanh``, ``sigmoid``, ``relu``) runs over it in
-  cache-sized blocks, split across threads.
+  ``(N,)``. The epilogue is fused: the output ``(..., N)`` is filled with ``b``, the GEMM
+  accumulates onto it (beta = 1), then the vectorized activation (``tanh``, ``sigmoid``,
+  ``relu``) runs over it. With several threads each takes a block of rows (or columns)
+  and runs fill, GEMM and activation on it, so the block is still in its core's cache.
 
 float32/float64 call OpenBLAS (:mod:`fastop._core.blas`, loaded on the first call). An
 operand whose last two dims are row- or column-major is passed as it is (a transposed
@@ -29,7 +30,8 @@ from fastop._core.storage cimport (DenseTensor, fastop_view, fastop_attrs,
 from fastop._core.kernel cimport (CKernel, make_kernel, kernel_fn, K_OK, K_ERR_DTYPE,
                                   K_ERR_ATTR, K_ERR_SHAPE, K_ERR_BROADCAST, K_ERR_MEMORY,
                                   get_num_threads, use_threads)
-from fastop._core.blas cimport ensure_loaded, gemm, gemm_batch_strided
+from fastop._core.blas cimport (ensure_loaded, gemm, gemm_batch_strided, gemm_serial,
+                                threads_for, split_range)
 
 cdef extern from "simd_math.h" nogil:
     void fastop_vtanh_f32(const float* x, float* y, ptrdiff_t n)
@@ -46,7 +48,6 @@ cdef enum:
     ACT_TANH = 1
     ACT_SIGMOID = 2
     ACT_RELU = 3
-    EPILOGUE_BLOCK = 8192   # elements per activation block (32/64 KiB: L1/L2-resident)
     LOOP_BLOCK_K = 128      # blocking of the integer loop: a 128 x 256 panel of y
     LOOP_BLOCK_N = 256      # stays in L2 while every row of x streams past it
     LOOP_BLOCK_M = 32
@@ -164,34 +165,72 @@ cdef void _gemm_loop(ptrdiff_t m, ptrdiff_t n, ptrdiff_t k,
                                 c_row[j] += a * y_row[j * ys_n]
 
 
-cdef void _activate(floating_t* y, ptrdiff_t n, int act) noexcept nogil:
-    """y = act(y) in place, in blocks of EPILOGUE_BLOCK elements split across threads."""
-    cdef ptrdiff_t n_blocks = (n + EPILOGUE_BLOCK - 1) // EPILOGUE_BLOCK, blk, start, length
-    cdef int threads = get_num_threads() if use_threads(n) else 1
-    for blk in prange(n_blocks, num_threads=threads, schedule="static"):
-        start = blk * EPILOGUE_BLOCK
-        length = min(n - start, <ptrdiff_t>EPILOGUE_BLOCK)
-        if floating_t is float:
-            if act == ACT_TANH:
-                fastop_vtanh_f32(y + start, y + start, length)
-            elif act == ACT_SIGMOID:
-                fastop_vsigmoid_f32(y + start, y + start, length)
-            else:
-                fastop_vrelu_f32(y + start, y + start, length)
-        else:
-            if act == ACT_TANH:
-                fastop_vtanh_f64(y + start, y + start, length)
-            elif act == ACT_SIGMOID:
-                fastop_vsigmoid_f64(y + start, y + start, length)
-            else:
-                fastop_vrelu_f64(y + start, y + start, length)
+cdef void _act(floating_t* y, ptrdiff_t n, int act) noexcept nogil:
+    """y = act(y) in place, vectorized (simd_math.h)."""
+    if floating_t is float:
+        if act == ACT_TANH:
+            fastop_vtanh_f32(y, y, n)
+        elif act == ACT_SIGMOID:
+            fastop_vsigmoid_f32(y, y, n)
+        elif act == ACT_RELU:
+            fastop_vrelu_f32(y, y, n)
+    else:
+        if act == ACT_TANH:
+            fastop_vtanh_f64(y, y, n)
+        elif act == ACT_SIGMOID:
+            fastop_vsigmoid_f64(y, y, n)
+        elif act == ACT_RELU:
+            fastop_vrelu_f64(y, y, n)
 
 
-cdef void _relu_int(numeric_t* y, ptrdiff_t n) noexcept nogil:
+cdef void _fc_block(bint trans_x, bint trans_w, int rows, int cols, int k,
+                    const floating_t* x, int ldx, const floating_t* w, int ldw,
+                    const floating_t* b, floating_t* out, int ldo, int act) noexcept nogil:
+    """out[rows×cols] (leading dim ldo) = act(op(x) · op(w) + b) on the calling thread:
+    out starts as b on every row, the GEMM accumulates onto it (beta = 1), and the
+    activation runs over the block while it is still in this core's cache."""
     cdef ptrdiff_t i
-    for i in range(n):
-        if y[i] < 0:
-            y[i] = 0
+    for i in range(rows):
+        if b is not NULL:
+            memcpy(out + i * ldo, b, cols * sizeof(floating_t))
+        elif k == 0:
+            memset(out + i * ldo, 0, cols * sizeof(floating_t))
+    if k > 0:
+        gemm_serial(trans_x, trans_w, rows, cols, k, 1, x, ldx, w, ldw,
+                    1 if b is not NULL else 0, out, ldo)
+    if act == ACT_NONE:
+        return
+    if cols == ldo:
+        _act(out, <ptrdiff_t>rows * cols, act)
+    else:
+        for i in range(rows):
+            _act(out + i * ldo, cols, act)
+
+
+cdef void _fc_blas(const floating_t* x, ptrdiff_t xs_m, ptrdiff_t xs_k,
+                   const floating_t* w, ptrdiff_t ws_k, ptrdiff_t ws_n,
+                   const floating_t* b, floating_t* out, int m, int n, int k,
+                   int act) noexcept nogil:
+    """out = act(x · w + b) with BLAS; a large product is split into row (or column)
+    blocks of out, each thread computing its block's GEMM and epilogue."""
+    cdef bint trans_x, trans_w
+    cdef int ldx, ldw, t, lo, hi
+    cdef int threads = threads_for(<double>m * n * k)
+    _blas_layout(m, k, xs_m, xs_k, &trans_x, &ldx)
+    _blas_layout(k, n, ws_k, ws_n, &trans_w, &ldw)
+    if threads == 1:
+        _fc_block(trans_x, trans_w, m, n, k, x, ldx, w, ldw, b, out, max(n, 1), act)
+        return
+    for t in prange(threads, num_threads=threads, schedule="static"):
+        if split_range(m, n, threads, t, &lo, &hi):
+            if hi > lo:
+                _fc_block(trans_x, trans_w, hi - lo, n, k,
+                          x + <ptrdiff_t>lo * (1 if trans_x else ldx), ldx, w, ldw, b,
+                          out + <ptrdiff_t>lo * n, n, act)
+        elif hi > lo:
+            _fc_block(trans_x, trans_w, m, hi - lo, k, x, ldx,
+                      w + <ptrdiff_t>lo * (ldw if trans_w else 1), ldw,
+                      b + lo if b is not NULL else NULL, out + lo, n, act)
 
 
 # --------------------------------------------------------------------------- matmul
@@ -521,37 +560,23 @@ cdef bint _rows_stride(const fastop_view* x, ptrdiff_t* rs) noexcept nogil:
     return True
 
 
-cdef void _fc_compute(const numeric_t* x, ptrdiff_t xs_m, ptrdiff_t xs_k,
-                      const numeric_t* w, ptrdiff_t ws_k, ptrdiff_t ws_n,
-                      const numeric_t* b, numeric_t* out, ptrdiff_t m, ptrdiff_t n,
-                      ptrdiff_t k, int act, bint blas) noexcept nogil:
-    """out = act(x · w + b): out (C-contiguous) starts as b on every row, the product
-    accumulates onto it, the activation runs over it in place."""
+cdef void _fc_loop(const numeric_t* x, ptrdiff_t xs_m, ptrdiff_t xs_k,
+                   const numeric_t* w, ptrdiff_t ws_k, ptrdiff_t ws_n,
+                   const numeric_t* b, numeric_t* out, ptrdiff_t m, ptrdiff_t n,
+                   ptrdiff_t k, int act) noexcept nogil:
+    """out = act(x · w + b) with the blocked loop (integers, or floats with a dim beyond
+    BLAS's int range)."""
     cdef ptrdiff_t i
-    cdef bint trans_x, trans_w
-    cdef int ldx, ldw
     if b is not NULL:
         for i in range(m):
             memcpy(out + i * n, b, n * sizeof(numeric_t))
-    if k == 0:
-        if b is NULL:
-            memset(out, 0, m * n * sizeof(numeric_t))
-    elif numeric_t is float or numeric_t is double:
-        if blas:
-            _blas_layout(m, k, xs_m, xs_k, &trans_x, &ldx)
-            _blas_layout(k, n, ws_k, ws_n, &trans_w, &ldw)
-            gemm(trans_x, trans_w, m, n, k, 1, x, ldx, w, ldw, 1 if b is not NULL else 0,
-                 out, max(n, 1))
-        else:
-            _gemm_loop(m, n, k, x, xs_m, xs_k, w, ws_k, ws_n, out, b is not NULL)
-    else:
-        _gemm_loop(m, n, k, x, xs_m, xs_k, w, ws_k, ws_n, out, b is not NULL)
-    if act == ACT_NONE:
-        return
+    _gemm_loop(m, n, k, x, xs_m, xs_k, w, ws_k, ws_n, out, b is not NULL)
     if numeric_t is float or numeric_t is double:
-        _activate(out, m * n, act)
-    else:
-        _relu_int(out, m * n)
+        _act(out, m * n, act)
+    elif act == ACT_RELU:
+        for i in range(m * n):
+            if out[i] < 0:
+                out[i] = 0
 
 
 cdef int fc_fn(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
@@ -591,26 +616,33 @@ cdef int fc_fn(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
         status = _output_target(&dest, outs[0], ins, n_in, &bufs[3])
     if status != K_OK:
         pass
+    elif not blas:
+        if x.dtype == FASTOP_INT32:
+            _fc_loop(<const int*>x.data, xs_m // item, x.strides[x.ndim - 1] // item,
+                     <const int*>w.data, w.strides[0] // item, w.strides[1] // item,
+                     <const int*>b.data if has_b else NULL, <int*>dest.data, m, n, k, act)
+        elif x.dtype == FASTOP_INT64:
+            _fc_loop(<const long long*>x.data, xs_m // item, x.strides[x.ndim - 1] // item,
+                     <const long long*>w.data, w.strides[0] // item, w.strides[1] // item,
+                     <const long long*>b.data if has_b else NULL, <long long*>dest.data,
+                     m, n, k, act)
+        elif x.dtype == FASTOP_FLOAT32:
+            _fc_loop(<const float*>x.data, xs_m // item, x.strides[x.ndim - 1] // item,
+                     <const float*>w.data, w.strides[0] // item, w.strides[1] // item,
+                     <const float*>b.data if has_b else NULL, <float*>dest.data, m, n, k, act)
+        else:
+            _fc_loop(<const double*>x.data, xs_m // item, x.strides[x.ndim - 1] // item,
+                     <const double*>w.data, w.strides[0] // item, w.strides[1] // item,
+                     <const double*>b.data if has_b else NULL, <double*>dest.data,
+                     m, n, k, act)
     elif x.dtype == FASTOP_FLOAT32:
-        _fc_compute(<const float*>x.data, xs_m // item, x.strides[x.ndim - 1] // item,
-                    <const float*>w.data, w.strides[0] // item, w.strides[1] // item,
-                    <const float*>b.data if has_b else NULL, <float*>dest.data,
-                    m, n, k, act, blas)
-    elif x.dtype == FASTOP_FLOAT64:
-        _fc_compute(<const double*>x.data, xs_m // item, x.strides[x.ndim - 1] // item,
-                    <const double*>w.data, w.strides[0] // item, w.strides[1] // item,
-                    <const double*>b.data if has_b else NULL, <double*>dest.data,
-                    m, n, k, act, blas)
-    elif x.dtype == FASTOP_INT32:
-        _fc_compute(<const int*>x.data, xs_m // item, x.strides[x.ndim - 1] // item,
-                    <const int*>w.data, w.strides[0] // item, w.strides[1] // item,
-                    <const int*>b.data if has_b else NULL, <int*>dest.data,
-                    m, n, k, act, False)
+        _fc_blas(<const float*>x.data, xs_m // item, x.strides[x.ndim - 1] // item,
+                 <const float*>w.data, w.strides[0] // item, w.strides[1] // item,
+                 <const float*>b.data if has_b else NULL, <float*>dest.data, m, n, k, act)
     else:
-        _fc_compute(<const long long*>x.data, xs_m // item, x.strides[x.ndim - 1] // item,
-                    <const long long*>w.data, w.strides[0] // item, w.strides[1] // item,
-                    <const long long*>b.data if has_b else NULL, <long long*>dest.data,
-                    m, n, k, act, False)
+        _fc_blas(<const double*>x.data, xs_m // item, x.strides[x.ndim - 1] // item,
+                 <const double*>w.data, w.strides[0] // item, w.strides[1] // item,
+                 <const double*>b.data if has_b else NULL, <double*>dest.data, m, n, k, act)
     if status == K_OK and bufs[3] is not NULL:
         view_copy(&dest, outs[0])
     for i in range(4):
