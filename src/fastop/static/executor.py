@@ -175,14 +175,11 @@ class _Compiled:
         self.plan = plan
         self.labels = labels
 
-    def run(self, feeds: dict[str, Any], scope: Scope) -> list[DenseTensor]:
-        try:
-            return self.plan.run(feeds, scope._vars)
-        except BaseException as exc:
-            k = self.plan.current_op
-            if k >= 0:
-                add_note(exc, f"raised while running {self.labels[k]}")
-            raise
+    def annotate(self, exc: BaseException) -> None:
+        """Name the op that was running when `exc` was raised."""
+        k = self.plan.current_op
+        if k >= 0:
+            add_note(exc, f"raised while running {self.labels[k]}")
 
 
 class _PythonKernel:
@@ -489,14 +486,20 @@ class Executor:
                 arrays[name] = value
         key = (tuple(signature), tuple([f if type(f) is str else _fetch_name(f)
                                         for f in fetch_list]) if fetch_list else ())
-        compiled = self._cache(program).get(key)
+        entry = self._plans.get(id(program))
+        compiled = entry[2].get(key) if entry is not None and entry[1] == program._version \
+            and entry[0]() is program else None
         if compiled is None:
             compiled = _compile(program, arrays, key[1])
             plans = self._cache(program)
             if len(plans) >= _MAX_PLANS:
                 plans.pop(next(iter(plans)))
             plans[key] = compiled
-        outs = compiled.run(arrays, _global_scope if scope is None else scope)
+        try:
+            outs = compiled.plan.run(arrays, (_global_scope if scope is None else scope)._vars)
+        except BaseException as exc:
+            compiled.annotate(exc)
+            raise
         if return_numpy:
             return [t.numpy() for t in outs]
         return outs
