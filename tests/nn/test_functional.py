@@ -300,6 +300,18 @@ def test_softmax_with_cross_entropy_returns_softmax():
     np.testing.assert_allclose(sm.numpy(), np.exp(np_log_softmax(logits)), **TOL["float64"])
 
 
+def test_softmax_with_cross_entropy_axis_0_soft_labels():
+    logits = rng.standard_normal((4, 3))                # classes on axis 0
+    soft = np.exp(np_log_softmax(rng.standard_normal((4, 3)), axis=0))
+    loss, sm = F.softmax_with_cross_entropy(t(logits), t(soft), soft_label=True,
+                                            return_softmax=True, axis=0)
+    logp = np_log_softmax(logits, axis=0)
+    assert loss.shape == [1, 3]
+    np.testing.assert_allclose(loss.numpy(), -(soft * logp).sum(0, keepdims=True),
+                               **TOL["float64"])
+    np.testing.assert_allclose(sm.numpy(), np.exp(logp), **TOL["float64"])
+
+
 # -- regression losses -------------------------------------------------------------------
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])

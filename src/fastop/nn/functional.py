@@ -106,15 +106,16 @@ def flatten(x: Any, start_axis: int = 0, stop_axis: int = -1, name: str | None =
 
 # -- losses ---------------------------------------------------------------------------------
 
-def _move_axis_last(x: Any, axis: int) -> tuple[Any, list[int] | None]:
-    """Transpose `axis` to the end; the permutation that undoes it (None: no move)."""
+def _move_axis_last(x: Any, axis: int) -> tuple[Any, list[int] | None, list[int] | None]:
+    """Transpose `axis` to the end: (x moved, the permutation, the one that undoes it);
+    no transpose and None permutations when `axis` is already last."""
     nd = _ndim(x)
     axis = axis % nd
     if axis == nd - 1:
-        return x, None
+        return x, None, None
     perm = [d for d in range(nd) if d != axis] + [axis]
     inverse = [perm.index(d) for d in range(nd)]
-    return _op("transpose")(x, perm=perm), inverse
+    return _op("transpose")(x, perm=perm), perm, inverse
 
 
 def cross_entropy(input: Any, label: Any, weight: Any = None, ignore_index: int = -100,
@@ -137,16 +138,16 @@ def cross_entropy(input: Any, label: Any, weight: Any = None, ignore_index: int 
                          f"{label_smoothing}")
     if weight is not None and label_smoothing:
         raise ValueError("cross_entropy: weight and label_smoothing cannot be combined")
-    x, inverse = _move_axis_last(input, axis)
+    x, perm, inverse = _move_axis_last(input, axis)
     if soft_label:
-        if inverse is not None:
-            label = _op("transpose")(label, perm=_invert(inverse))
+        if perm is not None:
+            label = _op("transpose")(label, perm=perm)
         loss = _soft_cross_entropy(x, label, use_softmax, label_smoothing)
         row_weight = None if weight is None else \
             _op("sum")(_op("multiply")(label, weight), axis=-1, keepdim=True)
     else:
-        if inverse is not None and _ndim(label) == _ndim(input):
-            label = _op("transpose")(label, perm=_invert(inverse))
+        if perm is not None and _ndim(label) == _ndim(input):
+            label = _op("transpose")(label, perm=perm)
         loss = _hard_cross_entropy(x, label, ignore_index, use_softmax, label_smoothing)
         row_weight = None if weight is None else _label_weight(x, label, weight, ignore_index)
     if row_weight is not None:
@@ -169,10 +170,6 @@ def _label_weight(x: Any, label: Any, weight: Any, ignore_index: int) -> Any:
     keep = _op("cast")(_op("not_equal")(label, ignore_index), dtype=label.dtype)
     picked = _op("gather")(weight, _op("multiply")(label, keep))   # ignored rows pick 0
     return _op("multiply")(picked, _op("cast")(keep, dtype=picked.dtype))
-
-
-def _invert(perm: list[int]) -> list[int]:
-    return [perm.index(d) for d in range(len(perm))]
 
 
 def _hard_cross_entropy(x: Any, label: Any, ignore_index: int, use_softmax: bool,
@@ -212,16 +209,13 @@ def softmax_with_cross_entropy(logits: Any, label: Any, soft_label: bool = False
                                ignore_index: int = -100, numeric_stable_mode: bool = True,
                                return_softmax: bool = False, axis: int = -1) -> Any:
     """Per-row loss (``[..., 1]``), and the softmax when `return_softmax`."""
+    x, perm, inverse = _move_axis_last(logits, axis)
+    if perm is not None and _ndim(label) == _ndim(logits):
+        label = _op("transpose")(label, perm=perm)
     if soft_label:
-        x, inverse = _move_axis_last(logits, axis)
-        if inverse is not None:
-            label = _op("transpose")(label, perm=_invert(inverse))
         loss = _soft_cross_entropy(x, label, True, 0.0)
         sm = _op("softmax")(x, axis=-1) if return_softmax else None
     else:
-        x, inverse = _move_axis_last(logits, axis)
-        if inverse is not None and _ndim(label) == _ndim(logits):
-            label = _op("transpose")(label, perm=_invert(inverse))
         loss, sm = _op("softmax_cross_entropy")(x, label, ignore_index=ignore_index)
     if inverse is not None:
         loss = _op("transpose")(loss, perm=inverse)
