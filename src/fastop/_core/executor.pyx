@@ -187,6 +187,7 @@ cdef class Plan:
         self.running = True
         self.scope = scope
         self.stale = False
+        self.current_op = -1
         try:
             self._bind(feeds)
             for i in range(self.n_ops):
