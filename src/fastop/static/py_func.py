@@ -27,7 +27,7 @@ from fastop._core.storage import DenseTensor, as_dtype, from_numpy
 from fastop.ops import ArgSpec, TensorMeta
 from fastop.static.framework import Operator, Variable, default_main_program
 
-__all__ = ["py_func", "PyFuncOp", "set_strict", "is_strict"]
+__all__ = ["py_func", "PyFuncOp", "set_strict"]
 
 _strict = os.environ.get("FASTOP_STRICT", "") == "1"
 
@@ -36,10 +36,6 @@ def set_strict(enabled: bool = True) -> None:
     """Make a py_func result that breaks its declared shape/dtype an error."""
     global _strict
     _strict = bool(enabled)
-
-
-def is_strict() -> bool:
-    return _strict
 
 
 def _func_name(func: Callable) -> str:
