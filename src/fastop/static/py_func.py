@@ -29,7 +29,7 @@ from fastop.static.framework import Operator, Variable, default_main_program
 
 __all__ = ["py_func", "PyFuncOp", "set_strict"]
 
-_strict = os.environ.get("FASTOP_STRICT", "") == "1"
+_strict = os.environ.get("FASTOP_STRICT", "") not in ("", "0")
 
 
 def set_strict(enabled: bool = True) -> None:
