@@ -18,7 +18,7 @@ cdef class Node:
 
 cdef class OpInfo:
     cdef readonly object op       # the OpDef
-    cdef CKernel ck               # its Cython kernel, or None (Python kernels only)
+    cdef CKernel ck               # its Cython kernel (None: Python kernels, or variadic)
     cdef dict default_attrs       # attributes when none are given (None: one is required)
     cdef fastop_attrs packed      # default_attrs packed for `ck`
     cdef bint defaults_packed     # `packed` is valid (packing the defaults succeeded)
@@ -27,6 +27,7 @@ cdef class OpInfo:
     cdef fastop_attrs last_packed # ...and packed: reused when a call repeats them
     cdef Py_ssize_t n_in
     cdef bint simple              # no optional or variadic inputs
+    cdef bint fixed               # no variadic inputs (one tensor or None per input)
     cdef object rule              # the grad rule `needs`/`diff` were computed for
     cdef tuple needs              # per needed value: (is_output, index)
     cdef tuple diff               # per declared input: takes gradients

@@ -121,12 +121,13 @@ cdef OpInfo op_info(object op):
     info.op = op
     info.n_in = len(op.inputs)
     info.simple = not any(a.optional or a.variadic for a in op.inputs)
+    info.fixed = not any(a.variadic for a in op.inputs)
     try:
         info.default_attrs = op.check_attrs({})
     except TypeError:
         info.default_attrs = None          # an attribute is required
     kernel = op.kernels.get("*")
-    if isinstance(kernel, CKernel) and info.simple:
+    if isinstance(kernel, CKernel) and info.fixed:
         info.ck = <CKernel>kernel
         for code, name in enumerate(("bool", "int32", "int64", "float32", "float64")):
             if info.ck.fns[code] != NULL and name not in op.kernels:
@@ -432,7 +433,7 @@ cdef object dispatch_eager(object op, tuple args, dict kwargs):
     cdef dict attrs
     cdef const fastop_attrs* packed_ptr = NULL    # set when attrs are already packed
     cdef fastop_attrs packed
-    cdef bint plain = len(args) == info.n_in and info.simple
+    cdef bint plain = len(args) == info.n_in and info.fixed
     if plain and not kwargs and info.defaults_packed:
         inputs = list(args)
         attrs = info.default_attrs
@@ -463,7 +464,8 @@ cdef object dispatch_eager(object op, tuple args, dict kwargs):
     cdef tuple ins = tuple(inputs)
     cdef tuple outs
     cdef CKernel ck = info.ck
-    if ck is not None and (info.ck_mask >> (<Tensor>ins[ck.dispatch_input]).view.dtype) & 1:
+    if ck is not None and not _has_none(ins) and \
+            (info.ck_mask >> (<Tensor>ins[ck.dispatch_input]).view.dtype) & 1:
         if packed_ptr == NULL:
             ck.pack(attrs, &packed)
             packed_ptr = &packed
@@ -473,6 +475,13 @@ cdef object dispatch_eager(object op, tuple args, dict kwargs):
     if _grad_enabled:
         outs = record_op(info, ins, outs, attrs)
     return outs[0] if len(outs) == 1 else outs
+
+
+cdef inline bint _has_none(tuple items):
+    for x in items:
+        if x is None:
+            return True
+    return False
 
 
 cdef bint _cacheable(dict kwargs):
