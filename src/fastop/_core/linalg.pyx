@@ -27,7 +27,7 @@ from fastop._core.storage cimport (DenseTensor, fastop_view, fastop_attrs,
                                    FASTOP_FLOAT64, numeric_t, floating_t, itemsize_of,
                                    view_is_contiguous, view_set_contiguous_strides,
                                    view_copy)
-from fastop._core.kernel cimport (CKernel, make_kernel, kernel_fn, K_OK, K_ERR_DTYPE,
+from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_DTYPE,
                                   K_ERR_ATTR, K_ERR_SHAPE, K_ERR_BROADCAST, K_ERR_MEMORY,
                                   get_num_threads, use_threads)
 from fastop._core.blas cimport (ensure_loaded, gemm, gemm_batch_strided, gemm_serial,
