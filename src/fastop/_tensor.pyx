@@ -54,9 +54,9 @@ cdef OpInfo _fast_info(int which):
 
 cdef object _run(OpInfo info, tuple ins):
     """Run a built-in op on Tensors: its CKernel directly when it covers the dtype."""
-    cdef Tensor first = <Tensor>ins[0]
     cdef CKernel ck = info.ck
-    if ck is None or not (info.ck_mask >> first.view.dtype) & 1 or not info.defaults_packed:
+    if ck is None or not info.defaults_packed or \
+            not (info.ck_mask >> (<Tensor>ins[ck.dispatch_input]).view.dtype) & 1:
         return dispatch_eager(info.op, ins, {})
     cdef tuple outs = ck.run(ins, None, &info.packed, Tensor)
     if grad_enabled():
