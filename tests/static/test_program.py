@@ -184,3 +184,20 @@ def test_append_backward_returns_parameter_gradients_and_prunes(static_env, exe)
     np.testing.assert_allclose(grads[0], xv.T @ np.ones((2, 1)) @ w2.T)
     with pytest.raises(KeyError, match="no variable 'nope'"):
         static.append_backward(loss, parameter_list=["nope"])
+
+
+def test_clone_is_independent(static_env, exe):
+    main, startup, scope = static_env
+    x = static.data("x", [None, 3], "float64")
+    y = static.nn.fc(x, 2, name="c")
+    test_program = main.clone(for_test=True)
+    loss = y.sum()
+    static.append_backward(loss)
+    assert str(test_program) != str(main)
+    assert len(test_program.global_block().ops) == 1
+    exe.run(startup)
+    xv = np.ones((2, 3))
+    (a,) = exe.run(test_program, feed={"x": xv}, fetch_list=[y.name])
+    (b,) = exe.run(main, feed={"x": xv}, fetch_list=[y])
+    np.testing.assert_array_equal(a, b)
+    assert test_program.global_block().var("c.w_0") is not main.global_block().var("c.w_0")

@@ -383,6 +383,28 @@ class Program:
     def all_parameters(self) -> list[Variable]:
         return self.global_block().all_parameters()
 
+    def clone(self, for_test: bool = False) -> Program:
+        """A copy with its own variables and operators (sharing op definitions and
+        constant values). `for_test` is PaddlePaddle's flag; fastop has no ops that
+        behave differently in tests, so both copies are the same. Clone before
+        ``append_backward``/``minimize`` to get a forward-only program."""
+        copy = Program()
+        block, src = copy.global_block(), self.global_block()
+        for v in src.vars.values():
+            block.vars[v.name] = Variable(
+                block, v.name, v.shape, v.dtype, persistable=v.persistable,
+                stop_gradient=v.stop_gradient, is_data=v.is_data,
+                is_parameter=v.is_parameter, trainable=v.trainable, constant=v.constant)
+
+        def same(x: Any) -> Any:
+            if isinstance(x, list):
+                return [same(v) for v in x]
+            return None if x is None else block.vars[x.name]
+        block.ops = [Operator(block, op.opdef, same(op.inputs), same(op.outputs),
+                              dict(op.attrs)) for op in src.ops]
+        copy._bump()
+        return copy
+
     def to_string(self) -> str:
         block = self.global_block()
         lines = [f"Program ({len(block.vars)} vars, {len(block.ops)} ops)", "  vars:"]
