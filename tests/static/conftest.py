@@ -35,16 +35,20 @@ def exe():
     return static.Executor(static.CPUPlace())
 
 
-def python_op(name, fn, meta=None, n_in=1, grad=None):
-    """A test op with a numpy kernel (defined once per process)."""
-    if name in registry:
-        return registry.get(name)
-    op = registry.define(name, inputs=[f"x{i}" for i in range(n_in)], outputs=["out"],
-                         meta=meta or (lambda *m: m[0]))
-    op.kernel()(fn)
-    if grad is not None:
-        op.grad_kernel(needs=grad[0])(grad[1])
-    return op
+@pytest.fixture
+def define_op():
+    """``define_op(name, kernel, meta, inputs=("x",))``: a test op with a numpy kernel,
+    removed from the registry after the test."""
+    names = []
+
+    def define(name, kernel, meta, inputs=("x",)):
+        op = registry.define(name, inputs=inputs, outputs=["out"], meta=meta)
+        op.kernel()(kernel)
+        names.append(name)
+        return op
+    yield define
+    for name in names:
+        registry.remove(name)
 
 
 @pytest.fixture

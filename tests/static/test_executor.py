@@ -216,21 +216,19 @@ def test_memory_plan_of_a_10_layer_mlp(static_env, exe):
     assert len(grads) == 20
 
 
-def _transpose_view():
+@pytest.fixture
+def transpose_view(define_op):
     """A test op whose Python kernel returns a view of its input."""
-    if "static_test::transpose_view" in registry:
-        return registry.get("static_test::transpose_view")
-    view = registry.define("static_test::transpose_view", inputs=["x"], outputs=["out"],
-                           meta=lambda x: ([x.shape[1], x.shape[0]], x.dtype))
-    view.kernel()(lambda x: x.T)
-    return view
+    return define_op("static_test::transpose_view", lambda x: x.T,
+                     meta=lambda x: ([x.shape[1], x.shape[0]], x.dtype))
 
 
-def test_views_returned_by_python_ops_keep_their_input_alive(static_env, exe):
+def test_views_returned_by_python_ops_keep_their_input_alive(static_env, exe,
+                                                           transpose_view):
     """A Python kernel returning a view of an arena buffer: the buffer is not reused
     while the view is live."""
     main, _, _ = static_env
-    view = _transpose_view()
+    view = transpose_view
     x = static.data("x", [4, 4], "float64")
     v = view(mm(x, x))
     b = mm(x, x, transpose_x=True)
@@ -262,10 +260,10 @@ def test_a_python_op_cannot_rerun_its_own_program(static_env, exe):
         exe.run(main, feed={"x": np.ones(1, "float32")})
 
 
-def test_fetched_views_keep_their_input_alive(static_env, exe):
+def test_fetched_views_keep_their_input_alive(static_env, exe, transpose_view):
     main, _, _ = static_env
     x = static.data("x", [4, 4], "float64")
-    v = _transpose_view()(mm(x, x))          # fetched, read by no later op
+    v = transpose_view(mm(x, x))          # fetched, read by no later op
     d = mm(mm(x, x, transpose_x=True), x)
     xv = np.arange(16.0).reshape(4, 4) / 10
     for _ in range(3):

@@ -7,7 +7,7 @@ import fastop
 from fastop import static
 from fastop.ops import registry
 
-from .conftest import needs_ops, python_op
+from .conftest import needs_ops
 
 mm = registry.get("fastop::matmul")
 
@@ -115,15 +115,13 @@ def test_create_parameter_with_initializer_and_global_var(static_env, exe):
         static.create_parameter([2], "float64", name="w")
 
 
-def test_python_kernel_ops_run_in_programs(static_env, exe):
+def test_python_kernel_ops_run_in_programs(static_env, exe, define_op):
     main, _, _ = static_env
-    cube = python_op("static_test::cube", lambda x: np.asarray(x) ** 3)
-    stack = registry.get("static_test::stack") if "static_test::stack" in registry else None
-    if stack is None:
-        stack = registry.define("static_test::stack", inputs=["xs*", "scale?"],
-                                outputs=["out"],
-                                meta=lambda xs, scale: ([len(xs), *xs[0].shape], xs[0].dtype))
-        stack.kernel()(lambda xs, scale: np.stack(xs) * (1 if scale is None else scale))
+    cube = define_op("static_test::cube", lambda x: x ** 3, meta=lambda x: x)
+    stack = define_op("static_test::stack",
+                      lambda xs, scale: np.stack(xs) * (1 if scale is None else scale),
+                      meta=lambda xs, scale: ([len(xs), *xs[0].shape], xs[0].dtype),
+                      inputs=["xs*", "scale?"])
     x = static.data("x", [2], "float64")
     s = stack([cube(x), x])
     assert s.shape == [2, 2]
