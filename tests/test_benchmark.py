@@ -253,11 +253,22 @@ def test_bench_missing_dir_is_a_usage_error(tmp_path):
     assert "does not exist" in proc.stderr
 
 
-def test_worker_env_sets_every_thread_variable():
+def test_worker_env_sets_every_thread_variable(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
     env = benchmark._worker_env(3)
     assert all(env[name] == "3" for name in benchmark.THREAD_ENV)
-    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(
-        Path(benchmark.__file__).resolve().parents[1])
+    root = os.path.realpath(Path(benchmark.__file__).resolve().parents[1])
+    if root in benchmark._installed_dirs():      # installed: found without PYTHONPATH
+        assert env["PYTHONPATH"] == "/elsewhere"
+    else:                                        # source checkout: goes first
+        assert env["PYTHONPATH"].split(os.pathsep) == [root, "/elsewhere"]
+
+
+def test_worker_env_never_puts_site_packages_on_pythonpath(monkeypatch):
+    root = os.path.realpath(Path(benchmark.__file__).resolve().parents[1])
+    monkeypatch.setattr(benchmark, "_installed_dirs", lambda: {root})
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    assert "PYTHONPATH" not in benchmark._worker_env(1)
 
 
 # -- the repository's own bench modules -------------------------------------------------

@@ -32,6 +32,7 @@ import importlib.util
 import json
 import os
 import platform
+import site
 import statistics
 import subprocess
 import sys
@@ -323,12 +324,22 @@ def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _installed_dirs() -> set[str]:
+    """The site-packages directories a fresh interpreter searches anyway."""
+    dirs = [*site.getsitepackages(), site.getusersitepackages()]
+    return {os.path.realpath(d) for d in dirs}
+
+
 def _worker_env(threads: int) -> dict[str, str]:
+    """The parent's environment with the thread variables set; a source checkout's
+    package directory goes first on PYTHONPATH so the worker imports the same fastop
+    (an installed fastop is found anyway; site-packages must not precede the stdlib)."""
     env = dict(os.environ)
     env.update({name: str(threads) for name in THREAD_ENV})
-    package_root = str(Path(__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    package_root = os.path.realpath(Path(__file__).resolve().parents[1])
+    if package_root not in _installed_dirs():
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (package_root, env.get("PYTHONPATH", "")) if p)
     return env
 
 
