@@ -236,7 +236,8 @@ def register(suite):
         if not _have("multiply", *(() if use_py_func else ("tanh", "tanh_grad"))):
             continue
         run, x = small_program(use_py_func)
-        suite.add("static", "tanh→mean→grad (2,3) f32" + (" py_func" if use_py_func else ""),
+        name = "tanh→mean→grad (2,3) f32" + (" py_func" if use_py_func else "")
+        suite.add("static", name,
                   fastop=run, numpy=numpy_small(x),
                   torch=torch_small(torch, x) if torch else None,
                   work=1, unit="run", target=target)
@@ -257,7 +258,8 @@ def register(suite):
         for _ in range(CHAIN):
             h = torch.tanh(h)
         return h
-    suite.add("static", f"chain of {CHAIN} tanh (2,3) f32", fastop=chain_program("fastop::tanh"),
+    suite.add("static", f"chain of {CHAIN} tanh (2,3) f32",
+              fastop=chain_program("fastop::tanh"),
               numpy=numpy_chain, torch=torch_chain if torch else None, work=CHAIN, unit="op",
               target="≤ 0.25 µs/op executor overhead (Paddle ~12 µs/op)")
 

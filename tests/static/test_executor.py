@@ -82,7 +82,8 @@ def test_feed_conflicting_with_data(chain, exe):
     with pytest.raises(TypeError, match=r"feed 'x': expected dtype float32 .* got float64"
                                         r".*fastop::matmul"):
         exe.run(main, feed={"x": np.ones((2, 3))}, fetch_list=[y])
-    with pytest.raises(ValueError, match=r"feed 'x': expected shape \[None, 3\] .* got \[2, 4\]"):
+    with pytest.raises(ValueError,
+                       match=r"feed 'x': expected shape \[None, 3\] .* got \[2, 4\]"):
         exe.run(main, feed={"x": np.ones((2, 4), "float32")}, fetch_list=[y])
     with pytest.raises(ValueError, match=r"feed: the program has no variable 'z'"):
         exe.run(main, feed={"z": np.ones(1, "float32")}, fetch_list=[y])
@@ -171,8 +172,8 @@ def test_kernel_error_names_op_and_shapes(static_env, exe):
         exe.run(main, feed={"a": np.ones((2, 3), "float32"), "b": np.ones((4, 2), "float32")},
                 fetch_list=[out])
     assert any("op #0" in n for n in info.value.__notes__)
-    (r,) = exe.run(main, feed={"a": np.ones((2, 3), "float32"), "b": np.ones((3, 2), "float32")},
-                   fetch_list=[out])
+    feed = {"a": np.ones((2, 3), "float32"), "b": np.ones((3, 2), "float32")}
+    (r,) = exe.run(main, feed=feed, fetch_list=[out])
     np.testing.assert_array_equal(r, np.full((2, 2), 3))
 
 

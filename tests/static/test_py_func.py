@@ -165,7 +165,7 @@ def test_backward_returning_none_for_input_without_gradient(static_env, exe):
     x.stop_gradient = False
     y = static.py_func(lambda t, l: np.asarray(t) * np.asarray(l), [x, label],
                        _var(main, "y", [3], "float64"),
-                       backward_func=lambda t, l, out, dout: (np.asarray(dout) * np.asarray(l), None))
+                       backward_func=lambda t, l, out, dout: (np.multiply(dout, l), None))
     (dx,) = static.gradients([y], [x])
     (g,) = exe.run(main, feed={"x": np.ones(3), "label": np.array([1, 2, 3])}, fetch_list=[dx])
     np.testing.assert_array_equal(g, [1, 2, 3])

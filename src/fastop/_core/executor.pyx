@@ -330,8 +330,8 @@ cdef class Plan:
             s = rec.outs[j]
             t = <DenseTensor?>results[j]
             if self.kinds[s] == SLOT_PERSIST:
-                if self.objs[s] is not None and same_meta(&t.view, &(<DenseTensor>self.objs[s]).view):
-                    dst = <DenseTensor>self.objs[s]
+                dst = <DenseTensor?>self.objs[s] if self.objs[s] is not None else None
+                if dst is not None and same_meta(&t.view, &dst.view):
                     if dst.view.data != t.view.data:
                         view_copy(&t.view, &dst.view)
                     continue
@@ -378,7 +378,8 @@ cdef class Plan:
         for s in range(self.n_slots):
             if self.kinds[s] == SLOT_ARENA and self.first_def[s] >= 0:
                 size = self.views[s].size * itemsize_of(self.views[s].dtype)
-                slots.append((-((size + ALIGN - 1) // ALIGN * ALIGN), self.first_def[s], s, size))
+                slots.append((-((size + ALIGN - 1) // ALIGN * ALIGN), self.first_def[s], s,
+                              size))
         slots.sort()
         placed = []   # (offset, aligned size, first, last)
         offsets = {}

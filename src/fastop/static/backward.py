@@ -152,7 +152,8 @@ def _name_grads(block: Block, pairs: Sequence[tuple[Variable, Variable]],
 
 
 def append_backward(loss: Variable, parameter_list: Sequence[Any] | None = None,
-                    no_grad_set: Sequence[Any] | None = None) -> list[tuple[Variable, Variable]]:
+                    no_grad_set: Sequence[Any] | None = None
+                    ) -> list[tuple[Variable, Variable]]:
     """Append the gradient ops of `loss`; returns ``[(parameter, gradient), ...]``.
 
     Gradients flow to every variable not marked ``stop_gradient`` (parameters, data

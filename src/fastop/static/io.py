@@ -36,7 +36,8 @@ FORMAT_VERSION = 1
 def _atomic_write(path: str, write: Callable[[Any], None]) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".",
+                               suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)

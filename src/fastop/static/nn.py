@@ -32,7 +32,8 @@ def _param_spec(attr: Any, default_name: str) -> tuple[Any, str, bool] | None:
 
 
 def fc(x: Variable, size: int, num_flatten_dims: int = 1, weight_attr: Any = None,
-       bias_attr: Any = None, activation: str | None = None, name: str | None = None) -> Variable:
+       bias_attr: Any = None, activation: str | None = None,
+       name: str | None = None) -> Variable:
     """A fully connected layer: ``act(flatten(x) @ w + b)`` with the fused fc kernel.
 
     `x` is flattened to 2-D at `num_flatten_dims`; ``w`` (XavierUniform by default) and

@@ -144,7 +144,9 @@ class PyFuncOp:
                                  f"shape {list(shape)}")
         if type(array) is np.ndarray:
             owned = array.base is None       # fresh memory: cannot alias an input
-            tensor = from_numpy(array if array.flags.c_contiguous else np.ascontiguousarray(array))
+            if not array.flags.c_contiguous:
+                array = np.ascontiguousarray(array)
+            tensor = from_numpy(array)
         else:
             owned, tensor = False, array if array.is_contiguous() else array.contiguous()
         return tensor if owned or not _aliases(tensor, inputs) else tensor.copy()
@@ -174,7 +176,8 @@ class PyFuncOp:
         xs: list[Variable] = op.inputs[0]
         visible = [v for i, v in enumerate(xs + op.outputs) if i not in self.skip_positions]
         wanted = [i for i, need in enumerate(needs_grad) if need]
-        gop = PyFuncOp(self.backward_func, [TensorMeta(xs[i].shape, xs[i].dtype) for i in wanted],
+        gop = PyFuncOp(self.backward_func,
+                       [TensorMeta(xs[i].shape, xs[i].dtype) for i in wanted],
                        [xs[i].name + "@GRAD" for i in wanted], role="backward",
                        expected=len(xs), keep=wanted)
         grads = op.block.append_op(gop, [visible + list(out_grads)])
