@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 import fastop
+from fastop import benchmark
 from fastop._core.kernel import CKernel
 from fastop.ops import OpDef, registry
 from fastop.ops._registry import REQUIRED
@@ -110,7 +111,7 @@ def cmd_ops(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from fastop import benchmark
+    """``fastop bench``: see :mod:`fastop.benchmark`."""
     return benchmark.run_command(args)
 
 
@@ -121,9 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
                         version=f"fastop {fastop.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    from fastop.benchmark import add_arguments
     bench = commands.add_parser("bench", help="benchmark fastop against numpy and PyTorch")
-    add_arguments(bench)
+    benchmark.add_arguments(bench)
     bench.set_defaults(handler=cmd_bench)
 
     ops = commands.add_parser("ops", help="list every registered op")
