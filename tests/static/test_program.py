@@ -200,3 +200,21 @@ def test_clone_is_independent(static_env, exe):
     (b,) = exe.run(main, feed={"x": xv}, fetch_list=[y])
     np.testing.assert_array_equal(a, b)
     assert test_program.global_block().var("c.w_0") is not main.global_block().var("c.w_0")
+
+
+@needs_ops("fastop::concat", "fastop::exp", "fastop::transpose", "fastop::reshape")
+def test_fastop_functions_append_ops_on_variables(static_env, exe, rng):
+    main, _, _ = static_env
+    x = static.data("x", [None, 3], "float64")
+    w = static.data("w", [3, 2], "float64")
+    outs = [fastop.matmul(x, w), fastop.concat([x, fastop.exp(x)], axis=1),
+            fastop.transpose(x, [1, 0]), fastop.reshape(x, [-1]), fastop.sum(x, axis=0),
+            x ** 2, 1 - x]
+    assert [o.shape for o in outs] == [[None, 2], [None, 6], [3, None], [None], [3],
+                                      [None, 3], [None, 3]]
+    xv, wv = rng.standard_normal((2, 3)), rng.standard_normal((3, 2))
+    got = exe.run(main, feed={"x": xv, "w": wv}, fetch_list=outs)
+    expected = [xv @ wv, np.concatenate([xv, np.exp(xv)], axis=1), xv.T, xv.reshape(-1),
+                xv.sum(0), xv ** 2, 1 - xv]
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-12)
