@@ -1,9 +1,9 @@
 """BLAS for fastop: scipy-openblas32's sgemm/dgemm, loaded lazily with dlopen.
 
-``import fastop`` does not load the library (a ~5 ms dlopen of a 25 MB library that many
-programs never need): the first kernel that needs it calls :func:`ensure_loaded`, which finds the ``scipy_openblas32``
-package without importing it, dlopens its shared library and keeps typed function
-pointers.
+``import fastop`` does not load the library (a ~5 ms dlopen of a 25 MB library that
+many programs never need): the first kernel that needs it calls :func:`ensure_loaded`,
+which finds the ``scipy_openblas32`` package without importing it, dlopens its shared
+library and keeps typed function pointers.
 
 Threads: OpenBLAS itself runs single-threaded (its own pool is never started); a large
 product is split across fastop's OpenMP threads instead (rows or columns of C, or the
