@@ -91,6 +91,10 @@ cdef class CKernel:
         return (f"<CKernel {self.name}({', '.join(self.input_names)}) -> "
                 f"({', '.join(self.output_names)}) dtypes={list(self.dtypes)}>")
 
+    def _set_op_name(self, str name):
+        """Errors name the op as registered (``fastop::add``), set by the registry."""
+        self.name = name
+
     # -- Cython API --------------------------------------------------------------
     cdef int pack(self, dict attrs, fastop_attrs* out) except -1:
         out.n_ints = 0
@@ -122,9 +126,7 @@ cdef class CKernel:
 
     cdef int infer_views(self, fastop_view** ins, int n_in, fastop_view* outs,
                          const fastop_attrs* attrs) except -1:
-        cdef int status, n_out = len(self.output_names)
-        with nogil:
-            status = self.infer(ins, n_in, outs, n_out, attrs)
+        cdef int status = self.infer(ins, n_in, outs, len(self.output_names), attrs)
         if status != K_OK:
             self._raise(status, [(_shape_list(ins[i]), dtype_from_code(ins[i].dtype).name)
                                  for i in range(n_in)])

@@ -38,6 +38,7 @@ import numpy as np
 
 from fastop._core.kernel import CKernel
 from fastop._core.storage import DType, DenseTensor, as_dtype, from_numpy
+from fastop.ops._dispatch import dispatch
 
 __all__ = [
     "ArgSpec", "AttrSpec", "TensorMeta", "OpDef", "Registry", "OpError",
@@ -452,7 +453,6 @@ class OpDef:
     # -- calling ---------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the op in the current mode (eager: compute; static: append an operator)."""
-        from fastop.ops._dispatch import dispatch
         return dispatch(self, args, kwargs)
 
 
@@ -558,6 +558,7 @@ class Registry:
                     kernel.meta(*[(m.shape, m.dtype) for m in metas], **attrs)]
         op.meta_fn = meta
         op.kernels["*"] = kernel
+        kernel._set_op_name(name)
         return op
 
     def remove(self, name: str) -> None:
