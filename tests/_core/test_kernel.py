@@ -20,7 +20,7 @@ def test_describes_itself():
     assert k.input_names == ("x", "y") and k.output_names == ("out",)
     assert k.n_in == 2 and k.n_out == 1
     assert "float32" in k.dtypes and "bool" not in elementwise.tanh.dtypes
-    assert repr(k).startswith("<CKernel add(x, y) -> (out)")
+    assert repr(k).startswith("<CKernel fastop::add(x, y) -> (out)")
 
 
 def test_raw_call_allocates_a_new_tensor():
