@@ -2,6 +2,11 @@
 (fastop.ops.reference.elementwise): dtypes x shapes x layouts, broadcasting (with
 hypothesis), edge values, SIMD accuracy in ULP, out= and in place, the threaded paths,
 backward kernels against finite differences, shape inference, and errors."""
+import os
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -46,6 +51,8 @@ def values(shape, dtype, rng, kind=None):
 
 
 def _transposed(x):
+    if x.ndim < 2:
+        return x
     return np.ascontiguousarray(x.T).T
 
 
@@ -152,6 +159,52 @@ def test_simd_float64_accuracy(name, rng):
         want = getattr(ref, name)(x.astype(np.longdouble))
     got = np.asarray(getattr(K, name)(from_numpy(x)))
     assert ulp_error(got, want, np.float64).max() <= 4
+
+
+SIMD_BUILD_CHECK = textwrap.dedent("""
+    import numpy as np
+    from fastop._core import elementwise as K
+    rng = np.random.default_rng(0)
+    special = [np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-30, 90.0, -90.0, 800.0, -800.0]
+    for dtype in (np.float32, np.float64):
+        info = np.finfo(dtype)
+        x = np.concatenate([rng.standard_normal(5000) * 4, rng.uniform(-100, 100, 5000),
+                            special]).astype(dtype)
+        for name, f in [("exp", np.exp), ("log", np.log), ("tanh", np.tanh),
+                        ("sigmoid", lambda v: 1 / (1 + np.exp(-v))),
+                        ("relu", lambda v: np.maximum(v, 0))]:
+            v = np.abs(x) if name == "log" else x
+            with np.errstate(all="ignore"):
+                want = f(v.astype(np.longdouble))
+            got = np.asarray(getattr(K, name)(v)).astype(np.longdouble)
+            normal = np.isfinite(want) & (np.abs(want) >= info.tiny) & (np.abs(want) <= info.max)
+            ulps = np.abs(got - want)[normal] / np.spacing(np.abs(want[normal]).astype(dtype))
+            assert ulps.max() <= 4, (dtype, name, ulps.max())
+            rest = ~normal & ~np.isnan(want)      # inf, 0 and subnormal results
+            near = want[rest].astype(dtype).astype(np.longdouble)
+            assert np.all((got[rest] == near)
+                          | (np.abs(got[rest] - near) <= 4 * info.smallest_subnormal)), (dtype, name)
+            assert np.array_equal(np.isnan(got), np.isnan(want)), (dtype, name)
+        a, b = x[:5000], x[5000:10000]
+        for name, f in [("add", np.add), ("subtract", np.subtract), ("multiply", np.multiply),
+                        ("divide", np.divide), ("maximum", np.maximum), ("minimum", np.minimum)]:
+            assert np.array_equal(np.asarray(getattr(K, name)(a, b)), f(a, b)), (dtype, name)
+        y = np.tanh(a)
+        want = b.astype(np.float64) * (1 - y.astype(np.float64) ** 2)
+        np.testing.assert_allclose(np.asarray(K.tanh_grad(y, b)), want, rtol=1e-5,
+                                   atol=1e-6 * np.abs(b).max())
+    print("ok")
+""")
+
+
+@pytest.mark.parametrize("level", ["0", "1"], ids=["baseline", "avx2"])
+def test_every_simd_build_is_accurate(level):
+    """The baseline and AVX2+FMA builds of simd_math (forced with FASTOP_SIMD_LEVEL; this
+    machine otherwise runs the AVX-512 one) meet the same accuracy."""
+    env = dict(os.environ, FASTOP_SIMD_LEVEL=level)
+    done = subprocess.run([sys.executable, "-c", SIMD_BUILD_CHECK], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr
 
 
 def test_exp_huge_inputs_overflow_and_underflow():

@@ -21,6 +21,7 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "simd_math.h"
@@ -198,7 +199,8 @@ INLINE double log_f64(double x)
     int tiny = x < 2.2250738585072014e-308;
     double xs = tiny ? x * 18014398509481984.0 : x;                 /* 2^54 */
     uint64_t ix = f64_bits(xs) - 0x3fe6a09e667f3bcdull;             /* sqrt(1/2) */
-    int64_t k = ((int64_t)ix >> 52) - (tiny ? 54 : 0);
+    /* the exponent from the high word: AVX2 has 32-bit but no 64-bit arithmetic shifts */
+    int32_t k = ((int32_t)(uint32_t)(ix >> 32) >> 20) - (tiny ? 54 : 0);
     double m = f64_from_bits((ix & 0x000fffffffffffffull) + 0x3fe6a09e667f3bcdull);
     double f = m - 1.0;
     double s = f / (f + 2.0);
@@ -257,21 +259,26 @@ INLINE double relu_f64(double x) { return x < 0.0 ? 0.0 : x; }
 
 /* ----------------------------------------------------------------------- dispatch */
 
-/* 0 = baseline, 1 = x86-64-v3 (AVX2+FMA), 2 = x86-64-v4 (AVX-512). */
+/* 0 = baseline, 1 = x86-64-v3 (AVX2+FMA), 2 = x86-64-v4 (AVX-512): the best the CPU
+ * runs, lowered by the environment variable FASTOP_SIMD_LEVEL (tests use it to check
+ * every build on one machine). */
 static int isa_level(void)
 {
     static int level = -1;
     if (level < 0) {
+        int best = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
         __builtin_cpu_init();
         if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")
                 && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
-            level = 2;
+            best = 2;
         else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-            level = 1;
-        else
+            best = 1;
 #endif
-            level = 0;
+        const char *forced = getenv("FASTOP_SIMD_LEVEL");
+        if (forced != NULL && forced[0] >= '0' && forced[0] < '0' + best)
+            best = forced[0] - '0';
+        level = best;
     }
     return level;
 }
