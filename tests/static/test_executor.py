@@ -1,6 +1,7 @@
 """The executor: compilation and caching, zero-copy feeds, memory planning, shapes that
 change at run time, and every error (each followed by a successful run)."""
 import traceback
+import weakref
 
 import numpy as np
 import pytest
@@ -285,3 +286,19 @@ def test_feeds_of_lists_tensors_and_strided_arrays(chain, exe):
                    fetch_list=[y])
     for r in (a, b, c):
         np.testing.assert_allclose(r, expected, rtol=1e-6)
+
+
+@needs_ops("fastop::tanh")
+def test_first_run_frees_temporaries_as_they_die(static_env, exe):
+    """The tracing run (before the arena exists) frees each temporary after its last
+    use, so its peak memory stays near the live set too."""
+    main, _, _ = static_env
+    seen = {}
+    x = static.data("x", [3], "float64")
+    a = fastop.tanh(x)
+    static.py_func(lambda t: seen.setdefault("a", weakref.ref(t)), a, None)
+    c = fastop.tanh(fastop.tanh(a))                 # a's last use
+    static.py_func(lambda t: seen.setdefault("alive", seen["a"]() is not None), c, None)
+    (r,) = exe.run(main, feed={"x": np.zeros(3)}, fetch_list=[c])
+    assert seen["alive"] is False
+    np.testing.assert_array_equal(r, np.zeros(3))

@@ -45,6 +45,8 @@ cdef class Plan:
     cdef int* first_def           # op index of a slot's first write (-1: never written)
     cdef int* last_use            # op index of a slot's last read or write
     cdef char* dirty              # arena slot re-pointed for this run only
+    cdef list live_until          # per slot: last op that needs its memory (views, fetches)
+    cdef list release_at          # per op: arena slots a first (tracing) run frees after it
     cdef list objs                # per slot: the DenseTensor owning its memory, or None
     cdef list names               # per slot: the variable name
     cdef list py_calls            # per op: the Python callable (OP_PY) or the CKernel
@@ -70,4 +72,5 @@ cdef class Plan:
     cdef DenseTensor _wrap(self, int s)
     cdef int _bind(self, dict feeds) except -1
     cdef void _release(self)
+    cdef int _lifetimes(self) except -1
     cdef int _lay_out_arena(self) except -1

@@ -180,7 +180,7 @@ cdef class Plan:
         `feeds` maps names to arrays of the planned dtype and shape; `scope` maps
         persistable names to DenseTensors (created ones are added to it).
         """
-        cdef int i
+        cdef int i, s
         if self.running:
             raise RuntimeError("a Python op ran the program it belongs to (re-entrant "
                                "Executor.run with the same program and signature)")
@@ -188,6 +188,8 @@ cdef class Plan:
         self.scope = scope
         self.stale = False
         self.current_op = -1
+        if self.live_until is None:
+            self._lifetimes()
         try:
             self._bind(feeds)
             for i in range(self.n_ops):
@@ -196,6 +198,9 @@ cdef class Plan:
                     self._run_c(i)
                 else:
                     self._run_py(i)
+                if not self.traced:         # tracing: free temporaries as they die
+                    for s in <list>self.release_at[i]:
+                        self.objs[s] = None
             self.current_op = -1
             result = self._fetch()
             if not self.traced or self.stale:
@@ -356,17 +361,13 @@ cdef class Plan:
                 out.append(t)
         return out
 
-    cdef int _lay_out_arena(self) except -1:
-        """Place every arena slot at an offset: biggest first, lowest offset that no
-        slot with an overlapping live range occupies (greedy by size). Records the
-        arena's size and the minimum live set (the most bytes live at one op)."""
+    cdef int _lifetimes(self) except -1:
+        """How long each slot's memory is needed: to its last use, and longer when a
+        Python op's result (possibly a view: reshape, broadcast) lives on, or when it
+        is fetched (after the last op). Latest ops first, so chains extend."""
         cdef int s, t, i
-        cdef ptrdiff_t size, off, total = 0, live, peak = 0
-        # A Python op's result may be a view of its inputs (reshape, broadcast): its
-        # inputs stay live as long as its outputs (latest ops first, so chains extend;
-        # fetched values live past the last op).
         last_use = [self.last_use[s] for s in range(self.n_slots)]
-        for s in self.fetch_slots:          # read after the last op
+        for s in self.fetch_slots:
             last_use[s] = self.n_ops
         for i in range(self.n_ops - 1, -1, -1):
             if self.ops[i].kind == OP_PY and self.ops[i].n_out:
@@ -374,6 +375,20 @@ cdef class Plan:
                 for s in self.py_ins[i]:
                     if s >= 0 and last_use[s] < until:
                         last_use[s] = until
+        self.release_at = [[] for i in range(self.n_ops)]
+        for s in range(self.n_slots):
+            if self.kinds[s] == SLOT_ARENA and 0 <= last_use[s] < self.n_ops:
+                self.release_at[last_use[s]].append(s)
+        self.live_until = last_use
+        return 0
+
+    cdef int _lay_out_arena(self) except -1:
+        """Place every arena slot at an offset: biggest first, lowest offset that no
+        slot with an overlapping live range occupies (greedy by size). Records the
+        arena's size and the minimum live set (the most bytes live at one op)."""
+        cdef int s, t
+        cdef ptrdiff_t size, off, total = 0, live, peak = 0
+        last_use = self.live_until
         slots = []
         for s in range(self.n_slots):
             if self.kinds[s] == SLOT_ARENA and self.first_def[s] >= 0:
