@@ -9,7 +9,8 @@ pointers with its packed attributes, or a Python callable (one Python call per r
 Where a slot's memory comes from (``SlotKind``):
 
 * arena — temporaries written by C kernels live at planned offsets of one arena,
-  laid out by liveness after the first successful run (which records every shape);
+  laid out by liveness after the first successful run (which records every shape,
+  allocating each temporary on its own and freeing it after its last use);
   two slots share bytes only if their live ranges ``[first write, last use]`` don't
   overlap, so the arena stays near the minimum live set;
 * fresh — fetched temporaries, allocated each run and handed out without a copy;
