@@ -7,7 +7,8 @@
  * Implementation (simd_math_impl.c): branch-free polynomial / rational
  * approximations with range reduction, AVX-512 when the CPU has it (chosen at run
  * time, the build has no -march flag), AVX2+FMA clones, and a portable scalar
- * fallback. Accuracy: a few ULP against the correctly rounded result; inf, -inf and
+ * fallback (the environment variable FASTOP_SIMD_LEVEL=0|1 caps the choice at the
+ * baseline or AVX2 build, for testing). Accuracy: a few ULP against the correctly rounded result; inf, -inf and
  * nan map as libm does (exp(+inf) = inf, exp(-inf) = 0, exp overflows to inf,
  * log(0) = -inf, log(x < 0) = nan, tanh(+-inf) = +-1, sigmoid(-inf) = 0).
  * The functions are thread-safe and do not touch errno or the FP environment's

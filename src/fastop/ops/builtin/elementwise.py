@@ -84,7 +84,8 @@ def register(registry) -> None:
 
     @unary("sign").grad()
     def _(dy):
-        return (op("full_like")(dy, fill_value=0),)
+        # zero, written as dy * 0 so that it stays differentiable (in dy) again
+        return (op("multiply")(dy, 0),)
 
     @unary("exp").grad(needs=("out",))
     def _(out, dy):
