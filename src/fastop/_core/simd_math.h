@@ -1,18 +1,19 @@
 /* Vectorized transcendental and activation functions over contiguous arrays.
  *
  * The contract shared by the elementwise kernels (elementwise.pyx) and the fused
- * GEMM epilogues (linalg): y[i] = f(x[i]) for 0 <= i < n. In place is allowed
- * (x == y); partial overlap is not. Any alignment is accepted.
+ * GEMM epilogues (linalg) and softmax: y[i] = f(x[i]) for 0 <= i < n. In place is
+ * allowed (x == y); partial overlap is not. Any alignment is accepted.
  *
- * Implementation (simd_math_impl.c): branch-free polynomial / rational
- * approximations with range reduction, AVX-512 when the CPU has it (chosen at run
- * time, the build has no -march flag), AVX2+FMA clones, and a portable scalar
- * fallback (the environment variable FASTOP_SIMD_LEVEL=0|1 caps the choice at the
- * baseline or AVX2 build, for testing). Accuracy: a few ULP against the correctly rounded result; inf, -inf and
- * nan map as libm does (exp(+inf) = inf, exp(-inf) = 0, exp overflows to inf,
- * log(0) = -inf, log(x < 0) = nan, tanh(+-inf) = +-1, sigmoid(-inf) = 0).
- * The functions are thread-safe and do not touch errno or the FP environment's
- * exception flags in any way a caller may rely on.
+ * Implementation (simd_math_impl.c): branch-free polynomials with range reduction,
+ * built for AVX-512, AVX2+FMA and the baseline and chosen at run time (the build has
+ * no -march flag); FASTOP_SIMD_LEVEL=0|1 in the environment caps the choice at the
+ * baseline or AVX2 build, for testing. Results of 8 MB and more are written with
+ * non-temporal stores (they do not stay in cache).
+ *
+ * Accuracy: a few ULP (see simd_math_impl.c for the measured maxima). inf, -inf and
+ * nan map as libm does: exp(+inf) = inf, exp(-inf) = 0, exp overflows to inf and
+ * underflows through subnormals, log(0) = -inf, log(x < 0) = nan, tanh(+-inf) = +-1,
+ * sigmoid(-inf) = 0. Thread-safe; errno is never set.
  */
 #ifndef FASTOP_SIMD_MATH_H
 #define FASTOP_SIMD_MATH_H
