@@ -13,9 +13,7 @@ resolved is an error naming it.
 from __future__ import annotations
 
 import importlib
-import json
 import os
-import tempfile
 from typing import Any, Callable
 
 import numpy as np
@@ -34,6 +32,7 @@ FORMAT_VERSION = 1
 
 
 def _atomic_write(path: str, write: Callable[[Any], None]) -> None:
+    import tempfile    # here, not at import: `import fastop` stays fast
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".",
@@ -204,6 +203,7 @@ def program_from_dict(data: dict[str, Any]) -> Program:
 def save(program: Program, model_path: str, scope: Scope | None = None) -> None:
     """Write ``model_path.program.json`` and ``model_path.params.npz`` (every
     persistable variable of `program` that has a value in `scope`)."""
+    import json
     scope = global_scope() if scope is None else scope
     text = json.dumps(program_to_dict(program), indent=1)
     values = {v.name: np.asarray(scope.find_var(v.name))
@@ -214,6 +214,7 @@ def save(program: Program, model_path: str, scope: Scope | None = None) -> None:
 
 def load_program(model_path: str) -> Program:
     """The Program saved by :func:`save` (resolving its op references)."""
+    import json
     with open(model_path + ".program.json", encoding="utf-8") as f:
         return program_from_dict(json.load(f))
 
