@@ -528,6 +528,7 @@ cdef int _execute(block_fn fn, OpCtx* c, fastop_view** ins, int n_in, fastop_vie
     for i in range(n_in):
         views[i] = ins[i]
         temps[i] = NULL
+    for i in range(n_in):
         if _overlaps(ins[i], out) and not _same_view(ins[i], out):
             # partial overlap: read from a private copy
             copies[i] = ins[i][0]
@@ -560,8 +561,7 @@ cdef int _execute(block_fn fn, OpCtx* c, fastop_view** ins, int n_in, fastop_vie
                 if codes[t] != K_OK:
                     status = codes[t]
     for i in range(n_in):
-        if views[i] != ins[i]:
-            free(temps[i])
+        free(temps[i])
     return status
 
 
