@@ -41,6 +41,17 @@ cdef extern from "simd_math.h" nogil:
     void fastop_vsigmoid_f64(const double* x, double* y, ptrdiff_t n)
     void fastop_vrelu_f32(const float* x, float* y, ptrdiff_t n)
     void fastop_vrelu_f64(const double* x, double* y, ptrdiff_t n)
+    enum:
+        FASTOP_BIN_ADD
+        FASTOP_BIN_SUB
+        FASTOP_BIN_MUL
+        FASTOP_BIN_DIV
+        FASTOP_BIN_MAX
+        FASTOP_BIN_MIN
+        FASTOP_BIN_TANH_GRAD
+        FASTOP_BIN_SIGMOID_GRAD
+        FASTOP_BIN_RELU_GRAD
+        FASTOP_BIN_SQRT_GRAD
     void fastop_vbinary_f32(int op, const float* a, const float* b, float* y, ptrdiff_t n)
     void fastop_vbinary_f64(int op, const double* a, const double* b, double* y, ptrdiff_t n)
 
@@ -76,19 +87,9 @@ ctypedef fused dst_t:
 cdef enum:
     BLOCK = 512             # elements per gather buffer (x 8 bytes x 4 operands: 16 KB)
     MAX_THREADS = 64
-    # Op codes. The binary arithmetic codes are shared with simd_math.h's
-    # fastop_vbinary_* (FASTOP_BIN_*): keep them in step.
-    B_ADD = 0
-    B_SUB = 1
-    B_MUL = 2
-    B_DIV = 3
-    B_MAX = 4
-    B_MIN = 5
-    B_POW = 6
-    B_TANH_GRAD = 7
-    B_SIGMOID_GRAD = 8
-    B_RELU_GRAD = 9
-    B_SQRT_GRAD = 10
+    # Op codes. Binary arithmetic uses simd_math.h's FASTOP_BIN_* codes; pow (libm,
+    # and integer powers) is the one binary op simd_math does not do.
+    B_POW = 19
     U_NEG = 20
     U_ABS = 21
     U_SIGN = 22
@@ -203,19 +204,19 @@ cdef inline int _binary_loop(int op, const numeric_t* a, const numeric_t* b, num
         if op != B_POW:
             fastop_vbinary_f64(op, a, b, y, n)
             return K_OK
-    if op == B_ADD:
+    if op == FASTOP_BIN_ADD:
         for i in range(n):
             y[i] = a[i] + b[i]
-    elif op == B_SUB:
+    elif op == FASTOP_BIN_SUB:
         for i in range(n):
             y[i] = a[i] - b[i]
-    elif op == B_MUL:
+    elif op == FASTOP_BIN_MUL:
         for i in range(n):
             y[i] = a[i] * b[i]
-    elif op == B_MAX:
+    elif op == FASTOP_BIN_MAX:
         for i in range(n):
             y[i] = a[i] if a[i] >= b[i] else b[i]
-    elif op == B_MIN:
+    elif op == FASTOP_BIN_MIN:
         for i in range(n):
             y[i] = a[i] if a[i] <= b[i] else b[i]
     elif op == B_POW:
@@ -678,19 +679,19 @@ cdef int _k_sigmoid(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
 
 cdef int _k_add(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
                 const fastop_attrs* attrs) noexcept nogil:
-    return _binary(B_ADD, ins, outs[0], LIGHT)
+    return _binary(FASTOP_BIN_ADD, ins, outs[0], LIGHT)
 
 cdef int _k_subtract(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
                      const fastop_attrs* attrs) noexcept nogil:
-    return _binary(B_SUB, ins, outs[0], LIGHT)
+    return _binary(FASTOP_BIN_SUB, ins, outs[0], LIGHT)
 
 cdef int _k_multiply(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
                      const fastop_attrs* attrs) noexcept nogil:
-    return _binary(B_MUL, ins, outs[0], LIGHT)
+    return _binary(FASTOP_BIN_MUL, ins, outs[0], LIGHT)
 
 cdef int _k_divide(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
                    const fastop_attrs* attrs) noexcept nogil:
-    return _binary(B_DIV, ins, outs[0], LIGHT)
+    return _binary(FASTOP_BIN_DIV, ins, outs[0], LIGHT)
 
 cdef int _k_pow(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
                 const fastop_attrs* attrs) noexcept nogil:
@@ -698,27 +699,27 @@ cdef int _k_pow(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
 
 cdef int _k_maximum(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
                     const fastop_attrs* attrs) noexcept nogil:
-    return _binary(B_MAX, ins, outs[0], LIGHT)
+    return _binary(FASTOP_BIN_MAX, ins, outs[0], LIGHT)
 
 cdef int _k_minimum(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
                     const fastop_attrs* attrs) noexcept nogil:
-    return _binary(B_MIN, ins, outs[0], LIGHT)
+    return _binary(FASTOP_BIN_MIN, ins, outs[0], LIGHT)
 
 cdef int _k_tanh_grad(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
                       const fastop_attrs* attrs) noexcept nogil:
-    return _binary(B_TANH_GRAD, ins, outs[0], LIGHT)
+    return _binary(FASTOP_BIN_TANH_GRAD, ins, outs[0], LIGHT)
 
 cdef int _k_sigmoid_grad(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
                          const fastop_attrs* attrs) noexcept nogil:
-    return _binary(B_SIGMOID_GRAD, ins, outs[0], LIGHT)
+    return _binary(FASTOP_BIN_SIGMOID_GRAD, ins, outs[0], LIGHT)
 
 cdef int _k_relu_grad(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
                       const fastop_attrs* attrs) noexcept nogil:
-    return _binary(B_RELU_GRAD, ins, outs[0], LIGHT)
+    return _binary(FASTOP_BIN_RELU_GRAD, ins, outs[0], LIGHT)
 
 cdef int _k_sqrt_grad(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
                       const fastop_attrs* attrs) noexcept nogil:
-    return _binary(B_SQRT_GRAD, ins, outs[0], LIGHT)
+    return _binary(FASTOP_BIN_SQRT_GRAD, ins, outs[0], LIGHT)
 
 cdef int _k_equal(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
                   const fastop_attrs* attrs) noexcept nogil:

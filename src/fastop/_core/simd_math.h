@@ -49,6 +49,7 @@ enum {
     FASTOP_BIN_DIV = 3,
     FASTOP_BIN_MAX = 4,          /* nan wins, like numpy.maximum */
     FASTOP_BIN_MIN = 5,
+    /* 6: unused */
     FASTOP_BIN_TANH_GRAD = 7,    /* a = tanh output y, b = dy: dy * (1 - y^2) */
     FASTOP_BIN_SIGMOID_GRAD = 8, /* dy * y * (1 - y) */
     FASTOP_BIN_RELU_GRAD = 9,    /* y > 0 ? dy : 0 */
