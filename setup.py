@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -54,7 +55,9 @@ def find_extensions() -> list[Extension]:
             Extension(
                 name,
                 [str(pyx.relative_to(ROOT))],
-                include_dirs=[str(pyx.parent), str(SRC / "fastop" / "_core")],
+                include_dirs=[str(pyx.parent), str(SRC / "fastop" / "_core"),
+                              numpy.get_include()],
+                define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
                 extra_compile_args=CFLAGS,
                 extra_link_args=LDFLAGS,
                 libraries=["m"],

@@ -72,3 +72,4 @@ cdef int dtype_code(object dtype) except -1
 cdef DenseTensor alloc_tensor(type cls, int ndim, const ptrdiff_t* shape, int dtype)
 cdef DenseTensor alloc_like(type cls, const fastop_view* like)
 cdef DenseTensor as_dense(object obj, int dtype=*)
+cpdef object as_ndarray(DenseTensor t)

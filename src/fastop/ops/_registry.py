@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from fastop._core.kernel import CKernel
-from fastop._core.storage import DType, DenseTensor, as_dtype, from_numpy
+from fastop._core.storage import DType, DenseTensor, as_dtype, as_ndarray, from_numpy
 from fastop.ops._dispatch import dispatch
 
 __all__ = [
@@ -391,6 +391,12 @@ class OpDef:
                         f"{self.dtypes or 'no dtype'}")
 
     def dispatch_dtype(self, inputs: Sequence[Any]) -> Any:
+        """The dtype that selects the kernel: a CKernel's dispatch input, else the first
+        input given."""
+        ck = self.kernels.get("*")
+        if isinstance(ck, CKernel) and ck.dispatch_input < len(inputs) \
+                and inputs[ck.dispatch_input] is not None:
+            return inputs[ck.dispatch_input].dtype
         for x in inputs:
             if isinstance(x, (list, tuple)):
                 if x:
@@ -409,8 +415,8 @@ class OpDef:
         kernel = self.kernel_for(self.dispatch_dtype(inputs))
         if isinstance(kernel, CKernel):
             return kernel.run_py(tuple(inputs), attrs)
-        arrays = [None if x is None else [np.asarray(t) for t in x]
-                  if isinstance(x, (list, tuple)) else np.asarray(x) for x in inputs]
+        arrays = [None if x is None else [_ndarray(t) for t in x]
+                  if isinstance(x, (list, tuple)) else _ndarray(x) for x in inputs]
         try:
             result = kernel(*arrays, **attrs)
         except Exception as exc:
@@ -454,6 +460,10 @@ class OpDef:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the op in the current mode (eager: compute; static: append an operator)."""
         return dispatch(self, args, kwargs)
+
+
+def _ndarray(x: Any) -> np.ndarray:
+    return as_ndarray(x) if isinstance(x, DenseTensor) else np.asarray(x)
 
 
 def _default_grad_meta(op: str, needs: tuple[str, ...], grad_names: tuple[str, ...],
