@@ -111,11 +111,14 @@ def test_matmul_of_a_transposed_view_with_the_flag(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_matmul_batch_views_that_do_not_merge(dtype):
+def test_matmul_batch_views_that_do_not_merge_or_go_backwards(dtype):
     # A batch slice of a permuted array: batch dims with unrelated strides.
     x = data((4, 3, 2, 5), dtype).transpose(1, 0, 2, 3)[:, ::2]
     y = data((3, 2, 5, 6), dtype)
     check(linalg.matmul(x, y), ref.matmul(x, y), dtype)
+    # a batch walked backwards: negative batch strides
+    x, y = data((5, 2, 3), dtype)[::-1], data((5, 3, 4), dtype)[::-2]
+    check(linalg.matmul(x[:3], y), ref.matmul(x[:3], y), dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
