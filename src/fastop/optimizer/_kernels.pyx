@@ -32,52 +32,50 @@ __all__ = ["sgd", "momentum", "adam", "sgd_step", "momentum_step", "adam_step"]
 
 
 # --------------------------------------------------------------------------- loops
+# The element loops are C (_update_impl.h): restrict pointers and per-ISA clones.
 
-cdef void _sgd_loop(floating_t* param, const floating_t* grad, Py_ssize_t n,
-                    double lr, double wd) noexcept nogil:
-    cdef floating_t lr_ = <floating_t>lr, wd_ = <floating_t>wd
-    cdef Py_ssize_t i
-    if wd == 0.0:
-        for i in range(n):
-            param[i] -= lr_ * grad[i]
+cdef extern from "_update_impl.h" nogil:
+    void fastop_sgd_f32(float* p, const float* g, Py_ssize_t n, float lr, float wd)
+    void fastop_sgd_f64(double* p, const double* g, Py_ssize_t n, double lr, double wd)
+    void fastop_momentum_f32(float* p, const float* g, float* v, Py_ssize_t n, float lr,
+                             float mu, float wd, int nesterov)
+    void fastop_momentum_f64(double* p, const double* g, double* v, Py_ssize_t n,
+                             double lr, double mu, double wd, int nesterov)
+    void fastop_adam_f32(float* p, const float* g, float* m, float* v, Py_ssize_t n,
+                         float step, float b1, float b2, float eps, float wd)
+    void fastop_adam_f64(double* p, const double* g, double* m, double* v, Py_ssize_t n,
+                         double step, double b1, double b2, double eps, double wd)
+
+
+cdef inline void _sgd_loop(floating_t* param, const floating_t* grad, Py_ssize_t n,
+                           double lr, double wd) noexcept nogil:
+    if floating_t is float:
+        fastop_sgd_f32(param, grad, n, <float>lr, <float>wd)
     else:
-        for i in range(n):
-            param[i] -= lr_ * (grad[i] + wd_ * param[i])
+        fastop_sgd_f64(param, grad, n, lr, wd)
 
 
-cdef void _momentum_loop(floating_t* param, const floating_t* grad, floating_t* velocity,
-                         Py_ssize_t n, double lr, double mu, double wd,
-                         bint nesterov) noexcept nogil:
-    cdef floating_t lr_ = <floating_t>lr, mu_ = <floating_t>mu, wd_ = <floating_t>wd
-    cdef floating_t g, v
-    cdef Py_ssize_t i
-    for i in range(n):
-        g = grad[i] + wd_ * param[i]
-        v = mu_ * velocity[i] + g
-        velocity[i] = v
-        if nesterov:
-            param[i] -= lr_ * (g + mu_ * v)
-        else:
-            param[i] -= lr_ * v
+cdef inline void _momentum_loop(floating_t* param, const floating_t* grad,
+                                floating_t* velocity, Py_ssize_t n, double lr, double mu,
+                                double wd, bint nesterov) noexcept nogil:
+    if floating_t is float:
+        fastop_momentum_f32(param, grad, velocity, n, <float>lr, <float>mu, <float>wd,
+                            nesterov)
+    else:
+        fastop_momentum_f64(param, grad, velocity, n, lr, mu, wd, nesterov)
 
 
-cdef void _adam_loop(floating_t* param, const floating_t* grad, floating_t* m1,
-                     floating_t* m2, Py_ssize_t n, double lr, double b1, double b2,
-                     double eps, double wd, double b1_pow, double b2_pow) noexcept nogil:
+cdef inline void _adam_loop(floating_t* param, const floating_t* grad, floating_t* m1,
+                            floating_t* m2, Py_ssize_t n, double lr, double b1, double b2,
+                            double eps, double wd, double b1_pow,
+                            double b2_pow) noexcept nogil:
     cdef double correction = sqrt(1.0 - b2_pow)
-    cdef floating_t step = <floating_t>(lr * correction / (1.0 - b1_pow))
-    cdef floating_t eps_ = <floating_t>(eps * correction)
-    cdef floating_t b1_ = <floating_t>b1, b2_ = <floating_t>b2, wd_ = <floating_t>wd
-    cdef floating_t c1 = <floating_t>(1.0 - b1), c2 = <floating_t>(1.0 - b2)
-    cdef floating_t g, m, v
-    cdef Py_ssize_t i
-    for i in range(n):
-        g = grad[i] + wd_ * param[i]
-        m = b1_ * m1[i] + c1 * g
-        v = b2_ * m2[i] + c2 * g * g
-        m1[i] = m
-        m2[i] = v
-        param[i] -= step * m / (<floating_t>sqrt(v) + eps_)
+    cdef double step = lr * correction / (1.0 - b1_pow)
+    if floating_t is float:
+        fastop_adam_f32(param, grad, m1, m2, n, <float>step, <float>b1, <float>b2,
+                        <float>(eps * correction), <float>wd)
+    else:
+        fastop_adam_f64(param, grad, m1, m2, n, step, b1, b2, eps * correction, wd)
 
 
 # Chunked drivers: one chunk on the calling thread, or one per OpenMP thread.
