@@ -1,8 +1,9 @@
 # cython: freethreading_compatible = False
 """Optimizer update kernels: SGD, Momentum, Adam (L2 weight decay), in place.
 
-Each update is one fused loop over contiguous float32/float64 buffers, run without
-the GIL (split over OpenMP threads for large parameters). Two ways in:
+Each update is one fused loop over contiguous float32/float64 buffers (C in
+``_update_impl.h``, vectorized per ISA), run without the GIL and split over OpenMP
+threads for large parameters. Two ways in:
 
 * ``sgd_step``/``momentum_step``/``adam_step`` — the eager fast path, called by
   ``Optimizer.step`` on a parameter, its gradient and its state tensors;
