@@ -128,29 +128,49 @@ cdef class CKernel:
                          const fastop_attrs* attrs) except -1:
         cdef int status = self.infer(ins, n_in, outs, len(self.output_names), attrs)
         if status != K_OK:
-            self._raise(status, [(_shape_list(ins[i]), dtype_from_code(ins[i].dtype).name)
+            self._raise(status, [(None, None) if ins[i] is NULL else
+                                 (_shape_list(ins[i]), dtype_from_code(ins[i].dtype).name)
                                  for i in range(n_in)])
         return 0
 
+    def _check_count(self, int given):
+        """Raise unless `given` inputs leave off only optional trailing ones."""
+        if given > len(self.input_names) or any(
+                not name.endswith("?") for name in self.input_names[given:]):
+            raise TypeError(f"{self.name}: expected {len(self.input_names)} inputs "
+                            f"({', '.join(self.input_names)}), got {given}")
+
+    def _check_optional(self, int i):
+        if not self.input_names[i].endswith("?"):
+            raise TypeError(f"{self.name}: input '{self.input_names[i]}' is required, got None")
+
     def _raise(self, int status, list described):
-        parts = ", ".join(f"{name}: shape {shape} {dtype}" for name, (shape, dtype)
-                          in zip(self.input_names, described))
+        parts = ", ".join(f"{name.rstrip('?')}: shape {shape} {dtype}" for name, (shape, dtype)
+                          in zip(self.input_names, described) if shape is not None)
         exc = TypeError if status == K_ERR_DTYPE else ValueError
         raise exc(f"{self.name}: {_REASONS.get(status, f'error {status}')}; got {parts}")
 
     cdef tuple run(self, tuple inputs, object out, const fastop_attrs* attrs, type out_cls):
-        """Validate, allocate (unless `out` is given) and compute; return the outputs."""
-        cdef int n_in = len(inputs), n_out = len(self.output_names), i, j, status
+        """Validate, allocate (unless `out` is given) and compute; return the outputs.
+
+        An optional input (declared ``"name?"``) may be None or left off the end; the
+        kernel then sees a NULL view in its place.
+        """
+        cdef int n_in = len(self.input_names), n_out = len(self.output_names), i, j, status
         cdef fastop_view* in_views[MAX_OPERANDS]
         cdef fastop_view out_meta[MAX_OPERANDS]
         cdef fastop_view* out_views[MAX_OPERANDS]
         cdef DenseTensor t
-        if n_in != len(self.input_names):
-            raise TypeError(f"{self.name}: expected {len(self.input_names)} inputs "
-                            f"({', '.join(self.input_names)}), got {n_in}")
+        if len(inputs) != n_in:
+            self._check_count(len(inputs))
         for i in range(n_in):
-            t = <DenseTensor>inputs[i]
-            in_views[i] = &t.view
+            x = inputs[i] if i < len(inputs) else None
+            if x is None:
+                self._check_optional(i)
+                in_views[i] = NULL
+            else:
+                t = <DenseTensor>x
+                in_views[i] = &t.view
         self.infer_views(in_views, n_in, out_meta, attrs)
         cdef kernel_fn fn = self.resolve(in_views[self.dispatch_input].dtype)
         cdef list results = []
@@ -181,7 +201,8 @@ cdef class CKernel:
         else:
             status = fn(in_views, n_in, out_views, n_out, attrs)
         if status != K_OK:
-            self._raise(status, [(inp.shape, inp.dtype.name) for inp in inputs])
+            self._raise(status, [(None, None) if inp is None else (inp.shape, inp.dtype.name)
+                                 for inp in inputs])
         return tuple(results)
 
     # -- Python API ----------------------------------------------------------------
@@ -214,11 +235,16 @@ cdef class CKernel:
         cdef fastop_view* in_views[MAX_OPERANDS]
         cdef fastop_view outs[MAX_OPERANDS]
         cdef int i, j
-        if len(metas) != len(self.input_names):
-            raise TypeError(f"{self.name}: expected {len(self.input_names)} inputs "
-                            f"({', '.join(self.input_names)}), got {len(metas)}")
+        cdef int n_in = len(self.input_names)
+        if len(metas) != n_in:
+            self._check_count(len(metas))
         self.pack(attrs, &packed)
-        for i, (shape, dtype) in enumerate(metas):
+        for i in range(n_in):
+            if i >= len(metas) or metas[i] is None:
+                self._check_optional(i)
+                in_views[i] = NULL
+                continue
+            shape, dtype = metas[i]
             if len(shape) > FASTOP_MAX_NDIM:
                 raise ValueError(f"{self.name}: at most {FASTOP_MAX_NDIM} dims")
             views[i].ndim = len(shape)
@@ -227,7 +253,7 @@ cdef class CKernel:
             for j, d in enumerate(shape):
                 views[i].shape[j] = -1 if d is None or d < 0 else d
             in_views[i] = &views[i]
-        self.infer_views(in_views, len(metas), outs, &packed)
+        self.infer_views(in_views, n_in, outs, &packed)
         return [([None if outs[i].shape[j] < 0 else outs[i].shape[j]
                   for j in range(outs[i].ndim)], dtype_from_code(outs[i].dtype))
                 for i in range(len(self.output_names))]
@@ -257,16 +283,14 @@ cdef tuple _as_inputs(CKernel k, tuple inputs):
     """Wrap non-tensor inputs; Python scalars take the dispatch input's dtype."""
     cdef int i, n = len(inputs), ref_dtype = -1
     for x in inputs:
-        if isinstance(x, DenseTensor):
-            pass
-        else:
+        if x is not None and not isinstance(x, DenseTensor):
             break
     else:
         return inputs
     converted = list(inputs)
     for i in range(n):
         x = converted[i]
-        if not isinstance(x, (int, float, bool)):
+        if x is not None and not isinstance(x, (int, float, bool)):
             try:
                 converted[i] = as_dense(x)
             except TypeError as e:

@@ -16,13 +16,6 @@ ACTIVATIONS: dict[str, int]
 matmul: CKernel
 
 
-class OptionalLastKernel(CKernel):
-    """A CKernel whose last input may be omitted or None; then :attr:`without_last`
-    (the same kernel declared without that input) runs."""
-
-    without_last: CKernel
-
-
 #: ``fc(x, w, b=None, activation="")`` = act(x @ w + b): x (..., K), w (K, N), b (N,);
 #: activation '', 'tanh', 'sigmoid' or 'relu' (integers: '' or 'relu').
-fc: OptionalLastKernel
+fc: CKernel

@@ -666,65 +666,9 @@ def _pack_fc(dict attrs):
     return (code,), ()
 
 
-cdef class OptionalLastKernel(CKernel):
-    """A CKernel whose last input is optional (declared ``"name?"``).
-
-    Called without it (or with None in its place), it runs :attr:`without_last`: the
-    same infer/kernel functions declared without that input, which then see
-    ``n_in`` one smaller.
-    """
-    cdef readonly CKernel without_last
-
-    cdef bint _omits_last(self, tuple inputs):
-        cdef Py_ssize_t n = len(self.input_names)
-        return len(inputs) == n - 1 or len(inputs) == n and inputs[n - 1] is None
-
-    cdef tuple run(self, tuple inputs, object out, const fastop_attrs* attrs, type out_cls):
-        if self._omits_last(inputs):
-            return self.without_last.run(inputs[:len(self.input_names) - 1], out, attrs,
-                                         out_cls)
-        return CKernel.run(self, inputs, out, attrs, out_cls)
-
-    def __call__(self, *inputs, out=None, **attrs):
-        if self._omits_last(inputs):
-            return self.without_last(*inputs[:len(self.input_names) - 1], out=out, **attrs)
-        return CKernel.__call__(self, *inputs, out=out, **attrs)
-
-    def run_py(self, tuple inputs, dict attrs, type out_cls=DenseTensor):
-        if self._omits_last(inputs):
-            return self.without_last.run_py(inputs[:len(self.input_names) - 1], attrs,
-                                            out_cls)
-        return CKernel.run_py(self, inputs, attrs, out_cls)
-
-    def meta(self, *metas, **attrs):
-        if self._omits_last(metas):
-            return self.without_last.meta(*metas[:len(self.input_names) - 1], **attrs)
-        return CKernel.meta(self, *metas, **attrs)
-
-
-cdef OptionalLastKernel _optional_last(CKernel full, CKernel without_last):
-    cdef int i
-    cdef OptionalLastKernel k = OptionalLastKernel.__new__(OptionalLastKernel)
-    k.name = full.name
-    k.input_names = full.input_names
-    k.output_names = full.output_names
-    k.attr_names = full.attr_names
-    k.infer = full.infer
-    for i in range(FASTOP_NUM_DTYPES):
-        k.fns[i] = full.fns[i]
-    k.dispatch_input = full.dispatch_input
-    k.packer = full.packer
-    k.parallel_grain = full.parallel_grain
-    k.without_last = without_last
-    return k
-
-
 matmul = make_kernel("fastop::matmul", ("x", "y"), ("out",), matmul_infer,
                      NULL, matmul_fn, matmul_fn, matmul_fn, matmul_fn,
                      0, ("transpose_x", "transpose_y"), _pack_matmul, 1)
 
-fc = _optional_last(
-    make_kernel("fastop::fc", ("x", "w", "b?"), ("out",), fc_infer,
-                NULL, fc_fn, fc_fn, fc_fn, fc_fn, 0, ("activation",), _pack_fc, 1),
-    make_kernel("fastop::fc", ("x", "w"), ("out",), fc_infer,
-                NULL, fc_fn, fc_fn, fc_fn, fc_fn, 0, ("activation",), _pack_fc, 1))
+fc = make_kernel("fastop::fc", ("x", "w", "b?"), ("out",), fc_infer,
+                 NULL, fc_fn, fc_fn, fc_fn, fc_fn, 0, ("activation",), _pack_fc, 1)

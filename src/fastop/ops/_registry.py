@@ -564,8 +564,8 @@ class Registry:
                          doc=doc, differentiable=differentiable)
 
         def meta(*metas: TensorMeta, **attrs: Any) -> list[TensorMeta]:
-            return [TensorMeta(s, d) for s, d in
-                    kernel.meta(*[(m.shape, m.dtype) for m in metas], **attrs)]
+            return [TensorMeta(s, d) for s, d in kernel.meta(
+                *[None if m is None else (m.shape, m.dtype) for m in metas], **attrs)]
         op.meta_fn = meta
         op.kernels["*"] = kernel
         kernel._set_op_name(name)

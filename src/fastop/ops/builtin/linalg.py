@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from fastop._core import linalg as _kernels
-from fastop.ops._registry import TensorMeta
 
 __all__ = ["register"]
 
@@ -31,11 +30,6 @@ def register(registry) -> None:
         "fastop::fc", _kernels.fc, attrs={"activation": ""},
         doc="act(x @ w + b) for x (..., K), w (K, N), optional b (N,); activation one "
             "of '', 'tanh', 'sigmoid', 'relu'; bias and activation fused into the GEMM.")
-
-    @fc.meta
-    def _(x, w, b, activation):
-        given = [(m.shape, m.dtype) for m in (x, w, b) if m is not None]
-        return [TensorMeta(s, d) for s, d in _kernels.fc.meta(*given, activation=activation)]
 
     @fc.grad(needs=("x", "w", "b", "out"))
     def _(x, w, b, out, dout, activation):
