@@ -31,6 +31,7 @@ from fastop._core.broadcast cimport (bcast_iter, broadcast_shape, bcast_iter_ini
                                      BCAST_MAX_OPERANDS)
 
 cdef extern from "simd_math.h" nogil:
+    const ptrdiff_t FASTOP_STREAM_MIN_BYTES
     void fastop_vexp_f32(const float* x, float* y, ptrdiff_t n)
     void fastop_vexp_f64(const double* x, double* y, ptrdiff_t n)
     void fastop_vlog_f32(const float* x, float* y, ptrdiff_t n)
@@ -86,7 +87,8 @@ ctypedef fused dst_t:
 
 cdef enum:
     BLOCK = 512             # elements per gather buffer (x 8 bytes x 4 operands: 16 KB)
-    MAX_THREADS = 64
+    PIECES_PER_THREAD = 4   # threads take pieces dynamically: a busy core slows no one
+    MAX_PIECES = 256
     # Op codes. Binary arithmetic uses simd_math.h's FASTOP_BIN_* codes; pow (libm,
     # and integer powers) is the one binary op simd_math does not do.
     B_POW = 19
@@ -521,9 +523,9 @@ cdef int _execute(block_fn fn, OpCtx* c, fastop_view** ins, int n_in, fastop_vie
     cdef fastop_view copies[BCAST_MAX_OPERANDS]
     cdef fastop_view* views[BCAST_MAX_OPERANDS]
     cdef void* temps[BCAST_MAX_OPERANDS]
-    cdef int codes[MAX_THREADS]
-    cdef int i, t, nt = 1, status = K_OK
-    cdef ptrdiff_t size = out.size, chunk
+    cdef int codes[MAX_PIECES]
+    cdef int i, t, nt = 1, npieces, status = K_OK
+    cdef ptrdiff_t size = out.size, chunk, nbytes
     if size == 0:
         return K_OK
     for i in range(n_in):
@@ -548,17 +550,24 @@ cdef int _execute(block_fn fn, OpCtx* c, fastop_view** ins, int n_in, fastop_vie
             itemsizes[i + 1] = itemsize_of(views[i].dtype)
         if use_threads(size >> cost_shift):
             nt = get_num_threads()
-            if nt > MAX_THREADS:
-                nt = MAX_THREADS
         if nt <= 1:
             status = _run_range(fn, c, &it, itemsizes, 0, size)
         else:
-            # equal pieces, multiples of 16 elements so threads never share a cache line
-            chunk = ((size + nt - 1) // nt + 15) & ~(<ptrdiff_t>15)
-            for t in prange(nt, num_threads=nt, schedule="static"):
+            # A few equal pieces per thread, taken dynamically, so that a thread whose
+            # core is busy with another process does not hold the others up. Very large
+            # results keep pieces of at least FASTOP_STREAM_MIN_BYTES (streamed out).
+            npieces = nt * PIECES_PER_THREAD
+            nbytes = size * itemsizes[0]
+            if nbytes >= FASTOP_STREAM_MIN_BYTES * nt:
+                npieces = nt * <int>min(PIECES_PER_THREAD,
+                                        nbytes // (FASTOP_STREAM_MIN_BYTES * nt))
+            npieces = min(npieces, MAX_PIECES)
+            # multiples of 16 elements, so that pieces never share a cache line
+            chunk = ((size + npieces - 1) // npieces + 15) & ~(<ptrdiff_t>15)
+            for t in prange(npieces, num_threads=nt, schedule="dynamic"):
                 codes[t] = _run_range(fn, c, &it, itemsizes, min(t * chunk, size),
                                       min((t + 1) * chunk, size))
-            for t in range(nt):
+            for t in range(npieces):
                 if codes[t] != K_OK:
                     status = codes[t]
     for i in range(n_in):

@@ -7,8 +7,8 @@
  * Implementation (simd_math_impl.c): branch-free polynomials with range reduction,
  * built for AVX-512, AVX2+FMA and the baseline and chosen at run time (the build has
  * no -march flag); FASTOP_SIMD_LEVEL=0|1 in the environment caps the choice at the
- * baseline or AVX2 build, for testing. Results of 8 MB and more are written with
- * non-temporal stores (they do not stay in cache).
+ * baseline or AVX2 build, for testing. Results of FASTOP_STREAM_MIN_BYTES (8 MB) and
+ * more are written with non-temporal stores (they do not stay in cache).
  *
  * Accuracy: a few ULP (see simd_math_impl.c for the measured maxima). inf, -inf and
  * nan map as libm does: exp(+inf) = inf, exp(-inf) = 0, exp overflows to inf and
@@ -18,6 +18,8 @@
 #ifndef FASTOP_SIMD_MATH_H
 #define FASTOP_SIMD_MATH_H
 #include <stddef.h>
+
+#define FASTOP_STREAM_MIN_BYTES ((ptrdiff_t)8 << 20)
 
 #ifdef __cplusplus
 extern "C" {

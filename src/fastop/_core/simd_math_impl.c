@@ -289,10 +289,9 @@ static int isa_level(void)
 #define TARGET_V4 __attribute__((target("arch=x86-64-v4,prefer-vector-width=512")))
 #define TARGET_V3 __attribute__((target("arch=x86-64-v3")))
 
-/* Results this large go to memory with non-temporal stores: they would not stay in
- * cache anyway, and a streaming store skips reading each line before writing it
- * (a third of the memory traffic of y = f(x)). */
-#define STREAM_MIN_BYTES ((ptrdiff_t)8 << 20)
+/* Results of FASTOP_STREAM_MIN_BYTES or more go to memory with non-temporal stores:
+ * they would not stay in cache anyway, and a streaming store skips reading each line
+ * before writing it (a third of the memory traffic of y = f(x)). */
 #define STREAM_CHUNK 2048                      /* elements computed per L1 buffer */
 
 TARGET_V4 static void stream_copy_v4(char *dst, const char *src, ptrdiff_t bytes)
@@ -323,7 +322,7 @@ TARGET_V4 static void stream_copy_v4(char *dst, const char *src, ptrdiff_t bytes
     void name(const T *x, T *y, ptrdiff_t n)                                        \
     {                                                                               \
         int level = isa_level();                                                    \
-        if (level == 2 && n * (ptrdiff_t)sizeof(T) >= STREAM_MIN_BYTES) {           \
+        if (level == 2 && n * (ptrdiff_t)sizeof(T) >= FASTOP_STREAM_MIN_BYTES) {           \
             T buf[STREAM_CHUNK] __attribute__((aligned(64)));                       \
             for (ptrdiff_t i = 0; i < n; i += STREAM_CHUNK) {                       \
                 ptrdiff_t m = n - i < STREAM_CHUNK ? n - i : STREAM_CHUNK;          \
@@ -347,7 +346,7 @@ TARGET_V4 static void stream_copy_v4(char *dst, const char *src, ptrdiff_t bytes
     void name(int op, const T *a, const T *b, T *y, ptrdiff_t n)                    \
     {                                                                               \
         int level = isa_level();                                                    \
-        if (level == 2 && n * (ptrdiff_t)sizeof(T) >= STREAM_MIN_BYTES) {           \
+        if (level == 2 && n * (ptrdiff_t)sizeof(T) >= FASTOP_STREAM_MIN_BYTES) {           \
             T buf[STREAM_CHUNK] __attribute__((aligned(64)));                       \
             for (ptrdiff_t i = 0; i < n; i += STREAM_CHUNK) {                       \
                 ptrdiff_t m = n - i < STREAM_CHUNK ? n - i : STREAM_CHUNK;          \
