@@ -157,3 +157,17 @@ def test_eager_backward_through_fc_and_matmul():
     expected = numeric_grads(lambda xv, wv, bv: ref.fc(xv, wv, bv, "tanh") @ wv.T, arrays, dy)
     for t, e in zip((x, w, b), expected):
         np.testing.assert_allclose(t.grad.numpy(), e, **GRAD_TOL)
+
+
+def test_eager_rules_skip_gradients_of_stop_gradient_inputs():
+    """A first layer's input takes no gradient: its GEMM is not computed at all."""
+    x = fastop.to_tensor(np.ones((4, 3)))                 # data: stop_gradient=True
+    w = fastop.to_tensor(np.ones((3, 2)), stop_gradient=False)
+    out = fastop.ops.fastop.fc(x, w, None)
+    dout = fastop.ones([4, 2], dtype="float64")
+    dx, dw, db = registry.get("fastop::fc").grad_rule.fn(x, w, None, out, dout, activation="")
+    assert dx is None and db is None
+    np.testing.assert_allclose(dw.numpy(), np.full((3, 2), 4.0))
+    dx, dy = registry.get("fastop::matmul").grad_rule.fn(x, w, out, transpose_x=False,
+                                                         transpose_y=False)
+    assert dx is None and dy is not None

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastop._core import linalg as _kernels
+from fastop.ops._dispatch import current_mode
 
 __all__ = ["register"]
 
@@ -60,10 +61,19 @@ def _prod(shape: list[int]) -> int:
     return out
 
 
+def _wants_grad(value: Any) -> bool:
+    """False for an eager value marked stop_gradient (data, frozen weights): no gradient
+    of it is ever asked for, and for a first layer's input skipping it saves a GEMM.
+    Static graphs compute every gradient: a data variable may be a ``gradients()``
+    target, and the executor prunes gradient ops nobody reads."""
+    return current_mode() != "eager" or not getattr(value, "stop_gradient", False)
+
+
 def _matmul_grad(registry, x, y, dout, transpose_x: bool, transpose_y: bool):
     """dx, dy of out = op(x) @ op(y): dx = dout · op(y)ᵀ, dy = op(x)ᵀ · dout, each
     transposed back when its operand was, then summed over broadcast batch dims."""
     mm = registry.get("fastop::matmul")
+    want_x, want_y = _wants_grad(x), _wants_grad(y)
     x_shape, y_shape = _dims(x.shape), _dims(y.shape)
     if len(x_shape) == 1 or len(y_shape) == 1:
         # Give 1-D operands, and the product, back the unit dim matmul dropped.
@@ -79,18 +89,19 @@ def _matmul_grad(registry, x, y, dout, transpose_x: bool, transpose_y: bool):
     tx = transpose_x and len(x_shape) > 1
     ty = transpose_y and len(y_shape) > 1
     if not tx and not ty:
-        dx = mm(dout, y, transpose_y=True)
-        dy = mm(x, dout, transpose_x=True)
+        dx = want_x and mm(dout, y, transpose_y=True)
+        dy = want_y and mm(x, dout, transpose_x=True)
     elif tx and not ty:
-        dx = mm(y, dout, transpose_y=True)
-        dy = mm(x, dout)
+        dx = want_x and mm(y, dout, transpose_y=True)
+        dy = want_y and mm(x, dout)
     elif not tx:
-        dx = mm(dout, y)
-        dy = mm(dout, x, transpose_x=True)
+        dx = want_x and mm(dout, y)
+        dy = want_y and mm(dout, x, transpose_x=True)
     else:
-        dx = mm(y, dout, transpose_x=True, transpose_y=True)
-        dy = mm(dout, x, transpose_x=True, transpose_y=True)
-    return _reduce_to(registry, dx, x_shape), _reduce_to(registry, dy, y_shape)
+        dx = want_x and mm(y, dout, transpose_x=True, transpose_y=True)
+        dy = want_y and mm(dout, x, transpose_x=True, transpose_y=True)
+    return (_reduce_to(registry, dx, x_shape) if want_x else None,
+            _reduce_to(registry, dy, y_shape) if want_y else None)
 
 
 def _fc_grad(registry, x, w, b, out, dout, activation: str):
@@ -99,12 +110,12 @@ def _fc_grad(registry, x, w, b, out, dout, activation: str):
     mm = registry.get("fastop::matmul")
     dz = registry.get(f"fastop::{activation}_grad")(out, dout) if activation else dout
     k, n = _dims(w.shape)
-    dx = mm(dz, w, transpose_y=True)
+    dx = mm(dz, w, transpose_y=True) if _wants_grad(x) else None
     x2, dz2 = x, dz
     if len(x.shape) != 2:
         reshape = registry.get("fastop::reshape")
         x2 = reshape(x, shape=[-1, k])
         dz2 = reshape(dz, shape=[-1, n])
-    dw = mm(x2, dz2, transpose_x=True)
-    db = None if b is None else registry.get("fastop::sum")(dz2, axis=0)
+    dw = mm(x2, dz2, transpose_x=True) if _wants_grad(w) else None
+    db = None if b is None or not _wants_grad(b) else registry.get("fastop::sum")(dz2, axis=0)
     return dx, dw, db
