@@ -58,6 +58,45 @@ def test_add_raises_on_duplicate_case():
         suite.add("g", "n", fastop=print)
 
 
+def test_add_flags_loop_lambdas_that_all_read_the_last_iteration():
+    suite = Suite()
+    suite.module = "bench_loop"
+    for n in (10, 20):
+        data = list(range(n))
+        suite.add("late", f"sum {n}", fastop=lambda: sum(data), numpy=lambda: len(data))
+        suite.add("bound", f"sum {n}", fastop=lambda data=data: sum(data))
+    assert len(suite.cases) == 4
+    assert suite.problems == [
+        "bench_loop: case late/sum 20 calls the same functions on the same variables as "
+        "case late/sum 10, so both measure the same thing (a lambda made in a loop reads "
+        "the loop's variables when called: bind them as default arguments, "
+        "lambda x=x: ...)"]
+
+
+def test_add_accepts_the_same_code_on_different_data():
+    def add_case(suite, n):
+        data = list(range(n))
+        suite.add("helper", f"sum {n}", fastop=lambda: sum(data))
+    suite = Suite()
+    add_case(suite, 10)
+    add_case(suite, 20)
+    suite.add("shared", "a", fastop=print, numpy=len)
+    suite.add("shared", "b", fastop=print, numpy=repr)
+    assert suite.problems == []
+
+
+def test_load_modules_reports_suspicious_cases(tmp_path):
+    write_bench(tmp_path, "loop", """
+        def register(suite):
+            for n in (1, 2):
+                suite.add("g", f"n{n}", fastop=lambda: n)
+    """)
+    suite = Suite()
+    errors = benchmark.load_modules(tmp_path, suite)
+    assert len(errors) == 1 and "case g/n2 calls the same functions" in errors[0]
+    assert suite.problems == [] and len(suite.cases) == 2
+
+
 # -- ratios and measurement -----------------------------------------------------------
 def test_speedup_is_other_time_over_fastop_time():
     assert benchmark.speedup(3.0, 1.5) == 2.0

@@ -87,6 +87,7 @@ class Suite:
         self.torch = torch
         self.cases: list[Case] = []
         self.module = ""   # the bench module being registered (set by the loader)
+        self.problems: list[str] = []   # suspicious definitions, reported as errors
 
     def add(self, group: str, name: str, *, fastop: Callable[[], Any],
             numpy: Callable[[], Any] | None = None, torch: Callable[[], Any] | None = None,
@@ -113,8 +114,36 @@ class Suite:
             raise BenchError(f"{where}: defined twice")
         case = Case(group, name, {k: v for k, v in impls.items() if v is not None},
                     float(work), unit, target, setup, self.module)
+        twin = next((c for c in self.cases if _same_calls(c, case)), None)
+        if twin is not None:
+            self.problems.append(
+                f"{where} calls the same functions on the same variables as case "
+                f"{twin.key}, so both measure the same thing (a lambda made in a loop "
+                f"reads the loop's variables when called: bind them as default "
+                f"arguments, lambda x=x: ...)")
         self.cases.append(case)
         return case
+
+
+def _same_objects(a: tuple | None, b: tuple | None) -> bool:
+    return (a is None) == (b is None) and (a is None or (
+        len(a) == len(b) and all(x is y for x, y in zip(a, b))))
+
+
+def _same_call(f: Callable[[], Any], g: Callable[[], Any]) -> bool:
+    """Whether two zero-argument callables are certain to do the same thing: the same
+    function, or the same code with the very same defaults and closure cells."""
+    if f is g:
+        return True
+    code = getattr(f, "__code__", None)
+    return code is not None and code is getattr(g, "__code__", None) \
+        and _same_objects(f.__defaults__, g.__defaults__) \
+        and _same_objects(f.__closure__, g.__closure__)
+
+
+def _same_calls(a: Case, b: Case) -> bool:
+    return a.impls.keys() == b.impls.keys() and all(
+        _same_call(a.impls[k], b.impls[k]) for k in a.impls)
 
 
 @dataclass
@@ -275,6 +304,8 @@ def load_modules(directory: Path, suite: Suite) -> list[str]:
             register(suite)
         except Exception as exc:
             errors.append(f"{path.name}: {_describe(exc)}")
+        errors += suite.problems
+        suite.problems = []
     suite.module = ""
     return errors
 
