@@ -9,8 +9,10 @@ operands all have unit stride goes straight to a typed contiguous loop (fused ty
 exp/log/tanh/sigmoid/relu on floats call the SIMD functions of ``simd_math.h``);
 anything else (views, transposes, stride-0 broadcast inputs) is gathered into small
 per-thread buffers, computed by the same loop, and scattered back. Work above
-``use_threads`` is split into equal pieces over OpenMP threads; small calls never
-start threads.
+``use_threads`` (a cheap op needs 8x the elements of a transcendental one) is split
+into equal pieces that OpenMP threads take dynamically; small calls never start
+threads. Float binary arithmetic and the backward kernels run on the vectorized loops
+of ``simd_math.h`` too; results of 8 MB and more are streamed to memory.
 
 ``out=`` may be an input itself (in place). An input that overlaps the output in any
 other way is copied first, so the result is always as if inputs were read before the

@@ -306,10 +306,24 @@ TARGET_V4 static void stream_copy_v4(char *dst, const char *src, ptrdiff_t bytes
     memcpy(dst, src, (size_t)bytes);
 }
 
-/* The AVX-512 build of a plain loop around a scalar formula. */
+/* The AVX-512 build of a plain loop around a scalar formula. The last n % W elements
+ * (fewer than one vector) go through a padded one-vector buffer instead of GCC's
+ * scalar epilogue: short rows (GEMM epilogues, small tensors) stay vectorized. */
 #define DEFINE_V4_LOOP(name, T, fn)                                                 \
     TARGET_V4 static void name(const T *x, T *y, ptrdiff_t n)                       \
-    { for (ptrdiff_t i = 0; i < n; i++) y[i] = fn(x[i]); }
+    {                                                                               \
+        enum { W = 64 / sizeof(T) };                                                \
+        ptrdiff_t body = n - n % W;                                                 \
+        for (ptrdiff_t i = 0; i < body; i++)                                        \
+            y[i] = fn(x[i]);                                                        \
+        if (body < n) {                                                             \
+            T buf[W] = {0};                                                         \
+            memcpy(buf, x + body, (size_t)(n - body) * sizeof(T));                  \
+            for (int i = 0; i < W; i++)                                             \
+                buf[i] = fn(buf[i]);                                                \
+            memcpy(y + body, buf, (size_t)(n - body) * sizeof(T));                  \
+        }                                                                           \
+    }
 
 /* One function, three builds, one dispatcher. x == y (in place) is fine: element i
  * is read before it is written (GCC versions the loops for aliasing). Large results
