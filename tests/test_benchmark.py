@@ -82,6 +82,8 @@ def test_add_accepts_the_same_code_on_different_data():
     add_case(suite, 20)
     suite.add("shared", "a", fastop=print, numpy=len)
     suite.add("shared", "b", fastop=print, numpy=repr)
+    suite.add("setup", "small", fastop=print, setup=lambda: None)
+    suite.add("setup", "large", fastop=print, setup=lambda: None)
     assert suite.problems == []
 
 

@@ -142,6 +142,10 @@ def _same_call(f: Callable[[], Any], g: Callable[[], Any]) -> bool:
 
 
 def _same_calls(a: Case, b: Case) -> bool:
+    """Whether two cases certainly measure the same thing (setups included)."""
+    if (a.setup is None) != (b.setup is None) or \
+            a.setup is not None and not _same_call(a.setup, b.setup):
+        return False
     return a.impls.keys() == b.impls.keys() and all(
         _same_call(a.impls[k], b.impls[k]) for k in a.impls)
 
