@@ -1,7 +1,7 @@
 """Optimizers: SGD, Momentum, Adam — eager ``step``/``clear_grad`` and ``minimize``.
 
 Eager mode: ``step()`` updates every parameter that has a gradient in place, with the
-Cython kernels of :mod:`fastop.optimizer._kernels` (no graph, no allocation after the
+Cython kernels of :mod:`fastop._core.optim` (no graph, no allocation after the
 first step). Static mode: ``minimize(loss)`` calls ``fastop.static.append_backward``
 and appends the registered update ops (``fastop::sgd_update`` ...) whose outputs are
 the parameter and state variables themselves, so the executor updates them in place.
@@ -24,7 +24,7 @@ import numpy as np
 from fastop._core.storage import DenseTensor, zeros
 from fastop.ops import registry
 from fastop.ops._dispatch import current_mode
-from fastop.optimizer import _kernels
+from fastop._core import optim
 
 __all__ = ["Optimizer", "SGD", "Momentum", "Adam"]
 
@@ -234,7 +234,7 @@ class SGD(Optimizer):
     _update_op = "fastop::sgd_update"
 
     def _eager_update(self, param, grad, state):
-        _kernels.sgd_step(param, grad, self._learning_rate, self._weight_decay)
+        optim.sgd_step(param, grad, self._learning_rate, self._weight_decay)
 
     def _static_io(self, param, grad, lr, state):
         return [param, grad, lr], [param]
@@ -255,7 +255,7 @@ class Momentum(Optimizer):
         self._momentum, self._use_nesterov = float(momentum), bool(use_nesterov)
 
     def _eager_update(self, param, grad, state):
-        _kernels.momentum_step(param, grad, state["velocity"], self._learning_rate,
+        optim.momentum_step(param, grad, state["velocity"], self._learning_rate,
                                self._momentum, self._use_nesterov, self._weight_decay)
 
     def _static_io(self, param, grad, lr, state):
@@ -293,7 +293,7 @@ class Adam(Optimizer):
         return state
 
     def _eager_update(self, param, grad, state):
-        _kernels.adam_step(param, grad, state["moment1"], state["moment2"],
+        optim.adam_step(param, grad, state["moment1"], state["moment2"],
                            self._learning_rate, self._beta1, self._beta2, self._epsilon,
                            self._weight_decay, state["beta1_pow"], state["beta2_pow"])
         state["beta1_pow"] *= self._beta1

@@ -2,7 +2,7 @@
 """Optimizer update kernels: SGD, Momentum, Adam (L2 weight decay), in place.
 
 Each update is one fused loop over contiguous float32/float64 buffers (C in
-``_update_impl.h``, vectorized per ISA), run without the GIL and split over OpenMP
+``optim_update.h``, vectorized per ISA), run without the GIL and split over OpenMP
 threads for large parameters. Two ways in:
 
 * ``sgd_step``/``momentum_step``/``adam_step`` — the eager fast path, called by
@@ -33,9 +33,9 @@ __all__ = ["sgd", "momentum", "adam", "sgd_step", "momentum_step", "adam_step"]
 
 
 # --------------------------------------------------------------------------- loops
-# The element loops are C (_update_impl.h): restrict pointers and per-ISA clones.
+# The element loops are C (optim_update.h): restrict pointers and per-ISA clones.
 
-cdef extern from "_update_impl.h" nogil:
+cdef extern from "optim_update.h" nogil:
     void fastop_sgd_f32(float* p, const float* g, Py_ssize_t n, float lr, float wd)
     void fastop_sgd_f64(double* p, const double* g, Py_ssize_t n, double lr, double wd)
     void fastop_momentum_f32(float* p, const float* g, float* v, Py_ssize_t n, float lr,

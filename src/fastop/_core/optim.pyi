@@ -1,4 +1,4 @@
-"""Type stubs for fastop.optimizer._kernels (Cython): in-place optimizer updates."""
+"""Type stubs for fastop._core.optim (Cython): in-place optimizer updates."""
 from fastop._core.kernel import CKernel
 from fastop._core.storage import DenseTensor
 

@@ -4,7 +4,7 @@ import pytest
 
 from fastop._core.storage import from_numpy
 from fastop.ops import registry
-from fastop.optimizer import _kernels
+from fastop._core import optim
 
 TOL = {"float32": dict(rtol=1e-5, atol=1e-6), "float64": dict(rtol=1e-12, atol=1e-14)}
 DTYPES = ["float32", "float64"]
@@ -40,7 +40,7 @@ def arrays(shape, dtype, n, seed=0):
 def test_sgd_step(dtype, shape, wd):
     p, g = arrays(shape, dtype, 2)
     want = ref_sgd(p.astype("float64"), g, 0.1, wd)
-    _kernels.sgd_step(from_numpy(p), from_numpy(g), 0.1, wd)
+    optim.sgd_step(from_numpy(p), from_numpy(g), 0.1, wd)
     np.testing.assert_allclose(p, want, **TOL[dtype])
 
 
@@ -53,7 +53,7 @@ def test_momentum_step_three_times(dtype, nesterov, wd):
     for step in range(3):
         (g,) = arrays((13, 3), dtype, 1, seed=step + 1)
         want_p, want_v = ref_momentum(want_p, g, want_v, 0.05, 0.9, nesterov, wd)
-        _kernels.momentum_step(from_numpy(p), from_numpy(g), from_numpy(v), 0.05, 0.9,
+        optim.momentum_step(from_numpy(p), from_numpy(g), from_numpy(v), 0.05, 0.9,
                                nesterov, wd)
     np.testing.assert_allclose(p, want_p, **TOL[dtype])
     np.testing.assert_allclose(v, want_v, **TOL[dtype])
@@ -69,7 +69,7 @@ def test_adam_step_three_times(dtype, wd):
     for t in range(1, 4):
         (g,) = arrays((17, 4), dtype, 1, seed=t)
         want = ref_adam(*want[:1], g, *want[1:], 1e-2, b1, b2, 1e-8, wd, b1 ** t, b2 ** t)
-        _kernels.adam_step(from_numpy(p), from_numpy(g), from_numpy(m), from_numpy(v),
+        optim.adam_step(from_numpy(p), from_numpy(g), from_numpy(m), from_numpy(v),
                            1e-2, b1, b2, 1e-8, wd, b1 ** t, b2 ** t)
     for got, exp in zip((p, m, v), want):
         np.testing.assert_allclose(got, exp, **TOL[dtype])
@@ -80,10 +80,10 @@ def test_threaded_update_matches_serial():
     p1, g = arrays((300_000,), "float32", 2)
     p2 = p1.copy()
     kernel.set_num_threads(1)
-    _kernels.sgd_step(from_numpy(p1), from_numpy(g), 0.1, 0.01)
+    optim.sgd_step(from_numpy(p1), from_numpy(g), 0.1, 0.01)
     kernel.set_num_threads(2)
     try:
-        _kernels.sgd_step(from_numpy(p2), from_numpy(g), 0.1, 0.01)
+        optim.sgd_step(from_numpy(p2), from_numpy(g), 0.1, 0.01)
     finally:
         kernel.set_num_threads(1)
     np.testing.assert_array_equal(p1, p2)
@@ -93,7 +93,7 @@ def test_noncontiguous_grad_is_read_correctly():
     p, g = arrays((6, 4), "float64", 2)
     gt = np.ascontiguousarray(g.T)           # (4, 6) buffer; its .T is strided (6, 4)
     want = ref_sgd(p, g, 0.5, 0.0)
-    _kernels.sgd_step(from_numpy(p), from_numpy(gt).transpose(), 0.5)
+    optim.sgd_step(from_numpy(p), from_numpy(gt).transpose(), 0.5)
     np.testing.assert_allclose(p, want, **TOL["float64"])
 
 
@@ -102,32 +102,32 @@ def test_noncontiguous_grad_is_read_correctly():
 def test_step_grad_shape_mismatch_raises():
     p, g = arrays((3, 4), "float32", 2)
     with pytest.raises(ValueError, match=r"sgd_update: the gradient \(shape \[4, 3\]"):
-        _kernels.sgd_step(from_numpy(p), from_numpy(g.reshape(4, 3)), 0.1)
+        optim.sgd_step(from_numpy(p), from_numpy(g.reshape(4, 3)), 0.1)
 
 
 def test_step_dtype_mismatch_raises():
     p, = arrays((3,), "float32", 1)
     with pytest.raises(ValueError, match="dtype float64"):
-        _kernels.sgd_step(from_numpy(p), from_numpy(p.astype("float64")), 0.1)
+        optim.sgd_step(from_numpy(p), from_numpy(p.astype("float64")), 0.1)
 
 
 def test_step_integer_param_raises():
     p = np.arange(3, dtype="int64")
     with pytest.raises(TypeError, match="float32 or float64, got int64"):
-        _kernels.sgd_step(from_numpy(p), from_numpy(p), 0.1)
+        optim.sgd_step(from_numpy(p), from_numpy(p), 0.1)
 
 
 def test_step_state_mismatch_raises():
     p, g = arrays((5,), "float32", 2)
     with pytest.raises(ValueError, match="velocity must match the parameter"):
-        _kernels.momentum_step(from_numpy(p), from_numpy(g), from_numpy(np.zeros(4, "float32")),
+        optim.momentum_step(from_numpy(p), from_numpy(g), from_numpy(np.zeros(4, "float32")),
                                0.1)
 
 
 def test_adam_bad_beta_pow_raises():
     p, g, m, v = arrays((5,), "float32", 4)
     with pytest.raises(ValueError, match=r"beta1_pow and beta2_pow must be in \[0, 1\)"):
-        _kernels.adam_step(*map(from_numpy, (p, g, m, v)), 0.1, 0.9, 0.999, 1e-8, 0.0,
+        optim.adam_step(*map(from_numpy, (p, g, m, v)), 0.1, 0.9, 0.999, 1e-8, 0.0,
                            1.0, 0.999)
 
 
@@ -135,7 +135,7 @@ def test_readonly_param_raises():
     p, g = arrays((5,), "float32", 2)
     p.flags.writeable = False
     with pytest.raises(ValueError, match="contiguous, writable"):
-        _kernels.sgd_step(from_numpy(p), from_numpy(g), 0.1)
+        optim.sgd_step(from_numpy(p), from_numpy(g), 0.1)
 
 
 # -- the registered ops --------------------------------------------------------------

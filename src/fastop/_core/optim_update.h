@@ -1,4 +1,4 @@
-/* The element loops of fastop's optimizer updates (formulas in _kernels.pyx), in place
+/* The element loops of fastop's optimizer updates (formulas in optim.pyx), in place
  * over contiguous buffers.
  *
  * `restrict` tells gcc that the parameter, gradient and state buffers do not overlap,
