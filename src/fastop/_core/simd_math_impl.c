@@ -291,8 +291,10 @@ static int isa_level(void)
 
 /* Results of FASTOP_STREAM_MIN_BYTES or more go to memory with non-temporal stores:
  * they would not stay in cache anyway, and a streaming store skips reading each line
- * before writing it (a third of the memory traffic of y = f(x)). */
-#define STREAM_CHUNK 2048                      /* elements computed per L1 buffer */
+ * before writing it (a third of the memory traffic of y = f(x)). Unary functions
+ * stream each vector as it is computed, so computing overlaps the memory traffic;
+ * binary ones (little computing) go through an L1 buffer of STREAM_CHUNK elements. */
+#define STREAM_CHUNK 2048
 
 TARGET_V4 static void stream_copy_v4(char *dst, const char *src, ptrdiff_t bytes)
 {
@@ -306,11 +308,15 @@ TARGET_V4 static void stream_copy_v4(char *dst, const char *src, ptrdiff_t bytes
     memcpy(dst, src, (size_t)bytes);
 }
 
-/* The AVX-512 build of a plain loop around a scalar formula. The last n % W elements
- * (fewer than one vector) go through a padded one-vector buffer instead of GCC's
- * scalar epilogue: short rows (GEMM epilogues, small tensors) stay vectorized. */
-#define DEFINE_V4_LOOP(name, T, fn)                                                 \
-    TARGET_V4 static void name(const T *x, T *y, ptrdiff_t n)                       \
+/* One function, four builds, one dispatcher. x == y (in place) is fine: element i is
+ * read before it is written (GCC versions the loops for aliasing).
+ *   _v4:        AVX-512; the last n % W elements (less than a vector) go through a
+ *               padded one-vector buffer instead of GCC's scalar epilogue, so short
+ *               rows (GEMM epilogues, small tensors) stay vectorized;
+ *   _v4_stream: AVX-512 with non-temporal stores (y aligned to its element size);
+ *   _v3, _base: AVX2+FMA and the baseline. */
+#define DEFINE_VFUNC(name, T, fn)                                                   \
+    TARGET_V4 static void name##_v4(const T *x, T *y, ptrdiff_t n)                 \
     {                                                                               \
         enum { W = 64 / sizeof(T) };                                                \
         ptrdiff_t body = n - n % W;                                                 \
@@ -323,12 +329,25 @@ TARGET_V4 static void stream_copy_v4(char *dst, const char *src, ptrdiff_t bytes
                 buf[i] = fn(buf[i]);                                                \
             memcpy(y + body, buf, (size_t)(n - body) * sizeof(T));                  \
         }                                                                           \
-    }
-
-/* One function, three builds, one dispatcher. x == y (in place) is fine: element i
- * is read before it is written (GCC versions the loops for aliasing). Large results
- * on AVX-512 are computed chunk by chunk into an L1 buffer and streamed out. */
-#define DEFINE_VFUNC(name, T, fn, v4)                                               \
+    }                                                                               \
+    TARGET_V4 static void name##_v4_stream(const T *x, T *y, ptrdiff_t n)          \
+    {                                                                               \
+        enum { W = 64 / sizeof(T) };                                                \
+        ptrdiff_t head = (ptrdiff_t)(((64 - ((uintptr_t)y & 63)) & 63) / sizeof(T)); \
+        if (head > n)                                                               \
+            head = n;                                                               \
+        name##_v4(x, y, head);                                                      \
+        x += head, y += head, n -= head;                                            \
+        ptrdiff_t body = n - n % W;                                                 \
+        for (ptrdiff_t i = 0; i < body; i += W) {                                   \
+            T v[W] __attribute__((aligned(64)));                                    \
+            for (int j = 0; j < W; j++)                                             \
+                v[j] = fn(x[i + j]);                                                \
+            _mm512_stream_si512((__m512i *)(y + i), _mm512_load_si512(v));          \
+        }                                                                           \
+        name##_v4(x + body, y + body, n - body);                                    \
+        _mm_sfence();                                                               \
+    }                                                                               \
     TARGET_V3 static void name##_v3(const T *x, T *y, ptrdiff_t n)                 \
     { for (ptrdiff_t i = 0; i < n; i++) y[i] = fn(x[i]); }                          \
     static void name##_base(const T *x, T *y, ptrdiff_t n)                          \
@@ -336,18 +355,15 @@ TARGET_V4 static void stream_copy_v4(char *dst, const char *src, ptrdiff_t bytes
     void name(const T *x, T *y, ptrdiff_t n)                                        \
     {                                                                               \
         int level = isa_level();                                                    \
-        if (level == 2 && n * (ptrdiff_t)sizeof(T) >= FASTOP_STREAM_MIN_BYTES) {           \
-            T buf[STREAM_CHUNK] __attribute__((aligned(64)));                       \
-            for (ptrdiff_t i = 0; i < n; i += STREAM_CHUNK) {                       \
-                ptrdiff_t m = n - i < STREAM_CHUNK ? n - i : STREAM_CHUNK;          \
-                v4(x + i, buf, m);                                                  \
-                stream_copy_v4((char *)(y + i), (const char *)buf, m * (ptrdiff_t)sizeof(T)); \
-            }                                                                       \
-            _mm_sfence();                                                           \
-        }                                                                           \
-        else if (level == 2) v4(x, y, n);                                           \
-        else if (level == 1) name##_v3(x, y, n);                                    \
-        else name##_base(x, y, n);                                                  \
+        if (level == 2 && n * (ptrdiff_t)sizeof(T) >= FASTOP_STREAM_MIN_BYTES       \
+                && (uintptr_t)y % sizeof(T) == 0)                                   \
+            name##_v4_stream(x, y, n);                                              \
+        else if (level == 2)                                                        \
+            name##_v4(x, y, n);                                                     \
+        else if (level == 1)                                                        \
+            name##_v3(x, y, n);                                                     \
+        else                                                                        \
+            name##_base(x, y, n);                                                   \
     }
 
 #define DEFINE_VBINARY(name, T)                                                     \
@@ -360,7 +376,7 @@ TARGET_V4 static void stream_copy_v4(char *dst, const char *src, ptrdiff_t bytes
     void name(int op, const T *a, const T *b, T *y, ptrdiff_t n)                    \
     {                                                                               \
         int level = isa_level();                                                    \
-        if (level == 2 && n * (ptrdiff_t)sizeof(T) >= FASTOP_STREAM_MIN_BYTES) {           \
+        if (level == 2 && n * (ptrdiff_t)sizeof(T) >= FASTOP_STREAM_MIN_BYTES) {    \
             T buf[STREAM_CHUNK] __attribute__((aligned(64)));                       \
             for (ptrdiff_t i = 0; i < n; i += STREAM_CHUNK) {                       \
                 ptrdiff_t m = n - i < STREAM_CHUNK ? n - i : STREAM_CHUNK;          \
@@ -374,34 +390,22 @@ TARGET_V4 static void stream_copy_v4(char *dst, const char *src, ptrdiff_t bytes
         else name##_base(op, a, b, y, n);                                           \
     }
 #else
-#define DEFINE_V4_LOOP(name, T, fn)
-#define DEFINE_VFUNC(name, T, fn, v4)                                               \
+#define DEFINE_VFUNC(name, T, fn)                                                   \
     void name(const T *x, T *y, ptrdiff_t n)                                        \
     { for (ptrdiff_t i = 0; i < n; i++) y[i] = fn(x[i]); }
 #define DEFINE_VBINARY(name, T)                                                     \
     void name(int op, const T *a, const T *b, T *y, ptrdiff_t n) { BINARY_BODY(T) }
 #endif
 
-DEFINE_V4_LOOP(exp_f32_v4, float, exp_f32)
-DEFINE_V4_LOOP(exp_f64_v4, double, exp_f64)
-DEFINE_V4_LOOP(log_f32_v4, float, log_f32)
-DEFINE_V4_LOOP(log_f64_v4, double, log_f64)
-DEFINE_V4_LOOP(tanh_f32_v4, float, tanh_f32)
-DEFINE_V4_LOOP(tanh_f64_v4, double, tanh_f64)
-DEFINE_V4_LOOP(sigmoid_f32_v4, float, sigmoid_f32)
-DEFINE_V4_LOOP(sigmoid_f64_v4, double, sigmoid_f64)
-DEFINE_V4_LOOP(relu_f32_v4, float, relu_f32)
-DEFINE_V4_LOOP(relu_f64_v4, double, relu_f64)
-
-DEFINE_VFUNC(fastop_vexp_f32, float, exp_f32, exp_f32_v4)
-DEFINE_VFUNC(fastop_vexp_f64, double, exp_f64, exp_f64_v4)
-DEFINE_VFUNC(fastop_vlog_f32, float, log_f32, log_f32_v4)
-DEFINE_VFUNC(fastop_vlog_f64, double, log_f64, log_f64_v4)
-DEFINE_VFUNC(fastop_vtanh_f32, float, tanh_f32, tanh_f32_v4)
-DEFINE_VFUNC(fastop_vtanh_f64, double, tanh_f64, tanh_f64_v4)
-DEFINE_VFUNC(fastop_vsigmoid_f32, float, sigmoid_f32, sigmoid_f32_v4)
-DEFINE_VFUNC(fastop_vsigmoid_f64, double, sigmoid_f64, sigmoid_f64_v4)
-DEFINE_VFUNC(fastop_vrelu_f32, float, relu_f32, relu_f32_v4)
-DEFINE_VFUNC(fastop_vrelu_f64, double, relu_f64, relu_f64_v4)
+DEFINE_VFUNC(fastop_vexp_f32, float, exp_f32)
+DEFINE_VFUNC(fastop_vexp_f64, double, exp_f64)
+DEFINE_VFUNC(fastop_vlog_f32, float, log_f32)
+DEFINE_VFUNC(fastop_vlog_f64, double, log_f64)
+DEFINE_VFUNC(fastop_vtanh_f32, float, tanh_f32)
+DEFINE_VFUNC(fastop_vtanh_f64, double, tanh_f64)
+DEFINE_VFUNC(fastop_vsigmoid_f32, float, sigmoid_f32)
+DEFINE_VFUNC(fastop_vsigmoid_f64, double, sigmoid_f64)
+DEFINE_VFUNC(fastop_vrelu_f32, float, relu_f32)
+DEFINE_VFUNC(fastop_vrelu_f64, double, relu_f64)
 DEFINE_VBINARY(fastop_vbinary_f32, float)
 DEFINE_VBINARY(fastop_vbinary_f64, double)
