@@ -460,6 +460,9 @@ def test_large_results_use_streaming_stores_correctly(rng):
     np.testing.assert_allclose(out, np.tanh(x), rtol=4e-7)
     K.add(x, x, out=out)
     np.testing.assert_array_equal(out, x + x)
+    odd = np.frombuffer(bytearray(4 * x.size + 1), np.float32, offset=1)   # misaligned
+    K.exp(x, out=odd)
+    np.testing.assert_allclose(odd, np.exp(x), rtol=4e-7)
 
 
 # --------------------------------------------------------------------------- backward kernels
