@@ -264,7 +264,8 @@ INLINE double relu_f64(double x) { return x < 0.0 ? 0.0 : x; }
  * every build on one machine). */
 static int isa_level(void)
 {
-    static int level = -1;
+    static int cached = -1;               /* every thread computes the same value */
+    int level = __atomic_load_n(&cached, __ATOMIC_RELAXED);
     if (level < 0) {
         int best = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -279,6 +280,7 @@ static int isa_level(void)
         if (forced != NULL && forced[0] >= '0' && forced[0] < '0' + best)
             best = forced[0] - '0';
         level = best;
+        __atomic_store_n(&cached, level, __ATOMIC_RELAXED);
     }
     return level;
 }
