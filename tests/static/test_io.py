@@ -23,7 +23,9 @@ def tanh_grad(y, dy):
     return np.asarray(dy) * (1 - np.square(np.asarray(y)))
 '''
 
-SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
+# The directory fastop was imported from (site-packages after `make test`, src/ in a
+# developer's PYTHONPATH run): the fresh process must load the same build.
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(fastop.__file__))
 
 
 @pytest.fixture
@@ -70,7 +72,7 @@ def test_round_trip_in_a_fresh_process(static_env, exe, funcs, tmp_path):
         result = static.Executor().run(program, feed={{"x": xv}}, fetch_list={fetch!r})
         print(json.dumps([r.tolist() for r in result]))
     ''')
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SRC, str(tmp_path)]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([PACKAGE_ROOT, str(tmp_path)]))
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
