@@ -155,3 +155,26 @@ def test_large_kernels_release_the_gil():
     inside = [t for t in ticks if start + margin < t < end - margin]
     assert inside, f"no other thread ran during a {1e3 * (end - start):.1f} ms kernel call"
     np.testing.assert_allclose(np.asarray(out), np.exp(np.asarray(x)), rtol=1e-12)
+
+
+def test_a_scalar_in_the_dispatch_position_takes_the_tensor_dtype():
+    y = elementwise.subtract(2, f32([1, 5]))
+    assert y.dtype == "float32"
+    np.testing.assert_array_equal(np.asarray(y), [1, -3])
+    picked = elementwise.where(np.array([True, False]), 1.0, f32([7, 8]))
+    assert picked.dtype == "float32"          # not the bool condition's dtype
+    np.testing.assert_array_equal(np.asarray(picked), [1, 8])
+    assert elementwise.add(np.float64(1.5), np.zeros(2)).dtype == "float64"
+
+
+def test_the_out_fast_path_falls_back_to_full_checks():
+    x = f32([1, 2, 3])
+    out = empty([3], "float32")
+    assert elementwise.tanh(x, out=out) is out
+    np.testing.assert_allclose(np.asarray(out), np.tanh([1, 2, 3]), rtol=1e-6)
+    with pytest.raises(ValueError, match=r"fastop::tanh: out 'out' must have shape \[3\]"):
+        elementwise.tanh(x, out=empty([2], "float32"))
+    with pytest.raises(TypeError, match="fastop::tanh: dtype int64 is not supported"):
+        elementwise.tanh(from_numpy(np.arange(3)), out=empty([3], "int64"))
+    with pytest.raises(ValueError, match="read-only"):
+        elementwise.tanh(x, out=f32([0]).broadcast_to([3]))

@@ -38,6 +38,7 @@ cdef class CKernel:
     cdef int infer_views(self, fastop_view** ins, int n_in, fastop_view* outs,
                          const fastop_attrs* attrs) except -1
     cdef tuple run(self, tuple inputs, object out, const fastop_attrs* attrs, type out_cls)
+    cdef object _call_into(self, tuple inputs, DenseTensor out)
 
 
 cdef CKernel make_kernel(str name, tuple input_names, tuple output_names, infer_fn infer,

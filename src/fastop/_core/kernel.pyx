@@ -10,10 +10,12 @@ inference doubles as the op's meta function, so static graphs and kernels agree.
 """
 from libc.string cimport memset
 from fastop._core.storage cimport (DenseTensor, DType, fastop_view, fastop_attrs,
-                                   FASTOP_MAX_NDIM, FASTOP_NUM_DTYPES, alloc_tensor,
+                                   FASTOP_MAX_NDIM, FASTOP_BOOL, FASTOP_NUM_DTYPES, alloc_tensor,
                                    as_dense, dtype_from_code, dtype_code, itemsize_of)
 
 cimport openmp
+
+import numpy as np
 
 __all__ = ["CKernel", "set_num_threads", "get_num_threads"]
 
@@ -186,8 +188,7 @@ cdef class CKernel:
                                 f"({', '.join(self.output_names)}), got {len(outs)}")
             for i in range(n_out):
                 t = _as_out(self, outs[i], i)
-                if t.view.ndim != out_meta[i].ndim or t.view.dtype != out_meta[i].dtype or \
-                        any(t.view.shape[j] != out_meta[i].shape[j] for j in range(t.view.ndim)):
+                if not _same_meta(&t.view, &out_meta[i]):
                     raise ValueError(
                         f"{self.name}: out '{self.output_names[i]}' must have shape "
                         f"{_shape_list(&out_meta[i])} and dtype "
@@ -213,10 +214,46 @@ cdef class CKernel:
         is written there (in place when ``out`` is an input).
         """
         cdef fastop_attrs packed
+        if not attrs and self.packer is None and type(out) is DenseTensor:
+            fast = self._call_into(inputs, <DenseTensor>out)
+            if fast is not None:
+                return fast
         self.pack(attrs, &packed)
         cdef tuple dense = _as_inputs(self, inputs)
         cdef tuple results = self.run(dense, out, &packed, DenseTensor)
         return results[0] if len(results) == 1 else results
+
+    cdef object _call_into(self, tuple inputs, DenseTensor out):
+        """The raw call's common case without allocation or conversion: attribute-free,
+        all inputs DenseTensors, one writable output of the inferred shape. Returns None
+        when the case does not apply (the general path then handles it, errors included)."""
+        cdef int n_in = len(inputs), i, status
+        cdef fastop_view* in_views[MAX_OPERANDS]
+        cdef fastop_view meta
+        cdef fastop_view* out_view = &out.view
+        cdef fastop_attrs none
+        cdef kernel_fn fn
+        if n_in != len(self.input_names) or len(self.output_names) != 1 or out.readonly:
+            return None
+        for i in range(n_in):
+            x = inputs[i]
+            if type(x) is not DenseTensor:
+                return None
+            in_views[i] = &(<DenseTensor>x).view
+        none.n_ints = 0
+        if self.infer(in_views, n_in, &meta, 1, &none) != K_OK or not _same_meta(out_view, &meta):
+            return None
+        fn = self.fns[in_views[self.dispatch_input].dtype]
+        if fn is NULL:
+            return None
+        if out_view.size >= self.parallel_grain:
+            with nogil:
+                status = fn(in_views, n_in, &out_view, 1, &none)
+        else:
+            status = fn(in_views, n_in, &out_view, 1, &none)
+        if status != K_OK:
+            self._raise(status, [(x.shape, x.dtype.name) for x in inputs])
+        return out
 
     def run_py(self, tuple inputs, dict attrs, type out_cls=DenseTensor):
         """Run on DenseTensors (or wrappable values) with an attrs dict; a tuple of
@@ -259,6 +296,17 @@ cdef class CKernel:
                 for i in range(len(self.output_names))]
 
 
+cdef inline bint _same_meta(const fastop_view* t, const fastop_view* meta) noexcept nogil:
+    """Whether t has the dtype and shape inference gave."""
+    cdef int j
+    if t.ndim != meta.ndim or t.dtype != meta.dtype:
+        return False
+    for j in range(t.ndim):
+        if t.shape[j] != meta.shape[j]:
+            return False
+    return True
+
+
 cdef list _shape_list(const fastop_view* v):
     return [v.shape[i] for i in range(v.ndim)]
 
@@ -279,8 +327,14 @@ cdef DenseTensor _as_out(CKernel k, object obj, int i):
     return <DenseTensor>t
 
 
+cdef inline bint _is_python_scalar(object x):
+    return isinstance(x, (int, float, bool)) and not isinstance(x, np.generic)
+
+
 cdef tuple _as_inputs(CKernel k, tuple inputs):
-    """Wrap non-tensor inputs; Python scalars take the dispatch input's dtype."""
+    """Wrap non-tensor inputs. Python scalars take the dispatch input's dtype, or when that
+    is a scalar too (``subtract(2, x)``), the first non-bool tensor's (``where``'s
+    condition does not decide); numpy scalars and arrays keep their own dtype."""
     cdef int i, n = len(inputs), ref_dtype = -1
     for x in inputs:
         if x is not None and not isinstance(x, DenseTensor):
@@ -290,7 +344,7 @@ cdef tuple _as_inputs(CKernel k, tuple inputs):
     converted = list(inputs)
     for i in range(n):
         x = converted[i]
-        if x is not None and not isinstance(x, (int, float, bool)):
+        if x is not None and not _is_python_scalar(x):
             try:
                 converted[i] = as_dense(x)
             except TypeError as e:
@@ -298,9 +352,13 @@ cdef tuple _as_inputs(CKernel k, tuple inputs):
                                 f" must be a tensor or array, got {type(x).__name__} ({e})") from None
     if 0 <= k.dispatch_input < n and isinstance(converted[k.dispatch_input], DenseTensor):
         ref_dtype = (<DenseTensor>converted[k.dispatch_input]).view.dtype
+    else:
+        for x in converted:
+            if isinstance(x, DenseTensor) and (ref_dtype < 0 or ref_dtype == FASTOP_BOOL):
+                ref_dtype = (<DenseTensor>x).view.dtype
     for i in range(n):
         x = converted[i]
-        if isinstance(x, (int, float, bool)):
+        if _is_python_scalar(x):
             converted[i] = as_dense(x, ref_dtype if ref_dtype >= 0 else -1)
     return tuple(converted)
 
