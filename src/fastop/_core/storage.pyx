@@ -19,6 +19,15 @@ from libc.stdlib cimport free, malloc
 
 cdef extern from "stdlib.h" nogil:
     int posix_memalign(void** memptr, size_t alignment, size_t size)
+
+cdef extern from "sys/mman.h" nogil:
+    int madvise(void* addr, size_t length, int advice)
+    int MADV_HUGEPAGE
+
+# Large buffers are 2 MiB-aligned and marked for transparent huge pages, as numpy does:
+# first-touch page faults otherwise cost as much as an elementwise kernel on 1e7 floats.
+cdef size_t HUGE_PAGE = 2 << 20
+cdef size_t HUGE_PAGE_THRESHOLD = 4 << 20
 from libc.string cimport memcpy, memset
 
 import numpy as np
@@ -716,8 +725,12 @@ cdef DenseTensor alloc_tensor(type cls, int ndim, const ptrdiff_t* shape, int dt
         out.view.shape[i] = shape[i]
     view_set_contiguous_strides(&out.view)
     cdef size_t nbytes = out.view.size * itemsize_of(dtype)
-    if posix_memalign(&ptr, ALIGNMENT, nbytes if nbytes > 0 else ALIGNMENT) != 0:
+    cdef bint huge = nbytes >= HUGE_PAGE_THRESHOLD
+    if posix_memalign(&ptr, HUGE_PAGE if huge else ALIGNMENT,
+                      nbytes if nbytes > 0 else ALIGNMENT) != 0:
         raise MemoryError(f"cannot allocate {nbytes} bytes for a tensor")
+    if huge:
+        madvise(ptr, nbytes, MADV_HUGEPAGE)  # advisory: failure only loses the speed-up
     out._alloc = ptr
     out.view.data = <char*>ptr
     return out
