@@ -6,6 +6,7 @@ import pytest
 
 from fastop._core.storage import from_numpy
 from fastop.ops import TensorMeta, registry
+from fastop.ops.checking import check_grad_rule
 from fastop.ops.reference import elementwise as ref
 
 
@@ -15,40 +16,7 @@ def needs_sum_to_shape():
                     "(reduce family), not registered")
 
 
-def check_rule(name, inputs, attrs=None, wrt=None, eps=1e-6, tol=1e-6):
-    """Run op `name`'s gradient rule on DenseTensors and compare the gradient of every
-    input in `wrt` (default: all) with d sum(out * g) / d input by central differences
-    of the forward kernel."""
-    op = registry.get(name)
-    attrs = op.check_attrs(attrs or {})
-    rng = np.random.default_rng(0)
-    wrt = range(len(inputs)) if wrt is None else wrt
-
-    def forward(*arrays):
-        return op.invoke([from_numpy(a) for a in arrays], attrs)
-
-    outs = forward(*inputs)
-    gs = [rng.standard_normal(o.shape) for o in outs]
-    named = dict(zip([a.name for a in op.inputs], [from_numpy(a) for a in inputs]))
-    named.update(zip([a.name for a in op.outputs], outs))
-    grads = op.grad_rule.fn(*[named[n] for n in op.grad_rule.needs],
-                            *[from_numpy(g) for g in gs], **attrs)
-    assert len(grads) == len(inputs)
-    for i in wrt:
-        x = inputs[i]
-        numeric = np.zeros_like(x)
-        for idx in np.ndindex(x.shape):
-            old = x[idx]
-            x[idx] = old + eps
-            plus = sum(np.sum(np.asarray(o) * g) for o, g in zip(forward(*inputs), gs))
-            x[idx] = old - eps
-            minus = sum(np.sum(np.asarray(o) * g) for o, g in zip(forward(*inputs), gs))
-            x[idx] = old
-            numeric[idx] = (plus - minus) / (2 * eps)
-        got = np.asarray(grads[i])
-        assert got.shape == x.shape, (name, i, got.shape, x.shape)
-        np.testing.assert_allclose(got, numeric, rtol=tol, atol=tol)
-    return grads
+check_rule = check_grad_rule
 
 
 def rand(*shape, seed=1, away_from_zero=False):
