@@ -143,20 +143,6 @@ def test_measure_case_medians_ratios_and_interleaving():
     assert result.to_json()["fastop_rate"] == pytest.approx(1000 / 1e-4)
 
 
-@pytest.mark.parametrize("threads,expected_waits", [(1, 0), (2, 3 * 5)])
-def test_multi_thread_samples_wait_for_spinning_thread_pools(monkeypatch, threads,
-                                                             expected_waits):
-    waits = []
-    monkeypatch.setattr(benchmark.time, "sleep", waits.append)
-    clock = FakeClock()
-    case = Case("g", "n", {"fastop": clock.impl(1e-4), "numpy": clock.impl(3e-4),
-                           "torch": clock.impl(2e-4)})
-    benchmark.measure_case(case, Settings(0.01, 5, 10.0, 3, settle=0.12), threads=threads,
-                           clock=clock)
-    assert waits == [0.12] * expected_waits
-    assert Settings.for_mode(quick=True).settle == 0.0
-
-
 def test_measure_case_takes_fewer_samples_of_slow_cases_down_to_the_minimum():
     clock = FakeClock()
     case = Case("g", "slow", {"fastop": clock.impl(0.5)})

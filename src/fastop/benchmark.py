@@ -196,14 +196,10 @@ class Settings:
     repeats: int         # samples per implementation
     case_budget: float   # seconds; slow cases get fewer samples ...
     min_repeats: int     # ... but never fewer than this
-    # Seconds to wait before each sample when several threads run. OpenBLAS's worker
-    # threads (numpy's) spin for ~0.1 s after a call; on a 2-core machine they would
-    # take the second core from whatever sample comes next. Quick runs skip the wait.
-    settle: float = 0.0
 
     @classmethod
     def for_mode(cls, quick: bool) -> Settings:
-        return cls(0.010, 5, 1.0, 3) if quick else cls(0.025, 9, 6.0, 5, settle=0.12)
+        return cls(0.010, 5, 1.0, 3) if quick else cls(0.025, 9, 6.0, 5)
 
 
 def _sample(fn: Callable[[], Any], loops: int, clock: Callable[[], float]) -> float:
@@ -256,12 +252,9 @@ def measure_case(case: Case, settings: Settings, threads: int = 1,
     repeats = settings.repeats if per_round <= 0 else max(
         settings.min_repeats, min(settings.repeats, int(settings.case_budget / per_round)))
     samples: dict[str, list[float]] = {impl: [] for impl in impls}
-    settle = settings.settle if threads > 1 else 0.0
     for r in range(repeats):
         order = impls[r % len(impls):] + impls[:r % len(impls)]
         for impl in order:
-            if settle:
-                time.sleep(settle)
             samples[impl].append(_sample(case.impls[impl], loops[impl], clock))
             if log is not None:
                 log.append(impl)
