@@ -151,3 +151,13 @@ def test_entry_point_load_follows_attribute_path():
     from fastop.plugins._manager import EntryPoint
     assert EntryPoint("x", "numpy.linalg:norm", "numpy", "1").load() is np.linalg.norm
     assert EntryPoint("x", "numpy [extra]", "numpy", "1").load() is np
+
+
+def test_ops_listing_into_a_closed_pipe_exits_quietly():
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(fastop.__file__)))
+    proc = subprocess.Popen([sys.executable, "-m", "fastop", "ops"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    proc.stdout.close()   # the reader is gone before fastop writes (import takes longer)
+    stderr = proc.stderr.read().decode()
+    proc.wait(timeout=60)
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr
