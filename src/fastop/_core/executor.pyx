@@ -29,7 +29,8 @@ from libc.string cimport memset
 
 from fastop._core.storage cimport (DenseTensor, fastop_view, fastop_attrs, FASTOP_BOOL,
                                    FASTOP_NUM_DTYPES, alloc_tensor, as_dense, itemsize_of,
-                                   view_copy, view_set_contiguous_strides, dtype_from_code)
+                                   view_copy, view_set_contiguous_strides, dtype_from_code,
+                                   view_same_meta, view_shape)
 from fastop._core.kernel cimport CKernel, K_OK
 
 __all__ = ["Plan", "SLOT_KINDS"]
@@ -38,20 +39,6 @@ SLOT_KINDS = {"arena": SLOT_ARENA, "fresh": SLOT_FRESH, "external": SLOT_EXTERNA
               "feed": SLOT_FEED, "persist": SLOT_PERSIST, "const": SLOT_CONST}
 
 cdef Py_ssize_t ALIGN = 64
-
-
-cdef inline bint same_meta(const fastop_view* a, const fastop_view* b) noexcept nogil:
-    cdef int i
-    if a.dtype != b.dtype or a.ndim != b.ndim:
-        return False
-    for i in range(a.ndim):
-        if a.shape[i] != b.shape[i]:
-            return False
-    return True
-
-
-cdef list shape_of(const fastop_view* v):
-    return [v.shape[i] for i in range(v.ndim)]
 
 
 cdef class Plan:
@@ -266,7 +253,7 @@ cdef class Plan:
         for j in range(rec.n_out):
             s = rec.outs[j]
             if not (self.kinds[s] == SLOT_ARENA and self.traced and not self.dirty[s]
-                    and same_meta(&metas[j], &self.views[s])):
+                    and view_same_meta(&metas[j], &self.views[s])):
                 self._provide(s, &metas[j])
             outs[j] = &self.views[s]
         if rec.n_out and outs[0].size >= rec.grain:
@@ -281,7 +268,7 @@ cdef class Plan:
     cdef int _kernel_error(self, int i, int status, fastop_view** ins) except -1:
         """Raise the kernel's own error (naming its inputs, shapes and dtypes)."""
         cdef OpRecord* rec = &self.ops[i]
-        described = [(shape_of(ins[j]), dtype_from_code(ins[j].dtype).name)
+        described = [(view_shape(ins[j]), dtype_from_code(ins[j].dtype).name)
                      for j in range(rec.n_in)]
         (<CKernel>self.py_calls[i])._raise(status, described)
         return -1
@@ -293,11 +280,11 @@ cdef class Plan:
         if k == SLOT_PERSIST:
             if self.objs[s] is not None:
                 t = <DenseTensor>self.objs[s]
-                if same_meta(meta, &t.view):
+                if view_same_meta(meta, &t.view):
                     return 0
                 raise ValueError(
                     f"persistable variable '{self.names[s]}' has shape {t.shape} "
-                    f"{t.dtype.name}; the op writes shape {shape_of(meta)} "
+                    f"{t.dtype.name}; the op writes shape {view_shape(meta)} "
                     f"{dtype_from_code(meta.dtype).name}")
             t = alloc_tensor(DenseTensor, meta.ndim, meta.shape, meta.dtype)
             self.scope[self.names[s]] = t
@@ -337,7 +324,7 @@ cdef class Plan:
             t = <DenseTensor?>results[j]
             if self.kinds[s] == SLOT_PERSIST:
                 dst = <DenseTensor?>self.objs[s] if self.objs[s] is not None else None
-                if dst is not None and same_meta(&t.view, &dst.view):
+                if dst is not None and view_same_meta(&t.view, &dst.view):
                     if dst.view.data != t.view.data:
                         view_copy(&t.view, &dst.view)
                     continue

@@ -11,7 +11,8 @@ inference doubles as the op's meta function, so static graphs and kernels agree.
 from libc.string cimport memset
 from fastop._core.storage cimport (DenseTensor, DType, fastop_view, fastop_attrs,
                                    FASTOP_MAX_NDIM, FASTOP_BOOL, FASTOP_NUM_DTYPES, alloc_tensor,
-                                   as_dense, dtype_from_code, dtype_code, itemsize_of)
+                                   as_dense, dtype_from_code, dtype_code, itemsize_of,
+                                   view_same_meta, view_shape)
 
 cimport openmp
 
@@ -131,7 +132,7 @@ cdef class CKernel:
         cdef int status = self.infer(ins, n_in, outs, len(self.output_names), attrs)
         if status != K_OK:
             self._raise(status, [(None, None) if ins[i] is NULL else
-                                 (_shape_list(ins[i]), dtype_from_code(ins[i].dtype).name)
+                                 (view_shape(ins[i]), dtype_from_code(ins[i].dtype).name)
                                  for i in range(n_in)])
         return 0
 
@@ -188,10 +189,10 @@ cdef class CKernel:
                                 f"({', '.join(self.output_names)}), got {len(outs)}")
             for i in range(n_out):
                 t = _as_out(self, outs[i], i)
-                if not _same_meta(&t.view, &out_meta[i]):
+                if not view_same_meta(&t.view, &out_meta[i]):
                     raise ValueError(
                         f"{self.name}: out '{self.output_names[i]}' must have shape "
-                        f"{_shape_list(&out_meta[i])} and dtype "
+                        f"{view_shape(&out_meta[i])} and dtype "
                         f"{dtype_from_code(out_meta[i].dtype).name}, got shape {t.shape} "
                         f"and dtype {t.dtype.name}")
                 results.append(t)
@@ -241,7 +242,7 @@ cdef class CKernel:
                 return None
             in_views[i] = &(<DenseTensor>x).view
         none.n_ints = 0
-        if self.infer(in_views, n_in, &meta, 1, &none) != K_OK or not _same_meta(out_view, &meta):
+        if self.infer(in_views, n_in, &meta, 1, &none) != K_OK or not view_same_meta(out_view, &meta):
             return None
         fn = self.fns[in_views[self.dispatch_input].dtype]
         if fn is NULL:
@@ -294,21 +295,6 @@ cdef class CKernel:
         return [([None if outs[i].shape[j] < 0 else outs[i].shape[j]
                   for j in range(outs[i].ndim)], dtype_from_code(outs[i].dtype))
                 for i in range(len(self.output_names))]
-
-
-cdef inline bint _same_meta(const fastop_view* t, const fastop_view* meta) noexcept nogil:
-    """Whether t has the dtype and shape inference gave."""
-    cdef int j
-    if t.ndim != meta.ndim or t.dtype != meta.dtype:
-        return False
-    for j in range(t.ndim):
-        if t.shape[j] != meta.shape[j]:
-            return False
-    return True
-
-
-cdef list _shape_list(const fastop_view* v):
-    return [v.shape[i] for i in range(v.ndim)]
 
 
 cdef DenseTensor _as_out(CKernel k, object obj, int i):

@@ -42,6 +42,20 @@ cdef inline ptrdiff_t itemsize_of(int dtype) noexcept nogil:
         return 4
     return 8
 
+cdef inline bint view_same_meta(const fastop_view* a, const fastop_view* b) noexcept nogil:
+    """Whether two views have the same dtype and shape (strides may differ)."""
+    cdef int i
+    if a.dtype != b.dtype or a.ndim != b.ndim:
+        return False
+    for i in range(a.ndim):
+        if a.shape[i] != b.shape[i]:
+            return False
+    return True
+
+cdef inline list view_shape(const fastop_view* v):
+    """A view's shape as a Python list (for error messages)."""
+    return [v.shape[i] for i in range(v.ndim)]
+
 cdef bint view_is_contiguous(const fastop_view* v) noexcept nogil
 cdef void view_set_contiguous_strides(fastop_view* v) noexcept nogil
 cdef void view_copy(const fastop_view* src, fastop_view* dst) noexcept nogil
