@@ -126,9 +126,8 @@ def test_thread_count_switch():
         kernel.set_num_threads(before)
 
 
-def test_large_kernels_release_the_gil():
-    """While one big kernel call runs, another Python thread keeps executing bytecode."""
-    n = 8_000_000
+def _ticks_during_one_kernel_call(n):
+    """How many times another Python thread ran while one exp kernel call was running."""
     x = from_numpy(np.random.default_rng(0).random(n))
     out = empty([n], "float64")
     ticks = []
@@ -151,10 +150,16 @@ def test_large_kernels_release_the_gil():
         stop.set()
         counter.join()
         sys.setswitchinterval(old_interval)
-    margin = min(0.001, (end - start) / 4)
-    inside = [t for t in ticks if start + margin < t < end - margin]
-    assert inside, f"no other thread ran during a {1e3 * (end - start):.1f} ms kernel call"
     np.testing.assert_allclose(np.asarray(out), np.exp(np.asarray(x)), rtol=1e-12)
+    margin = min(0.001, (end - start) / 4)
+    return sum(1 for t in ticks if start + margin < t < end - margin)
+
+
+def test_large_kernels_release_the_gil():
+    """While one big kernel call runs, another Python thread keeps executing bytecode.
+    (Up to three tries: on a loaded machine the counter thread may not get a core once;
+    a kernel holding the GIL fails all three.)"""
+    assert any(_ticks_during_one_kernel_call(8_000_000) for _ in range(3))
 
 
 def test_a_scalar_in_the_dispatch_position_takes_the_tensor_dtype():
