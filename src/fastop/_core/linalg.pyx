@@ -33,13 +33,9 @@ from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_DTYPE,
 from fastop._core.blas cimport (ensure_loaded, gemm, gemm_batch_strided, gemm_serial,
                                 threads_for, split_range)
 
-cdef extern from "simd_math.h" nogil:
-    void fastop_vtanh_f32(const float* x, float* y, ptrdiff_t n)
-    void fastop_vtanh_f64(const double* x, double* y, ptrdiff_t n)
-    void fastop_vsigmoid_f32(const float* x, float* y, ptrdiff_t n)
-    void fastop_vsigmoid_f64(const double* x, double* y, ptrdiff_t n)
-    void fastop_vrelu_f32(const float* x, float* y, ptrdiff_t n)
-    void fastop_vrelu_f64(const double* x, double* y, ptrdiff_t n)
+from fastop._core.simd_math cimport (fastop_vtanh_f32, fastop_vtanh_f64,
+                                     fastop_vsigmoid_f32, fastop_vsigmoid_f64,
+                                     fastop_vrelu_f32, fastop_vrelu_f64)
 
 __all__ = ["matmul", "fc", "ACTIVATIONS"]
 

@@ -27,25 +27,10 @@ from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, F
 from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_ATTR, K_ERR_SHAPE,
                                   get_num_threads, use_threads)
 
-cdef extern from *:
-    """
-    float fastop_sum_f32(const float *x, ptrdiff_t n);
-    double fastop_sum_f64(const double *x, ptrdiff_t n);
-    float fastop_max_f32(const float *x, ptrdiff_t n);
-    double fastop_max_f64(const double *x, ptrdiff_t n);
-    void fastop_addto_f32(float *acc, const float *x, ptrdiff_t n);
-    void fastop_addto_f64(double *acc, const double *x, ptrdiff_t n);
-    void fastop_maxto_f32(float *acc, const float *x, ptrdiff_t n);
-    void fastop_maxto_f64(double *acc, const double *x, ptrdiff_t n);
-    """
-    float fastop_sum_f32(const float* x, ptrdiff_t n) noexcept nogil
-    double fastop_sum_f64(const double* x, ptrdiff_t n) noexcept nogil
-    float fastop_max_f32(const float* x, ptrdiff_t n) noexcept nogil
-    double fastop_max_f64(const double* x, ptrdiff_t n) noexcept nogil
-    void fastop_addto_f32(float* acc, const float* x, ptrdiff_t n) noexcept nogil
-    void fastop_addto_f64(double* acc, const double* x, ptrdiff_t n) noexcept nogil
-    void fastop_maxto_f32(float* acc, const float* x, ptrdiff_t n) noexcept nogil
-    void fastop_maxto_f64(double* acc, const double* x, ptrdiff_t n) noexcept nogil
+from fastop._core.reduce_impl cimport (fastop_sum_f32, fastop_sum_f64, fastop_max_f32,
+                                       fastop_max_f64, fastop_addto_f32,
+                                       fastop_addto_f64, fastop_maxto_f32,
+                                       fastop_maxto_f64)
 
 __all__ = ["sum", "mean", "max", "argmax", "sum_to_shape"]
 

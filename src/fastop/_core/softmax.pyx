@@ -29,30 +29,10 @@ from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, F
 from fastop._core.kernel cimport (make_kernel, K_OK, K_ERR_ATTR, K_ERR_DTYPE, K_ERR_SHAPE,
                                   K_ERR_VALUE, get_num_threads, use_threads)
 
-cdef extern from "simd_math.h" nogil:
-    void fastop_vexp_f32(const float* x, float* y, ptrdiff_t n)
-    void fastop_vexp_f64(const double* x, double* y, ptrdiff_t n)
-
-cdef extern from *:
-    """
-    float fastop_sum_f32(const float *x, ptrdiff_t n);
-    double fastop_sum_f64(const double *x, ptrdiff_t n);
-    float fastop_dot_f32(const float *x, const float *y, ptrdiff_t n);
-    double fastop_dot_f64(const double *x, const double *y, ptrdiff_t n);
-    float fastop_max_f32(const float *x, ptrdiff_t n);
-    double fastop_max_f64(const double *x, ptrdiff_t n);
-    void fastop_axpb_f32(const float *x, float a, float b, float *y, ptrdiff_t n);
-    void fastop_axpb_f64(const double *x, double a, double b, double *y, ptrdiff_t n);
-    """
-    float fastop_sum_f32(const float* x, ptrdiff_t n) noexcept nogil
-    double fastop_sum_f64(const double* x, ptrdiff_t n) noexcept nogil
-    float fastop_dot_f32(const float* x, const float* y, ptrdiff_t n) noexcept nogil
-    double fastop_dot_f64(const double* x, const double* y, ptrdiff_t n) noexcept nogil
-    float fastop_max_f32(const float* x, ptrdiff_t n) noexcept nogil
-    double fastop_max_f64(const double* x, ptrdiff_t n) noexcept nogil
-    void fastop_axpb_f32(const float* x, float a, float b, float* y, ptrdiff_t n) noexcept nogil
-    void fastop_axpb_f64(const double* x, double a, double b, double* y,
-                         ptrdiff_t n) noexcept nogil
+from fastop._core.simd_math cimport fastop_vexp_f32, fastop_vexp_f64
+from fastop._core.reduce_impl cimport (fastop_sum_f32, fastop_sum_f64, fastop_dot_f32,
+                                       fastop_dot_f64, fastop_max_f32, fastop_max_f64,
+                                       fastop_axpb_f32, fastop_axpb_f64)
 
 __all__ = ["softmax", "log_softmax", "softmax_grad", "log_softmax_grad",
            "softmax_cross_entropy", "softmax_cross_entropy_grad"]
