@@ -22,10 +22,10 @@ Formulas (``g = grad + weight_decay * param``)::
 """
 from cython.parallel cimport prange
 from libc.math cimport sqrt
-from libc.string cimport memcpy
 
 from fastop._core.storage cimport (DenseTensor, fastop_view, fastop_attrs, floating_t,
-                                   view_is_contiguous, FASTOP_FLOAT32, FASTOP_FLOAT64)
+                                   view_copy, view_is_contiguous, FASTOP_FLOAT32,
+                                   FASTOP_FLOAT64)
 from fastop._core.kernel cimport (CKernel, make_kernel, get_num_threads, use_threads,
                                   K_OK, K_ERR_DTYPE, K_ERR_SHAPE)
 
@@ -183,11 +183,6 @@ cdef int _check_like_param(fastop_view** ins, int first, int last) noexcept nogi
     return K_OK
 
 
-cdef void _copy_values(const fastop_view* src, fastop_view* dst) noexcept nogil:
-    """Out-of-place call: start the output from the input's values (both contiguous)."""
-    memcpy(dst.data, src.data, src.size * (4 if src.dtype == FASTOP_FLOAT32 else 8))
-
-
 cdef bint _all_contiguous(fastop_view** views, int n) noexcept nogil:
     cdef int i
     for i in range(n):
@@ -220,7 +215,7 @@ cdef int _sgd_kernel(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
     if not _all_contiguous(ins, 2) or not view_is_contiguous(p):
         return K_ERR_SHAPE
     if p.data != ins[0].data:
-        _copy_values(ins[0], p)
+        view_copy(ins[0], p)
     if p.dtype == FASTOP_FLOAT32:
         _sgd(<float*>p.data, <float*>ins[1].data, p.size, _read_scalar(ins[2]), attrs.f[0])
     else:
@@ -248,9 +243,9 @@ cdef int _momentum_kernel(fastop_view** ins, int n_in, fastop_view** outs, int n
     if not _all_contiguous(ins, 3) or not _all_contiguous(outs, 2):
         return K_ERR_SHAPE
     if p.data != ins[0].data:
-        _copy_values(ins[0], p)
+        view_copy(ins[0], p)
     if v.data != ins[2].data:
-        _copy_values(ins[2], v)
+        view_copy(ins[2], v)
     if p.dtype == FASTOP_FLOAT32:
         _momentum(<float*>p.data, <float*>ins[1].data, <float*>v.data, p.size,
                   _read_scalar(ins[3]), attrs.f[0], attrs.f[1], attrs.ints[0] != 0)
@@ -287,7 +282,7 @@ cdef int _adam_kernel(fastop_view** ins, int n_in, fastop_view** outs, int n_out
         return K_ERR_SHAPE
     for i in range(3):
         if outs[i].data != ins[0 if i == 0 else i + 2].data:
-            _copy_values(ins[0 if i == 0 else i + 2], outs[i])
+            view_copy(ins[0 if i == 0 else i + 2], outs[i])
     if p.dtype == FASTOP_FLOAT32:
         _adam(<float*>p.data, <float*>ins[1].data, <float*>outs[1].data,
               <float*>outs[2].data, p.size, _read_scalar(ins[2]), attrs.f[0], attrs.f[1],
