@@ -10,12 +10,13 @@ It is NOT part of ``python -m fastop bench`` (which collects ``bench_*.py`` only
 Paddle is never a dependency of fastop: it needs a scratch venv with paddlepaddle::
 
     python3 -m venv /tmp/paddle-venv
-    /tmp/paddle-venv/bin/pip install paddlepaddle==3.3.1 numpy
+    /tmp/paddle-venv/bin/pip install paddlepaddle==3.3.1 numpy pluggy scipy-openblas32
     FLAGS_enable_pir_api=0 PYTHONPATH=src /tmp/paddle-venv/bin/python \\
         benchmarks/compare_paddle.py [--json FILE] [--quick]
 
-(fastop runs from the source tree: the in-place built extensions import under the
-venv's Python when it is the same interpreter version.) ``FLAGS_enable_pir_api=0``
+(fastop runs from the source tree, so the venv gets fastop's own dependencies too; the
+in-place built extensions import under the venv's Python when it is the same
+interpreter version as the project's .venv.) ``FLAGS_enable_pir_api=0``
 selects Paddle's legacy Program IR, which ``py_func`` and ``Program.current_block()``
 need. The fastop side of every case is built by benchmarks/bench_static.py,
 bench_eager.py and bench_training.py; the Paddle side is written as the seeds write it.
@@ -30,8 +31,10 @@ for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
     os.environ[_name] = "1"
 os.environ["FLAGS_enable_pir_api"] = "0"
 # Paddle's executor runs the ops in the calling thread instead of handing them to its
-# scheduler threads: ~2x faster on these small programs, i.e. Paddle's best 1-thread case.
+# scheduler threads: Paddle's best one-thread setting (up to 2x faster on the (2, 3)
+# programs when checked here). Its INFO log lines stay out of the output.
 os.environ.setdefault("FLAGS_new_executor_serial_run", "1")
+os.environ.setdefault("GLOG_minloglevel", "2")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
@@ -59,8 +62,8 @@ except ImportError:
              "scratch venv")
 
 paddle.set_device("cpu")
-if hasattr(paddle, "set_num_threads"):
-    paddle.set_num_threads(1)
+paddle.base.core.set_num_threads(1)   # Paddle's CPU math library threads
+PADDLE_FLAGS = ("FLAGS_enable_pir_api", "FLAGS_new_executor_serial_run")
 
 
 # ----------------------------------------------------------------------------- Paddle side
@@ -165,7 +168,8 @@ class PaddleNumpyTanh(PyLayer):
 
 
 def paddle_pylayer_step(a, g):
-    """Forward + backward of the numpy PyLayer; returns (step, x) to read x.grad."""
+    """Forward + backward of the numpy PyLayer; returns (step, x, dz): the checks
+    read x.grad."""
     x, dz = paddle.to_tensor(a, stop_gradient=False), paddle.to_tensor(g)
 
     def step():
@@ -206,7 +210,8 @@ class Mismatch(Exception):
 
 
 def agree(what, fastop_values, paddle_values, rtol=1e-5, atol=1e-6):
-    """Raise ``Mismatch`` unless the arrays agree; returns the largest difference."""
+    """Raise ``Mismatch`` unless the values (arrays or tensors) agree; returns the
+    largest difference."""
     worst = 0.0
     for i, (f, p) in enumerate(zip(fastop_values, paddle_values, strict=True)):
         f, p = np.asarray(f, dtype=np.float64), np.asarray(p, dtype=np.float64)
@@ -227,10 +232,6 @@ def steps(fn, n):
 
 def _first(value):
     return value[0] if isinstance(value, (list, tuple)) else value
-
-
-def _numpy(value):
-    return value.numpy() if hasattr(value, "numpy") else np.asarray(value)
 
 
 # ----------------------------------------------------------------------------- cases
@@ -315,8 +316,8 @@ def build_cases():
         ft = fastop.to_tensor(ones, stop_gradient=not tracked)
         pt = paddle.to_tensor(ones, stop_gradient=not tracked)
         name = f"x+1 chain x{bench_eager.CHAIN} (4,) f32" + (" autograd" if tracked else "")
-        checks["eager/" + name] = agree(name, [_numpy(bench_eager._chain(ft))],
-                                        [_numpy(bench_eager._chain(pt))])
+        checks["eager/" + name] = agree(name, [bench_eager._chain(ft)],
+                                        [bench_eager._chain(pt)])
         add("eager", name, lambda ft=ft: bench_eager._chain(ft),
             lambda pt=pt: bench_eager._chain(pt), bench_eager.CHAIN, "op", target,
             eager_mode_case)
@@ -335,7 +336,7 @@ def build_cases():
     paddle_run = paddle_mlp_step(weights, biases, x, labels)
     name = "MLP 784-256-256-10 tanh b64 SGD f32"
     checks["training/" + name + " (3 steps' losses)"] = agree(
-        name, [_numpy(v) for v in steps(run, 3)], [_numpy(v) for v in steps(paddle_run, 3)])
+        name, steps(run, 3), steps(paddle_run, 3))
     add("training", name, run, paddle_run, bench_training.BATCH, "sample",
         "≥ 1.2× torch (Paddle 3.3 ms)", eager_mode_case)
     return cases, checks
@@ -388,6 +389,7 @@ def main(argv=None):
             "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
             "versions": {"fastop": fastop.__version__, "paddle": paddle.__version__,
                          "numpy": version("numpy")},
+            "paddle_flags": paddle.get_flags(list(PADDLE_FLAGS)),
             "threads": {"fastop": fastop.get_num_threads()},
             "checks_max_abs_diff": checks,
             "results": [dict(r.to_json(),
