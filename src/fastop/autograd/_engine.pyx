@@ -12,7 +12,8 @@ tensors used several times, and frees saved tensors after use unless ``retain_gr
 Gradient rules run with grad mode set to ``create_graph``, so rules made of registry ops
 are recorded again when higher-order gradients are wanted.
 """
-from cpython.ref cimport Py_REFCNT
+from cpython.ref cimport Py_INCREF, Py_REFCNT
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stddef cimport ptrdiff_t
 from fastop._core.storage cimport (DenseTensor, FASTOP_FLOAT32, FASTOP_FLOAT64,
                                    FASTOP_MAX_NDIM, fastop_attrs)
@@ -193,6 +194,21 @@ cdef tuple _meta_of(Tensor t):
     return (t.shape, t.view.dtype)
 
 
+cdef inline bint _fits(object g, Tensor x):
+    """g is a Tensor of x's shape and dtype: the usual case, checked before any error
+    message is formatted (a gradient that does not fit goes through _check_grad)."""
+    if type(g) is not Tensor:
+        return False
+    cdef Tensor t = <Tensor>g
+    if t.view.ndim != x.view.ndim or t.view.dtype != x.view.dtype:
+        return False
+    cdef int i
+    for i in range(t.view.ndim):
+        if t.view.shape[i] != x.view.shape[i]:
+            return False
+    return True
+
+
 cdef Tensor _check_grad(object g, Tensor x, str who, object what):
     """g as a Tensor, checked against the input x it is the gradient of."""
     cdef Tensor t
@@ -288,7 +304,7 @@ cdef class OpNode(Node):
                 flat.extend(result[i])
         for i in range(len(flat)):
             x = self.next[i]
-            if x is not None and flat[i] is not None:
+            if x is not None and flat[i] is not None and not _fits(flat[i], <Tensor>x):
                 flat[i] = _check_grad(flat[i], <Tensor>x, self.label(),
                                       f"input '{self._input_name(i)}'")
         return flat
@@ -669,6 +685,8 @@ cdef Tensor _require_tensor(object value, str what):
 cdef Tensor _root_grad(Tensor out, object grad, Py_ssize_t i):
     if grad is None:
         return full_tensor(out.view.ndim, out.view.shape, out.view.dtype, 1.0)
+    if _fits(grad, out):
+        return <Tensor>grad
     return _check_grad(grad if isinstance(grad, DenseTensor) else as_tensor(grad, out.view.dtype),
                        out, "backward", f"output {i}")
 
@@ -785,34 +803,47 @@ cdef class PyLayerNode(Node):
             for k in range(self.n_out):
                 if grads[k] is None:
                     grads[k] = _zeros_like_meta(self.out_meta[k])
+        backward_fn = self.cls.backward
         cdef bint prev = _grad_enabled
         _grad_enabled = create_graph
         try:
-            result = self.cls.backward(self, *grads)
+            if self.n_out == 1:              # a vectorcall, without packing a tuple
+                result = backward_fn(self, grads[0])
+            else:
+                result = backward_fn(self, *grads)
         except BaseException as exc:
             add_note(exc, f"raised in backward of {self.label()}")
             raise
         finally:
             _grad_enabled = prev
-        cdef list flat = list(result) if isinstance(result, (tuple, list)) else [result]
+        cdef list flat
+        if isinstance(result, Tensor) or result is None:
+            flat = [result]
+        elif isinstance(result, (tuple, list)):
+            flat = list(result)
+        else:
+            flat = [result]
         if len(flat) != len(self.next):
             raise TypeError(f"{self.label()}: backward returned {len(flat)} gradient(s), "
                             f"expected {len(self.next)} (one per Tensor input of forward, "
                             f"None for an input without gradient)")
         for k in range(len(flat)):
             x = self.next[k]
-            if x is not None and flat[k] is not None:
-                flat[k] = _check_grad(flat[k], <Tensor>x, self.label(),
-                                      f"Tensor input {k}")
+            g = flat[k]
+            if x is not None and g is not None and not _fits(g, <Tensor>x):
+                flat[k] = _check_grad(g, <Tensor>x, self.label(), f"Tensor input {k}")
         return flat
 
 
-cdef object _context_type = PyLayerNode
+cdef type _context_type = PyLayerNode
 
 
-def set_context_type(cls) -> None:
+def set_context_type(type cls) -> None:
     """The class of PyLayer contexts (``PyLayerContext``, a subclass with ``__dict__``)."""
     global _context_type
+    if not issubclass(cls, PyLayerNode):
+        raise TypeError(f"set_context_type: expected a subclass of PyLayerNode, got "
+                        f"{cls.__name__}")
     _context_type = cls
 
 
@@ -821,28 +852,41 @@ def apply_py_layer(cls, *args, **kwargs):
     whose backward is ``cls.backward``. Tensor arguments (positional, then keyword) are
     the inputs that receive gradients."""
     global _grad_enabled
-    cdef list inputs = [a for a in args if isinstance(a, Tensor)]
-    if kwargs:
-        inputs.extend([v for v in kwargs.values() if isinstance(v, Tensor)])
-    cdef PyLayerNode ctx = _context_type()
+    cdef list inputs = []
     cdef bint need = False
-    if _grad_enabled:
-        for x in inputs:
-            if (<Tensor>x).requires_grad:
-                need = True
-        ctx.needs_input_grad = tuple([(<Tensor>x).requires_grad for x in inputs])
-    else:
-        ctx.needs_input_grad = (False,) * len(inputs)
+    for a in args:
+        if isinstance(a, Tensor):
+            inputs.append(a)
+            need |= (<Tensor>a).requires_grad
+    if kwargs:
+        for a in kwargs.values():
+            if isinstance(a, Tensor):
+                inputs.append(a)
+                need |= (<Tensor>a).requires_grad
+    need &= _grad_enabled
+    # tp_new only: the context type adds no __init__, and type() call overhead is not free
+    cdef PyLayerNode ctx = PyLayerNode.__new__(_context_type)
+    ctx.needs_input_grad = _needs_input_grad(inputs) if need else (False,) * len(inputs)
     ctx.cls = cls
+    forward_fn = cls.forward
     cdef bint prev = _grad_enabled
     _grad_enabled = False
     try:
-        result = cls.forward(ctx, *args, **kwargs)
+        if kwargs:
+            result = forward_fn(ctx, *args, **kwargs)
+        elif len(args) == 1:                 # a vectorcall, without packing a tuple
+            result = forward_fn(ctx, args[0])
+        else:
+            result = forward_fn(ctx, *args)
     except BaseException as exc:
         add_note(exc, f"raised in forward of PyLayer '{cls.__name__}'")
         raise
     finally:
         _grad_enabled = prev
+    if isinstance(result, Tensor):           # the common case: one Tensor output
+        if not need:
+            return result
+        return _connect_one(ctx, inputs, <Tensor>result)
     cdef bint is_seq = isinstance(result, (tuple, list))
     cdef list outs = list(result) if is_seq else [result]
     cdef bint any_tensor = False
@@ -861,13 +905,51 @@ def apply_py_layer(cls, *args, **kwargs):
     return tuple(outs) if isinstance(result, tuple) else outs
 
 
+cdef tuple _needs_input_grad(list inputs):
+    cdef Py_ssize_t k, n = len(inputs)
+    cdef tuple flags = PyTuple_New(n)
+    for k in range(n):
+        flag = True if (<Tensor>inputs[k]).requires_grad else False
+        Py_INCREF(flag)
+        PyTuple_SET_ITEM(flags, k, flag)
+    return flags
+
+
+cdef tuple _edges(list inputs):
+    """Per Tensor input: itself if it takes a gradient, else None (a node's `next`)."""
+    cdef Py_ssize_t k, n = len(inputs)
+    cdef tuple edges = PyTuple_New(n)
+    for k in range(n):
+        x = inputs[k]
+        if not (<Tensor>x).requires_grad:
+            x = None
+        Py_INCREF(x)
+        PyTuple_SET_ITEM(edges, k, x)
+    return edges
+
+
+cdef Tensor _connect_one(PyLayerNode ctx, list inputs, Tensor out):
+    """_connect for a forward that returned one Tensor; returns the user's view of it."""
+    ctx.next = _edges(inputs)
+    ctx.n_out = 1
+    if ctx.saved is not None:
+        ctx.saved_out = tuple([0 if s is out else -1 for s in ctx.saved])
+    if not _is_float(out) or (ctx.non_diff is not None and _position(ctx.non_diff, out) >= 0):
+        return out
+    cdef Tensor v = view_of(out)
+    v.requires_grad = True
+    v._node = ctx
+    v._out_index = 0
+    return v
+
+
 cdef void _connect(PyLayerNode ctx, list inputs, list outs) except *:
     """Make ctx the node of forward's outputs (views of them: ctx keeps the raw ones)."""
     cdef Py_ssize_t k, n = len(outs)
     cdef Tensor v
-    ctx.next = tuple([x if (<Tensor>x).requires_grad else None for x in inputs])
+    ctx.next = _edges(inputs)
     ctx.n_out = n
-    non_diff = ctx.non_diff or ()
+    cdef tuple non_diff = ctx.non_diff or ()
     if n > 1:
         ctx.out_meta = tuple([_meta_of(<Tensor>o) if isinstance(o, Tensor) else None
                               for o in outs])
@@ -876,7 +958,7 @@ cdef void _connect(PyLayerNode ctx, list inputs, list outs) except *:
     for k in range(n):
         o = outs[k]
         if not isinstance(o, Tensor) or not _is_float(<Tensor>o) or \
-                any(o is d for d in non_diff):
+                _position(non_diff, o) >= 0:
             continue
         v = view_of(<Tensor>o)
         v.requires_grad = True
@@ -885,8 +967,8 @@ cdef void _connect(PyLayerNode ctx, list inputs, list outs) except *:
         outs[k] = v
 
 
-cdef Py_ssize_t _position(list items, object value):
-    """Index of value (by identity) in items, or -1."""
+cdef Py_ssize_t _position(object items, object value):
+    """Index of value (by identity) in items (a list or tuple), or -1."""
     cdef Py_ssize_t k
     for k in range(len(items)):
         if items[k] is value:
