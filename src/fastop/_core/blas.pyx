@@ -6,22 +6,23 @@ which finds the ``scipy_openblas32`` package without importing it, dlopens its s
 library and keeps typed function pointers.
 
 Threads: OpenBLAS itself runs single-threaded (its own pool is never started); a large
-product is split across fastop's OpenMP threads instead (rows or columns of C, or the
-items of a batch), each calling the single-threaded kernel. One pool then serves all of
-fastop's kernels; it synchronizes once per call, and its idle threads sleep instead of
-spinning for ~0.1 s as OpenBLAS's do, which matters when numpy's and torch's thread
-pools share the cores. The thread count comes from :func:`set_num_threads`, else
+product is split into pieces (blocks of rows or columns of C, or ranges of a batch) that
+fastop's thread pool (:mod:`fastop._core.parallel`) runs, each piece calling the
+single-threaded kernel. The calling thread starts on the pieces at once, so a worker
+slow to wake costs nothing but its share; idle workers spin ~100 µs and then sleep,
+instead of spinning ~0.1 s as OpenBLAS's do, which matters when numpy's and torch's
+thread pools share the cores. The thread count comes from :func:`set_num_threads`, else
 ``FASTOP_NUM_THREADS``, ``OMP_NUM_THREADS`` or ``OPENBLAS_NUM_THREADS``, else the
 number of processors.
 
 The wrappers are row-major (``CblasRowMajor``), GIL-free, and each docstring is its
 formula; ``op(X)`` is ``X`` or ``Xᵀ`` as the ``trans_*`` flag says.
 """
-from cython.parallel cimport prange
 from posix.dlfcn cimport dlopen, dlsym, dlerror, RTLD_NOW, RTLD_LOCAL
 cimport openmp
 
 from fastop._core.storage cimport floating_t
+from fastop._core.parallel cimport parallel_run
 
 __all__ = ["load", "library_path", "set_num_threads", "get_num_threads"]
 
@@ -29,7 +30,8 @@ cdef enum:
     CblasRowMajor = 101
     CblasNoTrans = 111
     CblasTrans = 112
-    SPLIT_ALIGN = 32            # thread chunks of C are multiples of this many rows/cols
+    SPLIT_ALIGN = 32            # pieces of C are multiples of this many rows/cols
+    PIECES_PER_THREAD = 2       # pieces taken as they come: a late thread takes fewer
     MIN_FLOPS_PER_THREAD = 1 << 20   # m·n·k per thread (~20 µs) below which splitting loses
 
 ctypedef void (*sgemm_t)(int order, int trans_a, int trans_b, int m, int n, int k,
@@ -163,18 +165,24 @@ cdef int threads_for(double flops) noexcept nogil:
     return _threads if most >= _threads else max(1, <int>most)
 
 
-cdef bint split_range(int m, int n, int threads, int t, int* lo, int* hi) noexcept nogil:
-    """Thread t's share of an m×n C split across `threads`: rows lo..hi when this
-    returns True (C at least as tall as wide: B, the operand every thread then packs
-    whole, is the smaller), else columns lo..hi. Shares are multiples of SPLIT_ALIGN
-    (the kernels' register blocking); the last may be short or empty."""
-    cdef bint by_rows = m >= n
-    cdef int dim = m if by_rows else n
-    cdef int chunk = ((dim + threads - 1) // threads + SPLIT_ALIGN - 1) \
-        // SPLIT_ALIGN * SPLIT_ALIGN
-    lo[0] = min(dim, t * chunk)
-    hi[0] = min(dim, lo[0] + chunk)
-    return by_rows
+cdef Split split_for(int m, int n, int threads) noexcept nogil:
+    """How to split an m×n C for `threads` threads: along rows when C is at least as tall
+    as wide (B, the operand every piece then packs whole, is the smaller), else along
+    columns; PIECES_PER_THREAD pieces per thread, each a multiple of SPLIT_ALIGN (the
+    kernels' register blocking), so a thread that starts late takes fewer."""
+    cdef Split s
+    s.by_rows = m >= n
+    s.dim = m if s.by_rows else n
+    s.chunk = max(1, ((s.dim + threads * PIECES_PER_THREAD - 1) // (threads * PIECES_PER_THREAD)
+                      + SPLIT_ALIGN - 1) // SPLIT_ALIGN * SPLIT_ALIGN)
+    s.pieces = (s.dim + s.chunk - 1) // s.chunk
+    return s
+
+
+cdef void piece_bounds(const Split* s, int t, int* lo, int* hi) noexcept nogil:
+    """Rows (or columns) lo..hi of piece t."""
+    lo[0] = min(s.dim, t * s.chunk)
+    hi[0] = min(s.dim, lo[0] + s.chunk)
 
 
 cdef void gemm_serial(bint trans_a, bint trans_b, int m, int n, int k, floating_t alpha,
@@ -189,23 +197,58 @@ cdef void gemm_serial(bint trans_a, bint trans_b, int m, int n, int k, floating_
         _dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 
 
+# One threaded gemm or gemm_batch_strided call; the pointers are float* or double*.
+ctypedef struct GemmJob:
+    Split split
+    bint trans_a, trans_b, is_double
+    int m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c, batch
+    double alpha, beta
+    const void* a
+    const void* b
+    void* c
+
+
+cdef void _gemm_part(const GemmJob* j, const floating_t* a, const floating_t* b,
+                     floating_t* c, int t) noexcept nogil:
+    """Piece t of a split product: rows lo..hi of op(A) and C, or columns of op(B) and C."""
+    cdef int lo, hi
+    piece_bounds(&j.split, t, &lo, &hi)
+    if hi <= lo:
+        return
+    if j.split.by_rows:
+        gemm_serial(j.trans_a, j.trans_b, hi - lo, j.n, j.k, <floating_t>j.alpha,
+                    a + <ptrdiff_t>lo * (1 if j.trans_a else j.lda), j.lda, b, j.ldb,
+                    <floating_t>j.beta, c + <ptrdiff_t>lo * j.ldc, j.ldc)
+    else:
+        gemm_serial(j.trans_a, j.trans_b, j.m, hi - lo, j.k, <floating_t>j.alpha, a, j.lda,
+                    b + <ptrdiff_t>lo * (j.ldb if j.trans_b else 1), j.ldb,
+                    <floating_t>j.beta, c + lo, j.ldc)
+
+
+cdef void _gemm_piece(void* job, int t) noexcept nogil:
+    cdef GemmJob* j = <GemmJob*>job
+    if j.is_double:
+        _gemm_part(j, <const double*>j.a, <const double*>j.b, <double*>j.c, t)
+    else:
+        _gemm_part(j, <const float*>j.a, <const float*>j.b, <float*>j.c, t)
+
+
 cdef void gemm(bint trans_a, bint trans_b, int m, int n, int k, floating_t alpha,
                const floating_t* a, int lda, const floating_t* b, int ldb,
                floating_t beta, floating_t* c, int ldc) noexcept nogil:
     """C[m×n] = alpha · op(A)[m×k] · op(B)[k×n] + beta · C, row-major with leading dims;
-    a large product is split into row (or column) blocks of C, one per thread."""
-    cdef int threads = threads_for(<double>m * n * k), t, lo, hi
+    a large product is split into row (or column) blocks of C taken by fastop's threads
+    (fastop._core.parallel)."""
+    cdef int threads = threads_for(<double>m * n * k)
+    cdef GemmJob job
     if threads == 1:
         gemm_serial(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
         return
-    for t in prange(threads, num_threads=threads, schedule="static"):
-        if split_range(m, n, threads, t, &lo, &hi):   # rows lo..hi of op(A) and C
-            gemm_serial(trans_a, trans_b, hi - lo, n, k, alpha,
-                        a + <ptrdiff_t>lo * (1 if trans_a else lda), lda, b, ldb, beta,
-                        c + <ptrdiff_t>lo * ldc, ldc)
-        else:                                         # columns lo..hi of op(B) and C
-            gemm_serial(trans_a, trans_b, m, hi - lo, k, alpha, a, lda,
-                        b + <ptrdiff_t>lo * (ldb if trans_b else 1), ldb, beta, c + lo, ldc)
+    job.split = split_for(m, n, threads)
+    job.trans_a, job.trans_b, job.is_double = trans_a, trans_b, floating_t is double
+    job.m, job.n, job.k, job.lda, job.ldb, job.ldc = m, n, k, lda, ldb, ldc
+    job.alpha, job.beta, job.a, job.b, job.c = alpha, beta, a, b, c
+    parallel_run(_gemm_piece, &job, job.split.pieces, threads)
 
 
 cdef inline void _batch1(int ta, int tb, int m, int n, int k, floating_t alpha,
@@ -220,6 +263,27 @@ cdef inline void _batch1(int ta, int tb, int m, int n, int k, floating_t alpha,
                      stride_b, beta, c, ldc, stride_c, batch)
 
 
+cdef void _batch_part(const GemmJob* j, const floating_t* a, const floating_t* b,
+                      floating_t* c, int t) noexcept nogil:
+    """Piece t of a split batch: products lo..hi."""
+    cdef int lo, hi
+    piece_bounds(&j.split, t, &lo, &hi)
+    if hi > lo:
+        _batch1(CblasTrans if j.trans_a else CblasNoTrans,
+                CblasTrans if j.trans_b else CblasNoTrans, j.m, j.n, j.k,
+                <floating_t>j.alpha, a + <ptrdiff_t>lo * j.stride_a, j.lda, j.stride_a,
+                b + <ptrdiff_t>lo * j.stride_b, j.ldb, j.stride_b, <floating_t>j.beta,
+                c + <ptrdiff_t>lo * j.stride_c, j.ldc, j.stride_c, hi - lo)
+
+
+cdef void _batch_piece(void* job, int t) noexcept nogil:
+    cdef GemmJob* j = <GemmJob*>job
+    if j.is_double:
+        _batch_part(j, <const double*>j.a, <const double*>j.b, <double*>j.c, t)
+    else:
+        _batch_part(j, <const float*>j.a, <const float*>j.b, <float*>j.c, t)
+
+
 cdef void gemm_batch_strided(bint trans_a, bint trans_b, int m, int n, int k,
                              floating_t alpha, const floating_t* a, int lda, int stride_a,
                              const floating_t* b, int ldb, int stride_b, floating_t beta,
@@ -230,19 +294,23 @@ cdef void gemm_batch_strided(bint trans_a, bint trans_b, int m, int n, int k,
     Threads take contiguous ranges of the batch when it divides evenly or is large;
     otherwise each product is split as in :func:`gemm`.
     """
-    cdef int ta = CblasTrans if trans_a else CblasNoTrans
-    cdef int tb = CblasTrans if trans_b else CblasNoTrans
-    cdef int threads = threads_for(<double>m * n * k * batch), t, lo, hi, i
+    cdef int threads = threads_for(<double>m * n * k * batch), i
+    cdef GemmJob job
     if threads == 1:
-        _batch1(ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
-                stride_c, batch)
+        _batch1(CblasTrans if trans_a else CblasNoTrans,
+                CblasTrans if trans_b else CblasNoTrans, m, n, k, alpha, a, lda, stride_a,
+                b, ldb, stride_b, beta, c, ldc, stride_c, batch)
     elif batch % threads == 0 or batch >= 4 * threads:
-        for t in prange(threads, num_threads=threads, schedule="static"):
-            lo = <int>((<long long>batch) * t // threads)
-            hi = <int>((<long long>batch) * (t + 1) // threads)
-            _batch1(ta, tb, m, n, k, alpha, a + <ptrdiff_t>lo * stride_a, lda, stride_a,
-                    b + <ptrdiff_t>lo * stride_b, ldb, stride_b, beta,
-                    c + <ptrdiff_t>lo * stride_c, ldc, stride_c, hi - lo)
+        job.split.by_rows = True
+        job.split.dim = batch
+        job.split.pieces = min(batch, threads * PIECES_PER_THREAD)
+        job.split.chunk = (batch + job.split.pieces - 1) // job.split.pieces
+        job.split.pieces = (batch + job.split.chunk - 1) // job.split.chunk
+        job.trans_a, job.trans_b, job.is_double = trans_a, trans_b, floating_t is double
+        job.m, job.n, job.k, job.lda, job.ldb, job.ldc = m, n, k, lda, ldb, ldc
+        job.stride_a, job.stride_b, job.stride_c = stride_a, stride_b, stride_c
+        job.alpha, job.beta, job.a, job.b, job.c = alpha, beta, a, b, c
+        parallel_run(_batch_piece, &job, job.split.pieces, threads)
     else:
         for i in range(batch):
             gemm(trans_a, trans_b, m, n, k, alpha, a + <ptrdiff_t>i * stride_a, lda,

@@ -10,8 +10,8 @@ exp/log/tanh/sigmoid/relu on floats call the SIMD functions of ``simd_math.h``);
 anything else (views, transposes, stride-0 broadcast inputs) is gathered into small
 per-thread buffers, computed by the same loop, and scattered back. Work above
 ``use_threads`` (a cheap op needs 8x the elements of a transcendental one) is split
-into equal pieces that OpenMP threads take dynamically; small calls never start
-threads. Float binary arithmetic and the backward kernels run on the vectorized loops
+into equal pieces that the calling thread and fastop's pool workers
+(``parallel.pyx``) take as they come; small calls never wake a thread. Float binary arithmetic and the backward kernels run on the vectorized loops
 of ``simd_math.h`` too; results of 8 MB and more are streamed to memory.
 
 ``out=`` may be an input itself (in place). An input that overlaps the output in any
@@ -21,13 +21,13 @@ output is written.
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, free
 from libc.math cimport fabs, sqrt as c_sqrt, pow as c_pow
-from cython.parallel cimport prange
 from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, FASTOP_BOOL,
                                    FASTOP_INT32, FASTOP_INT64, FASTOP_FLOAT32,
                                    FASTOP_FLOAT64, numeric_t, itemsize_of,
                                    view_copy, view_set_contiguous_strides)
 from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_BROADCAST, K_ERR_DTYPE,
                                   K_ERR_VALUE, K_ERR_MEMORY, get_num_threads, use_threads)
+from fastop._core.parallel cimport parallel_run
 from fastop._core.broadcast cimport (bcast_iter, broadcast_shape, bcast_iter_init,
                                      bcast_iter_seek, bcast_iter_run, bcast_iter_advance,
                                      BCAST_MAX_OPERANDS)
@@ -493,6 +493,22 @@ cdef inline bint _overlaps(const fastop_view* a, const fastop_view* b) noexcept 
     return alo < bhi and blo < ahi
 
 
+ctypedef struct RangeJob:
+    block_fn fn
+    const OpCtx* c
+    const bcast_iter* it
+    const ptrdiff_t* itemsizes
+    ptrdiff_t size, chunk          # output elements, elements per piece
+    int* codes                     # status of each piece
+
+
+cdef void _range_piece(void* job, int t) noexcept nogil:
+    """Piece t of a threaded _execute: output elements [t·chunk, (t+1)·chunk)."""
+    cdef RangeJob* j = <RangeJob*>job
+    j.codes[t] = _run_range(j.fn, j.c, j.it, j.itemsizes, min(t * j.chunk, j.size),
+                            min((t + 1) * j.chunk, j.size))
+
+
 cdef int _execute(block_fn fn, OpCtx* c, fastop_view** ins, int n_in, fastop_view* out,
                   int cost_shift) noexcept nogil:
     """Run `fn` over out = f(ins) with broadcasting, buffering and threads."""
@@ -502,6 +518,7 @@ cdef int _execute(block_fn fn, OpCtx* c, fastop_view** ins, int n_in, fastop_vie
     cdef fastop_view* views[BCAST_MAX_OPERANDS]
     cdef void* temps[BCAST_MAX_OPERANDS]
     cdef int codes[MAX_PIECES]
+    cdef RangeJob job
     cdef int i, t, nt = 1, npieces, status = K_OK
     cdef ptrdiff_t size = out.size, chunk, nbytes
     if size == 0:
@@ -531,8 +548,9 @@ cdef int _execute(block_fn fn, OpCtx* c, fastop_view** ins, int n_in, fastop_vie
         if nt <= 1:
             status = _run_range(fn, c, &it, itemsizes, 0, size)
         else:
-            # A few equal pieces per thread, taken dynamically, so that a thread whose
-            # core is busy with another process does not hold the others up. Very large
+            # A few equal pieces per thread, taken as they come (fastop._core.parallel:
+            # the caller starts at once, a worker slow to wake or busy elsewhere holds no
+            # one up). Very large
             # results keep pieces of at least FASTOP_STREAM_MIN_BYTES (streamed out).
             npieces = nt * PIECES_PER_THREAD
             nbytes = size * itemsizes[0]
@@ -542,9 +560,9 @@ cdef int _execute(block_fn fn, OpCtx* c, fastop_view** ins, int n_in, fastop_vie
             npieces = min(npieces, MAX_PIECES)
             # multiples of 16 elements, so that pieces never share a cache line
             chunk = ((size + npieces - 1) // npieces + 15) & ~(<ptrdiff_t>15)
-            for t in prange(npieces, num_threads=nt, schedule="dynamic"):
-                codes[t] = _run_range(fn, c, &it, itemsizes, min(t * chunk, size),
-                                      min((t + 1) * chunk, size))
+            job.fn, job.c, job.it, job.itemsizes = fn, c, &it, itemsizes
+            job.size, job.chunk, job.codes = size, chunk, codes
+            parallel_run(_range_piece, &job, npieces, nt)
             for t in range(npieces):
                 if codes[t] != K_OK:
                     status = codes[t]

@@ -7,8 +7,9 @@
 * ``fc(x, w, b?, activation="")``: ``x`` is ``(..., K)``, ``w`` ``(K, N)``, ``b``
   ``(N,)``. The epilogue is fused: the output ``(..., N)`` is filled with ``b``, the GEMM
   accumulates onto it (beta = 1), then the vectorized activation (``tanh``, ``sigmoid``,
-  ``relu``) runs over it. With several threads each takes a block of rows (or columns)
-  and runs fill, GEMM and activation on it, so the block is still in its core's cache.
+  ``relu``) runs over it. With several threads each piece is a block of rows (or
+  columns) that gets fill, GEMM and activation, so the block is still in its core's
+  cache.
 
 float32/float64 call OpenBLAS (:mod:`fastop._core.blas`, loaded on the first call). An
 operand whose last two dims are row- or column-major is passed as it is (a transposed
@@ -31,7 +32,8 @@ from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_DTYPE,
                                   K_ERR_ATTR, K_ERR_SHAPE, K_ERR_BROADCAST, K_ERR_MEMORY,
                                   get_num_threads, use_threads)
 from fastop._core.blas cimport (ensure_loaded, gemm, gemm_batch_strided, gemm_serial,
-                                threads_for, split_range)
+                                threads_for, Split, split_for, piece_bounds)
+from fastop._core.parallel cimport parallel_run
 
 from fastop._core.simd_math cimport (fastop_vtanh_f32, fastop_vtanh_f64,
                                      fastop_vsigmoid_f32, fastop_vsigmoid_f64,
@@ -203,30 +205,65 @@ cdef void _fc_block(bint trans_x, bint trans_w, int rows, int cols, int k,
             _act(out + i * ldo, cols, act)
 
 
+# One threaded fc call; the pointers are float* or double* (b may be NULL).
+ctypedef struct FcJob:
+    Split split
+    bint trans_x, trans_w, is_double
+    int m, n, k, ldx, ldw, act
+    const void* x
+    const void* w
+    const void* b
+    void* out
+
+
+cdef void _fc_part(const FcJob* j, const floating_t* x, const floating_t* w,
+                   const floating_t* b, floating_t* out, int t) noexcept nogil:
+    """Piece t of a split fc: rows lo..hi of out (fill, GEMM, activation), or columns."""
+    cdef int lo, hi
+    piece_bounds(&j.split, t, &lo, &hi)
+    if hi <= lo:
+        return
+    if j.split.by_rows:
+        _fc_block(j.trans_x, j.trans_w, hi - lo, j.n, j.k,
+                  x + <ptrdiff_t>lo * (1 if j.trans_x else j.ldx), j.ldx, w, j.ldw, b,
+                  out + <ptrdiff_t>lo * j.n, j.n, j.act)
+    else:
+        _fc_block(j.trans_x, j.trans_w, j.m, hi - lo,
+                  j.k, x, j.ldx, w + <ptrdiff_t>lo * (j.ldw if j.trans_w else 1), j.ldw,
+                  b + lo if b is not NULL else NULL, out + lo, j.n, j.act)
+
+
+cdef void _fc_piece(void* job, int t) noexcept nogil:
+    cdef FcJob* j = <FcJob*>job
+    if j.is_double:
+        _fc_part(j, <const double*>j.x, <const double*>j.w, <const double*>j.b,
+                 <double*>j.out, t)
+    else:
+        _fc_part(j, <const float*>j.x, <const float*>j.w, <const float*>j.b,
+                 <float*>j.out, t)
+
+
 cdef void _fc_blas(const floating_t* x, ptrdiff_t xs_m, ptrdiff_t xs_k,
                    const floating_t* w, ptrdiff_t ws_k, ptrdiff_t ws_n,
                    const floating_t* b, floating_t* out, int m, int n, int k,
                    int act) noexcept nogil:
     """out = act(x · w + b) with BLAS; a large product is split into row (or column)
-    blocks of out, each thread computing its block's GEMM and epilogue."""
+    blocks of out that fastop's threads take (fastop._core.parallel), each computing
+    its block's GEMM and epilogue."""
     cdef bint trans_x, trans_w
-    cdef int ldx, ldw, t, lo, hi
+    cdef int ldx, ldw
     cdef int threads = threads_for(<double>m * n * k)
+    cdef FcJob job
     _blas_layout(m, k, xs_m, xs_k, &trans_x, &ldx)
     _blas_layout(k, n, ws_k, ws_n, &trans_w, &ldw)
     if threads == 1:
         _fc_block(trans_x, trans_w, m, n, k, x, ldx, w, ldw, b, out, max(n, 1), act)
         return
-    for t in prange(threads, num_threads=threads, schedule="static"):
-        if split_range(m, n, threads, t, &lo, &hi):
-            if hi > lo:
-                _fc_block(trans_x, trans_w, hi - lo, n, k,
-                          x + <ptrdiff_t>lo * (1 if trans_x else ldx), ldx, w, ldw, b,
-                          out + <ptrdiff_t>lo * n, n, act)
-        elif hi > lo:
-            _fc_block(trans_x, trans_w, m, hi - lo, k, x, ldx,
-                      w + <ptrdiff_t>lo * (ldw if trans_w else 1), ldw,
-                      b + lo if b is not NULL else NULL, out + lo, n, act)
+    job.split = split_for(m, n, threads)
+    job.trans_x, job.trans_w, job.is_double = trans_x, trans_w, floating_t is double
+    job.m, job.n, job.k, job.ldx, job.ldw, job.act = m, n, k, ldx, ldw, act
+    job.x, job.w, job.b, job.out = x, w, b, out
+    parallel_run(_fc_piece, &job, job.split.pieces, threads)
 
 
 # --------------------------------------------------------------------------- matmul

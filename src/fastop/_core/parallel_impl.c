@@ -1,0 +1,191 @@
+/* fastop's thread pool: see parallel.h for what it does and why. */
+#define _GNU_SOURCE
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#endif
+
+#include "parallel.h"
+
+#define MAX_WORKERS 63
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;   /* one job at a time */
+static int n_workers = 0;                 /* started workers (under pool_lock) */
+static uint32_t last_generation = 0;      /* of the latest job (under pool_lock) */
+
+/* The job: generation << 32 | npieces << 16 | next unclaimed piece. A worker claims a
+ * piece with a compare-and-swap that includes the generation, so a late worker never
+ * takes a piece of a newer job believing it belongs to an older one. */
+static _Atomic uint64_t ticket;
+static _Atomic uint32_t generation;       /* futex word idle workers sleep on */
+static _Atomic uint32_t remaining;        /* pieces not finished; the caller sleeps on it */
+static _Atomic int workers_sleeping;
+static _Atomic int caller_sleeping;
+static _Atomic int job_helpers;           /* workers with an index below this help */
+static _Atomic long spin_ns = 100000;
+/* Written by the caller before the ticket is published (release) and read by a worker
+ * only after it claimed a piece (acquire): the job cannot finish, hence not change,
+ * before that piece is done. */
+static fastop_piece_fn job_fn;
+static void* job_ctx;
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static inline long now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long)ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+/* Sleep while *word == value (a spurious return is fine: callers re-check). */
+static void wait_on(_Atomic uint32_t* word, uint32_t value) {
+#ifdef __linux__
+    syscall(SYS_futex, (uint32_t*)word, FUTEX_WAIT_PRIVATE, value, NULL, NULL, 0);
+#else
+    struct timespec pause = {0, 20000};
+    if (atomic_load(word) == value)
+        nanosleep(&pause, NULL);
+#endif
+}
+
+static void wake_all(_Atomic uint32_t* word) {
+#ifdef __linux__
+    syscall(SYS_futex, (uint32_t*)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+#else
+    (void)word;
+#endif
+}
+
+/* Spin up to spin_ns while *word == value; whether it changed. */
+static int spin_while(_Atomic uint32_t* word, uint32_t value) {
+    long deadline = now_ns() + atomic_load_explicit(&spin_ns, memory_order_relaxed);
+    for (unsigned i = 1;; i++) {
+        if (atomic_load(word) != value)
+            return 1;
+        cpu_relax();
+        if ((i & 63) == 0 && now_ns() >= deadline)
+            return 0;
+    }
+}
+
+/* Claim and run pieces of job `gen` until none is left. */
+static void run_pieces(uint32_t gen) {
+    uint64_t t = atomic_load_explicit(&ticket, memory_order_acquire);
+    for (;;) {
+        if ((uint32_t)(t >> 32) != gen || (t & 0xffff) >= ((t >> 16) & 0xffff))
+            return;
+        if (!atomic_compare_exchange_weak_explicit(&ticket, &t, t + 1,
+                                                   memory_order_acq_rel,
+                                                   memory_order_acquire))
+            continue;
+        job_fn(job_ctx, (int)(t & 0xffff));
+        if (atomic_fetch_sub(&remaining, 1) == 1 && atomic_load(&caller_sleeping))
+            wake_all(&remaining);
+        t = atomic_load_explicit(&ticket, memory_order_acquire);
+    }
+}
+
+static void* worker_main(void* arg) {
+    int index = (int)(intptr_t)arg;
+    uint32_t seen = 0;
+    for (;;) {
+        uint32_t gen = atomic_load(&generation);
+        if (gen == seen && !spin_while(&generation, seen)) {
+            atomic_fetch_add(&workers_sleeping, 1);
+            while (atomic_load(&generation) == seen)
+                wait_on(&generation, seen);
+            atomic_fetch_sub(&workers_sleeping, 1);
+        }
+        seen = atomic_load(&generation);
+        if (index < atomic_load_explicit(&job_helpers, memory_order_relaxed))
+            run_pieces(seen);
+    }
+    return NULL;
+}
+
+/* In a forked child the workers do not exist and the lock may be held by a thread
+ * that does not exist either. */
+static void after_fork_in_child(void) {
+    pthread_mutex_init(&pool_lock, NULL);
+    n_workers = 0;
+    atomic_store(&workers_sleeping, 0);
+    atomic_store(&caller_sleeping, 0);
+}
+
+static void start_workers(int wanted) {
+    static int fork_handler_installed = 0;
+    pthread_attr_t attr;
+    pthread_t thread;
+    if (!fork_handler_installed) {
+        pthread_atfork(NULL, NULL, after_fork_in_child);
+        fork_handler_installed = 1;
+    }
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    while (n_workers < wanted && n_workers < MAX_WORKERS) {
+        if (pthread_create(&thread, &attr, worker_main, (void*)(intptr_t)n_workers) != 0)
+            break;
+        n_workers++;
+    }
+    pthread_attr_destroy(&attr);
+}
+
+int fastop_parallel_run(fastop_piece_fn fn, void* ctx, int npieces, int nthreads) {
+    int i, helpers;
+    uint32_t gen, left;
+    if (npieces <= 0)
+        return 1;
+    if (nthreads <= 1 || npieces == 1 || npieces > 0xffff ||
+            pthread_mutex_trylock(&pool_lock) != 0) {
+        for (i = 0; i < npieces; i++)
+            fn(ctx, i);
+        return 1;
+    }
+    start_workers(nthreads - 1);
+    helpers = nthreads - 1 < n_workers ? nthreads - 1 : n_workers;
+    job_fn = fn;
+    job_ctx = ctx;
+    atomic_store_explicit(&job_helpers, helpers, memory_order_relaxed);
+    atomic_store(&remaining, (uint32_t)npieces);
+    gen = ++last_generation;
+    if (gen == 0)             /* 0 is what a new worker has "seen" */
+        gen = ++last_generation;
+    atomic_store_explicit(&ticket, (uint64_t)gen << 32 | (uint64_t)npieces << 16,
+                          memory_order_release);
+    atomic_store(&generation, gen);
+    if (atomic_load(&workers_sleeping))
+        wake_all(&generation);
+    run_pieces(gen);
+    /* Only pieces a worker has started are left: wait for them. */
+    while ((left = atomic_load(&remaining)) != 0) {
+        if (spin_while(&remaining, left))
+            continue;
+        atomic_store(&caller_sleeping, 1);
+        while ((left = atomic_load(&remaining)) != 0)
+            wait_on(&remaining, left);
+        atomic_store(&caller_sleeping, 0);
+    }
+    pthread_mutex_unlock(&pool_lock);
+    return helpers + 1;
+}
+
+void fastop_parallel_set_spin_us(long us) {
+    atomic_store(&spin_ns, (us < 0 ? 0 : us) * 1000L);
+}
+
+long fastop_parallel_get_spin_us(void) {
+    return atomic_load(&spin_ns) / 1000L;
+}
