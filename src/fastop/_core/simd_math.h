@@ -28,6 +28,24 @@ extern "C" {
 void fastop_vexp_f32(const float *x, float *y, ptrdiff_t n);
 void fastop_vexp_f64(const double *x, double *y, ptrdiff_t n);
 
+/* Softmax's row step: y[i] = exp(x[i] - shift) for 0 <= i < n, returning sum(y), in one
+ * pass over x (summed in blocks, block sums in float64: the error does not grow with n).
+ * next_x, next_y: the next row's input and output (n elements each, or both NULL),
+ * prefetched into cache while this row computes. x and y must not overlap. */
+float fastop_vexp_shift_sum_f32(const float *x, float shift, float *y, ptrdiff_t n,
+                                const float *next_x, const float *next_y);
+double fastop_vexp_shift_sum_f64(const double *x, double shift, double *y, ptrdiff_t n,
+                                 const double *next_x, const double *next_y);
+
+/* y[i] = a * x[i], then y[hot] -= a if 0 <= hot < n: a scaling (hot = -1), or the
+ * softmax-cross-entropy gradient a * (p - onehot(hot)) of a row. stream != 0: results
+ * that will not stay in cache (a large output written row by row) go to memory with
+ * non-temporal stores, fenced before returning. In place (x == y) is allowed. */
+void fastop_vscale_f32(const float *x, float a, float *y, ptrdiff_t n, ptrdiff_t hot,
+                       int stream);
+void fastop_vscale_f64(const double *x, double a, double *y, ptrdiff_t n, ptrdiff_t hot,
+                       int stream);
+
 /* Natural logarithm. */
 void fastop_vlog_f32(const float *x, float *y, ptrdiff_t n);
 void fastop_vlog_f64(const double *x, double *y, ptrdiff_t n);

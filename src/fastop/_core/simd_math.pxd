@@ -5,6 +5,14 @@ cdef extern from "simd_math.h" nogil:
     const ptrdiff_t FASTOP_STREAM_MIN_BYTES
     void fastop_vexp_f32(const float* x, float* y, ptrdiff_t n)
     void fastop_vexp_f64(const double* x, double* y, ptrdiff_t n)
+    float fastop_vexp_shift_sum_f32(const float* x, float shift, float* y, ptrdiff_t n,
+                                    const float* next_x, const float* next_y)
+    double fastop_vexp_shift_sum_f64(const double* x, double shift, double* y, ptrdiff_t n,
+                                     const double* next_x, const double* next_y)
+    void fastop_vscale_f32(const float* x, float a, float* y, ptrdiff_t n, ptrdiff_t hot,
+                           int stream)
+    void fastop_vscale_f64(const double* x, double a, double* y, ptrdiff_t n, ptrdiff_t hot,
+                           int stream)
     void fastop_vlog_f32(const float* x, float* y, ptrdiff_t n)
     void fastop_vlog_f64(const double* x, double* y, ptrdiff_t n)
     void fastop_vtanh_f32(const float* x, float* y, ptrdiff_t n)

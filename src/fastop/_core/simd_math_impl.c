@@ -257,6 +257,54 @@ INLINE double relu_f64(double x) { return x < 0.0 ? 0.0 : x; }
     default: break;                                                                 \
     }
 
+/* ----------------------------------------------------------------------- exp-sum */
+
+/* Softmax's fused row step: y = exp(x - shift) and its sum in the same pass. Each block
+ * of EXP_SUM_BLOCK elements is summed in W lanes (the nested loop vectorizes: lane j
+ * adds element i + j, no reordering of float additions is needed), the lanes as a tree,
+ * and the block sums in float64, so the sum's rounding error does not grow with n.
+ * Per vector of x, the same offset of the next row (next_x, next_y) is prefetched: the
+ * rows' first pass (their max) then finds them in cache instead of waiting on memory
+ * while this row's exp computes. Elements past the last whole vector take the scalar
+ * loop in _v3/_base and a padded vector in _v4 (its padding is not summed). */
+#define EXP_SUM_BLOCK 512
+#define EXP_SUM_BODY(T, fn, W)                                                      \
+    ptrdiff_t body = n - n % W;                                                     \
+    double total = 0;                                                               \
+    for (ptrdiff_t start = 0; start < body; start += EXP_SUM_BLOCK) {               \
+        ptrdiff_t end = body - start < EXP_SUM_BLOCK ? body : start + EXP_SUM_BLOCK; \
+        T acc[W] = {0};                                                             \
+        for (ptrdiff_t i = start; i < end; i += W) {                                \
+            if (next_x != NULL) {                                                   \
+                __builtin_prefetch(next_x + i, 0, 3);                               \
+                __builtin_prefetch(next_y + i, 1, 3);                               \
+            }                                                                       \
+            for (int j = 0; j < W; j++) {                                           \
+                T e = fn(x[i + j] - shift);                                         \
+                y[i + j] = e;                                                       \
+                acc[j] += e;                                                        \
+            }                                                                       \
+        }                                                                           \
+        for (int w = W / 2; w > 0; w /= 2)                                          \
+            for (int j = 0; j < w; j++)                                             \
+                acc[j] += acc[j + w];                                               \
+        total += acc[0];                                                            \
+    }
+#define EXP_SUM_SCALAR_TAIL(T, fn)                                                  \
+    for (ptrdiff_t i = body; i < n; i++) {                                          \
+        y[i] = fn(x[i] - shift);                                                    \
+        total += y[i];                                                              \
+    }                                                                               \
+    return (T)total;
+#define EXP_SUM_PARAMS(T)                                                           \
+    (const T *restrict x, T shift, T *restrict y, ptrdiff_t n, const T *next_x,     \
+     const T *next_y)
+
+/* y = a * x (the scaling loop; GCC vectorizes it for each build). */
+#define SCALE_BODY(T)                                                               \
+    for (ptrdiff_t i = 0; i < n; i++)                                               \
+        y[i] = a * x[i];
+
 /* ----------------------------------------------------------------------- dispatch */
 
 /* 0 = baseline, 1 = x86-64-v3 (AVX2+FMA), 2 = x86-64-v4 (AVX-512): the best the CPU
@@ -391,12 +439,117 @@ TARGET_V4 static void stream_copy_v4(char *dst, const char *src, ptrdiff_t bytes
         else if (level == 1) name##_v3(op, a, b, y, n);                             \
         else name##_base(op, a, b, y, n);                                           \
     }
+#define DEFINE_VEXP_SUM(name, T, fn)                                                \
+    TARGET_V4 static T name##_v4 EXP_SUM_PARAMS(T)                                  \
+    {                                                                               \
+        enum { W = 64 / sizeof(T) };                                                \
+        EXP_SUM_BODY(T, fn, W)                                                      \
+        if (body < n) {                                                             \
+            T buf[W] = {0};                                                         \
+            memcpy(buf, x + body, (size_t)(n - body) * sizeof(T));                  \
+            for (int j = 0; j < W; j++)                                             \
+                buf[j] = fn(buf[j] - shift);                                        \
+            memcpy(y + body, buf, (size_t)(n - body) * sizeof(T));                  \
+            for (ptrdiff_t j = 0; j < n - body; j++)                                \
+                total += buf[j];                                                    \
+        }                                                                           \
+        return (T)total;                                                            \
+    }                                                                               \
+    TARGET_V3 static T name##_v3 EXP_SUM_PARAMS(T)                                  \
+    {                                                                               \
+        enum { W = 32 / sizeof(T) };                                                \
+        EXP_SUM_BODY(T, fn, W)                                                      \
+        EXP_SUM_SCALAR_TAIL(T, fn)                                                  \
+    }                                                                               \
+    static T name##_base EXP_SUM_PARAMS(T)                                          \
+    {                                                                               \
+        enum { W = 16 / sizeof(T) };                                                \
+        EXP_SUM_BODY(T, fn, W)                                                      \
+        EXP_SUM_SCALAR_TAIL(T, fn)                                                  \
+    }                                                                               \
+    T name EXP_SUM_PARAMS(T)                                                        \
+    {                                                                               \
+        int level = isa_level();                                                    \
+        if (next_y == NULL)                                                         \
+            next_x = NULL;                                                          \
+        if (level == 2)                                                             \
+            return name##_v4(x, shift, y, n, next_x, next_y);                       \
+        if (level == 1)                                                             \
+            return name##_v3(x, shift, y, n, next_x, next_y);                       \
+        return name##_base(x, shift, y, n, next_x, next_y);                         \
+    }
+
+/* y = a * x, minus a at y[hot] (see simd_math.h). With stream set (and y aligned to its
+ * element size) the AVX-512 build writes whole cache lines with non-temporal stores,
+ * subtracting at hot inside the vector that holds it (reading it back after a
+ * streaming store would wait on memory), and fences before returning. */
+#define DEFINE_VSCALE(name, T)                                                      \
+    TARGET_V4 static void name##_v4(const T *x, T a, T *y, ptrdiff_t n)            \
+    { SCALE_BODY(T) }                                                               \
+    TARGET_V4 static void name##_v4_stream(const T *x, T a, T *y, ptrdiff_t n,     \
+                                           ptrdiff_t hot)                           \
+    {                                                                               \
+        enum { W = 64 / sizeof(T) };                                                \
+        ptrdiff_t head = (ptrdiff_t)(((64 - ((uintptr_t)y & 63)) & 63) / sizeof(T)); \
+        if (head > n)                                                               \
+            head = n;                                                               \
+        ptrdiff_t body = head + (n - head) - (n - head) % W;                        \
+        name##_v4(x, a, y, head);                                                   \
+        for (ptrdiff_t i = head; i < body; i += W) {                                \
+            T v[W] __attribute__((aligned(64)));                                    \
+            for (int j = 0; j < W; j++)                                             \
+                v[j] = a * x[i + j];                                                \
+            if ((size_t)(hot - i) < (size_t)W)                                      \
+                v[hot - i] -= a;                                                    \
+            _mm512_stream_si512((__m512i *)(y + i), _mm512_load_si512(v));          \
+        }                                                                           \
+        name##_v4(x + body, a, y + body, n - body);                                 \
+        _mm_sfence();                                                               \
+        if ((0 <= hot && hot < head) || (body <= hot && hot < n))                   \
+            y[hot] -= a;                                                            \
+    }                                                                               \
+    TARGET_V3 static void name##_v3(const T *x, T a, T *y, ptrdiff_t n)            \
+    { SCALE_BODY(T) }                                                               \
+    static void name##_base(const T *x, T a, T *y, ptrdiff_t n)                     \
+    { SCALE_BODY(T) }                                                               \
+    void name(const T *x, T a, T *y, ptrdiff_t n, ptrdiff_t hot, int stream)        \
+    {                                                                               \
+        int level = isa_level();                                                    \
+        if (level == 2 && stream && (uintptr_t)y % sizeof(T) == 0) {                \
+            name##_v4_stream(x, a, y, n, hot);                                      \
+            return;                                                                 \
+        }                                                                           \
+        if (level == 2)                                                             \
+            name##_v4(x, a, y, n);                                                  \
+        else if (level == 1)                                                        \
+            name##_v3(x, a, y, n);                                                  \
+        else                                                                        \
+            name##_base(x, a, y, n);                                                \
+        if (0 <= hot && hot < n)                                                    \
+            y[hot] -= a;                                                            \
+    }
 #else
 #define DEFINE_VFUNC(name, T, fn)                                                   \
     void name(const T *x, T *y, ptrdiff_t n)                                        \
     { for (ptrdiff_t i = 0; i < n; i++) y[i] = fn(x[i]); }
 #define DEFINE_VBINARY(name, T)                                                     \
     void name(int op, const T *a, const T *b, T *y, ptrdiff_t n) { BINARY_BODY(T) }
+#define DEFINE_VEXP_SUM(name, T, fn)                                                \
+    T name EXP_SUM_PARAMS(T)                                                        \
+    {                                                                               \
+        enum { W = 16 / sizeof(T) };                                                \
+        if (next_y == NULL)                                                         \
+            next_x = NULL;                                                          \
+        EXP_SUM_BODY(T, fn, W)                                                      \
+        EXP_SUM_SCALAR_TAIL(T, fn)                                                  \
+    }
+#define DEFINE_VSCALE(name, T)                                                      \
+    void name(const T *x, T a, T *y, ptrdiff_t n, ptrdiff_t hot, int stream)        \
+    {                                                                               \
+        SCALE_BODY(T)                                                               \
+        if (0 <= hot && hot < n)                                                    \
+            y[hot] -= a;                                                            \
+    }
 #endif
 
 DEFINE_VFUNC(fastop_vexp_f32, float, exp_f32)
@@ -409,5 +562,9 @@ DEFINE_VFUNC(fastop_vsigmoid_f32, float, sigmoid_f32)
 DEFINE_VFUNC(fastop_vsigmoid_f64, double, sigmoid_f64)
 DEFINE_VFUNC(fastop_vrelu_f32, float, relu_f32)
 DEFINE_VFUNC(fastop_vrelu_f64, double, relu_f64)
+DEFINE_VEXP_SUM(fastop_vexp_shift_sum_f32, float, exp_f32)
+DEFINE_VEXP_SUM(fastop_vexp_shift_sum_f64, double, exp_f64)
+DEFINE_VSCALE(fastop_vscale_f32, float)
+DEFINE_VSCALE(fastop_vscale_f64, double)
 DEFINE_VBINARY(fastop_vbinary_f32, float)
 DEFINE_VBINARY(fastop_vbinary_f64, double)

@@ -29,10 +29,11 @@ from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, F
 from fastop._core.kernel cimport (make_kernel, K_OK, K_ERR_ATTR, K_ERR_DTYPE, K_ERR_SHAPE,
                                   K_ERR_VALUE, get_num_threads, use_threads)
 
-from fastop._core.simd_math cimport fastop_vexp_f32, fastop_vexp_f64
+from fastop._core.simd_math cimport (FASTOP_STREAM_MIN_BYTES, fastop_vexp_f32, fastop_vexp_f64,
+                                     fastop_vexp_shift_sum_f32, fastop_vexp_shift_sum_f64,
+                                     fastop_vscale_f32, fastop_vscale_f64)
 from fastop._core.reduce_impl cimport (fastop_sum_f32, fastop_sum_f64, fastop_dot_f32,
-                                       fastop_dot_f64, fastop_max_f32, fastop_max_f64,
-                                       fastop_axpb_f32, fastop_axpb_f64)
+                                       fastop_dot_f64, fastop_max_f32, fastop_max_f64)
 
 __all__ = ["softmax", "log_softmax", "softmax_grad", "log_softmax_grad",
            "softmax_cross_entropy", "softmax_cross_entropy_grad"]
@@ -55,6 +56,7 @@ ctypedef struct Rows:
     ptrdiff_t n                         # row length
     ptrdiff_t nrows
     ptrdiff_t ignore_index
+    bint stream                         # write results with non-temporal stores
     const fastop_view* shape            # the operand whose dims define the rows
     const fastop_view* v[4]             # operands, in the order of the kernel's in+out
     int failed                          # set when a label is out of range
@@ -85,15 +87,6 @@ cdef inline floating_t _sum(const floating_t* x, ptrdiff_t n) noexcept nogil:
         return fastop_sum_f64(x, n)
 
 
-cdef inline void _axpb(const floating_t* x, floating_t a, floating_t b, floating_t* y,
-                       ptrdiff_t n) noexcept nogil:
-    """y = a * x + b over a contiguous run (SIMD)."""
-    if floating_t is float:
-        fastop_axpb_f32(x, a, b, y, n)
-    else:
-        fastop_axpb_f64(x, a, b, y, n)
-
-
 cdef inline void _vexp(const floating_t* x, floating_t* y, ptrdiff_t n) noexcept nogil:
     if floating_t is float:
         fastop_vexp_f32(x, y, n)
@@ -101,17 +94,39 @@ cdef inline void _vexp(const floating_t* x, floating_t* y, ptrdiff_t n) noexcept
         fastop_vexp_f64(x, y, n)
 
 
+cdef inline floating_t _vexp_shift_sum(const floating_t* x, floating_t shift, floating_t* y,
+                                      ptrdiff_t n, const floating_t* next_x,
+                                      const floating_t* next_y) noexcept nogil:
+    """y = exp(x - shift) over a contiguous run, returning sum(y): one pass (SIMD) that
+    also prefetches the next row (next_x, next_y; or both NULL)."""
+    if floating_t is float:
+        return fastop_vexp_shift_sum_f32(x, shift, y, n, next_x, next_y)
+    else:
+        return fastop_vexp_shift_sum_f64(x, shift, y, n, next_x, next_y)
+
+
+cdef inline void _vscale(const floating_t* x, floating_t a, floating_t* y, ptrdiff_t n,
+                         ptrdiff_t hot, bint stream) noexcept nogil:
+    """y = a * x over a contiguous run, then y[hot] -= a if hot is in [0, n) (SIMD);
+    stream: non-temporal stores (a large result that will not stay in cache)."""
+    if floating_t is float:
+        fastop_vscale_f32(x, a, y, n, hot, stream)
+    else:
+        fastop_vscale_f64(x, a, y, n, hot, stream)
+
+
 cdef floating_t _softmax_row(const floating_t* x, ptrdiff_t xs, floating_t* y, ptrdiff_t ys,
-                             ptrdiff_t n, floating_t* m_out) noexcept nogil:
-    """y = exp(x - max) / sum; returns the sum, sets *m_out = max."""
+                             ptrdiff_t n, floating_t* m_out, const floating_t* next_x,
+                             const floating_t* next_y) noexcept nogil:
+    """y = exp(x - max) / sum; returns the sum, sets *m_out = max. Contiguous rows take
+    three passes: the max, exp and sum fused, the scaling (the last two in L1); next_x and
+    next_y (the next row, or NULL) are prefetched meanwhile."""
     cdef ptrdiff_t i
     cdef floating_t m = _max(x, n, xs), s = 0, inv
     m_out[0] = m
     if xs == 1 and ys == 1:
-        _axpb(x, 1, -m, y, n)
-        _vexp(y, y, n)
-        s = _sum(y, n)
-        _axpb(y, 1 / s, 0, y, n)
+        s = _vexp_shift_sum(x, m, y, n, next_x, next_y)
+        _vscale(y, 1 / s, y, n, -1, False)
     else:
         for i in range(n):
             y[i * ys] = exp(x[i * xs] - m)
@@ -131,9 +146,7 @@ cdef floating_t _log_sum_exp_shifted(const floating_t* x, ptrdiff_t xs, ptrdiff_
     if xs == 1:
         for c in range((n + CHUNK - 1) // CHUNK):
             k = min(<ptrdiff_t>CHUNK, n - c * CHUNK)
-            _axpb(x + c * CHUNK, 1, -m, buf, k)
-            _vexp(buf, buf, k)
-            s += _sum(buf, k)
+            s += _vexp_shift_sum(x + c * CHUNK, m, buf, k, NULL, NULL)
     else:
         for i in range(n):
             s += exp(x[i * xs] - m)
@@ -217,6 +230,17 @@ cdef inline ptrdiff_t _step(const fastop_view* v, int axis, floating_t* tag) noe
     return v.strides[axis] // <ptrdiff_t>sizeof(floating_t)
 
 
+cdef inline void _next_row(const Rows* R, ptrdiff_t r, int in_at, int out_at,
+                           const floating_t** next_x, const floating_t** next_y) noexcept nogil:
+    """Where row r + 1 of operands in_at and out_at starts (NULL past the last row)."""
+    if r + 1 < R.nrows:
+        next_x[0] = <const floating_t*>(R.v[in_at].data + _row_offset(R, R.v[in_at], r + 1))
+        next_y[0] = <const floating_t*>(R.v[out_at].data + _row_offset(R, R.v[out_at], r + 1))
+    else:
+        next_x[0] = NULL
+        next_y[0] = NULL
+
+
 cdef void _row(Rows* R, ptrdiff_t r, floating_t* tag) noexcept nogil:
     """Compute row r of R's kernel."""
     cdef const fastop_view** v = R.v
@@ -225,11 +249,15 @@ cdef void _row(Rows* R, ptrdiff_t r, floating_t* tag) noexcept nogil:
     cdef floating_t m, s, g
     cdef const floating_t* x
     cdef floating_t* y
+    cdef const floating_t* next_x
+    cdef const floating_t* next_y
     if R.mode == SOFTMAX or R.mode == LOG_SOFTMAX:
         x = <const floating_t*>(v[0].data + _row_offset(R, v[0], r))
         y = <floating_t*>(v[1].data + _row_offset(R, v[1], r))
         if R.mode == SOFTMAX:
-            _softmax_row(x, _step(v[0], a, tag), y, _step(v[1], a, tag), n, &m)
+            _next_row(R, r, 0, 1, &next_x, &next_y)
+            _softmax_row(x, _step(v[0], a, tag), y, _step(v[1], a, tag), n, &m, next_x,
+                         next_y)
         else:
             _log_softmax_row(x, _step(v[0], a, tag), y, _step(v[1], a, tag), n)
     elif R.mode == SOFTMAX_GRAD or R.mode == LOG_SOFTMAX_GRAD:
@@ -248,7 +276,9 @@ cdef void _row(Rows* R, ptrdiff_t r, floating_t* tag) noexcept nogil:
         x = <const floating_t*>(v[0].data + _row_offset(R, v[0], r))
         y = <floating_t*>(v[3].data + _row_offset(R, v[3], r))
         label = _label_at(v[1], _row_offset(R, v[1], r))
-        s = _softmax_row(x, _step(v[0], a, tag), y, _step(v[3], a, tag), n, &m)
+        _next_row(R, r, 0, 3, &next_x, &next_y)
+        s = _softmax_row(x, _step(v[0], a, tag), y, _step(v[3], a, tag), n, &m, next_x,
+                         next_y)
         if label == R.ignore_index or label < 0 or label >= n:
             R.failed = R.failed or label != R.ignore_index
             g = 0
@@ -264,15 +294,16 @@ cdef void _row(Rows* R, ptrdiff_t r, floating_t* tag) noexcept nogil:
         if label == R.ignore_index or label < 0 or label >= n:
             R.failed = R.failed or label != R.ignore_index
             g = 0
+            label = -1
         xs = _step(v[1], a, tag)
         ys = _step(v[3], a, tag)
         if xs == 1 and ys == 1:
-            _axpb(x, g, 0, y, n)
+            _vscale(x, g, y, n, label, R.stream)
         else:
             for i in range(n):
                 y[i * ys] = x[i * xs] * g
-        if g != 0:
-            y[label * ys] -= g
+            if label >= 0:
+                y[label * ys] -= g
 
 
 cdef void _empty_row(Rows* R, ptrdiff_t r, floating_t* tag) noexcept nogil:
@@ -317,6 +348,10 @@ cdef int _launch(int mode, int axis, ptrdiff_t ignore_index, const fastop_view* 
         if i != axis:
             R.nrows *= shape.shape[i]
     R.ignore_index = ignore_index
+    # the gradient's rows are written once and not read again here: past the cache
+    # sizes, stream them to memory (as elementwise results are)
+    R.stream = mode == CE_GRAD and R.nrows * R.n * (
+        4 if shape.dtype == FASTOP_FLOAT32 else 8) >= FASTOP_STREAM_MIN_BYTES
     for i in range(n_in):
         R.v[i] = ins[i]
     for i in range(n_out):
