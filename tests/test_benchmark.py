@@ -152,6 +152,43 @@ def test_measure_case_takes_fewer_samples_of_slow_cases_down_to_the_minimum():
     assert result.samples == 3
 
 
+def test_measure_case_settles_before_every_sample_of_every_implementation():
+    clock = FakeClock()
+    log = []
+    case = Case("g", "n", {"fastop": clock.impl(1e-4), "numpy": clock.impl(3e-4)})
+    result = benchmark.measure_case(case, Settings(0.01, 5, 10.0, 3), clock=clock,
+                                    log=log, settle=lambda: log.append("settle"))
+    assert log[0::2] == ["settle"] * (2 * result.samples)
+    assert sorted(log[1::2]) == ["fastop"] * result.samples + ["numpy"] * result.samples
+    # settling is untimed
+    assert result.times == pytest.approx({"fastop": 1e-4, "numpy": 3e-4})
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs /proc")
+def test_wait_for_idle_threads_waits_for_a_busy_thread_and_not_for_a_sleeping_one():
+    import threading
+    import time
+
+    def spin(seconds):
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+
+    busy = threading.Thread(target=spin, args=(0.15,))
+    busy.start()
+    try:
+        waited = benchmark.wait_for_idle_threads(limit=5.0)
+    finally:
+        busy.join()
+    assert 0.05 < waited < 5.0
+    sleeper = threading.Thread(target=time.sleep, args=(1.0,))
+    sleeper.start()
+    try:
+        assert benchmark.wait_for_idle_threads(limit=5.0) < 0.5
+    finally:
+        sleeper.join()
+
+
 def test_table_has_one_row_per_case_and_thread_count():
     rows = [Result("ew", "tanh", t, "elem", 1.0, "≥ 1.0× numpy",
                    times={"fastop": 1e-3, "numpy": 2e-3}) for t in (1, 2)]

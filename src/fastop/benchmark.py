@@ -21,8 +21,9 @@ How it measures: every thread count runs in its own subprocess with
 fastop use the same number of threads. In a case, each implementation is warmed up
 once, its inner loop count is scaled so that one sample takes ~10 ms (quick) or ~25 ms,
 then samples of fastop, numpy and torch are interleaved (rotating their order) so that
-machine noise hits all of them alike; the reported time of one call is the median over
-samples. ``speedup vs numpy = numpy time / fastop time`` (above 1: fastop is faster).
+machine noise hits all of them alike; with more than one thread, every sample starts
+once the threads of the previous one have gone idle (:func:`wait_for_idle_threads`).
+The reported time of one call is the median over samples. ``speedup vs numpy = numpy time / fastop time`` (above 1: fastop is faster).
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -47,13 +49,14 @@ from typing import Any, Callable, Iterator
 import fastop
 
 __all__ = ["Case", "Suite", "Result", "measure_case", "speedup", "find_bench_dir",
-           "load_modules", "run", "run_command", "format_table", "format_markdown",
+           "load_modules", "wait_for_idle_threads", "run", "run_command", "format_table", "format_markdown",
            "machine_info", "add_arguments", "main"]
 
 IMPLS = ("fastop", "numpy", "torch")
 THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
               "FASTOP_NUM_THREADS")
 SCHEMA = 1
+SETTLE_LIMIT = 0.25   # seconds: the longest wait for other threads to go idle
 
 
 class BenchError(Exception):
@@ -231,13 +234,49 @@ def _calibrate(fn: Callable[[], Any], sample_time: float,
     return max(1, round(sample_time / per_call)), per_call
 
 
+def _other_threads_running() -> int:
+    """How many threads of this process, other than the calling one, are running or
+    runnable (state R in /proc/self/task/*/stat; 0 where /proc is missing)."""
+    me = threading.get_native_id()
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return 0
+    running = 0
+    for tid in tids:
+        if int(tid) == me:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split(None, 1)[0]
+        except (OSError, IndexError):
+            continue   # the thread ended meanwhile
+        running += state == b"R"
+    return running
+
+
+def wait_for_idle_threads(limit: float = SETTLE_LIMIT) -> float:
+    """Wait (polling every 0.5 ms, at most ``limit`` s) until no other thread of this
+    process runs: the thread pools the previous sample woke (numpy's OpenBLAS spins
+    ~0.1 s after a call, torch's and fastop's less) have gone to sleep. Returns the
+    seconds waited."""
+    start = time.perf_counter()
+    while _other_threads_running() and time.perf_counter() - start < limit:
+        time.sleep(0.0005)
+    return time.perf_counter() - start
+
+
 def measure_case(case: Case, settings: Settings, threads: int = 1,
                  clock: Callable[[], float] = time.perf_counter,
-                 log: list[str] | None = None) -> Result:
+                 log: list[str] | None = None,
+                 settle: Callable[[], Any] | None = None) -> Result:
     """Median time per call of each implementation, samples interleaved.
 
     ``log``, when given, receives the implementation name of every sample taken, in
-    order (used to check the interleaving).
+    order (used to check the interleaving). ``settle``, when given, runs (untimed)
+    before every sample, whichever implementation it is for: the multi-thread worker
+    passes :func:`wait_for_idle_threads`, so that no sample shares the cores with the
+    threads of the previous one.
     """
     result = Result(case.group, case.name, threads, case.unit, case.work, case.target)
     if case.setup is not None:
@@ -255,6 +294,8 @@ def measure_case(case: Case, settings: Settings, threads: int = 1,
     for r in range(repeats):
         order = impls[r % len(impls):] + impls[:r % len(impls)]
         for impl in order:
+            if settle is not None:
+                settle()
             samples[impl].append(_sample(case.impls[impl], loops[impl], clock))
             if log is not None:
                 log.append(impl)
@@ -335,6 +376,7 @@ def _worker(args: argparse.Namespace) -> int:
     torch = None if args.no_torch else _import_torch(args.threads)
     suite = Suite(quick=args.quick, threads=args.threads, torch=torch)
     settings = Settings.for_mode(args.quick)
+    settle = wait_for_idle_threads if args.threads > 1 else None
     with open(args.worker_out, "w", encoding="utf-8") as out:
         def emit(**record: Any) -> None:
             out.write(json.dumps(record) + "\n")
@@ -349,7 +391,7 @@ def _worker(args: argparse.Namespace) -> int:
                 continue
             emit(event="start", group=case.group, name=case.name)
             try:
-                result = measure_case(case, settings, args.threads)
+                result = measure_case(case, settings, args.threads, settle=settle)
             except Exception as exc:
                 result = Result(case.group, case.name, args.threads, case.unit,
                                 case.work, case.target, error=_describe(exc))
