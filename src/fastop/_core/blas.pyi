@@ -1,6 +1,7 @@
 """BLAS for fastop: scipy-openblas32's sgemm/dgemm, loaded lazily with dlopen.
 
-OpenBLAS runs single-threaded; large products are split across fastop's OpenMP threads.
+OpenBLAS runs single-threaded; large products are split into pieces that fastop's thread
+pool (fastop._core.parallel) runs.
 The Cython API (``cimport fastop._core.blas``) is ``gemm`` and ``gemm_batch_strided``
 (row-major, GIL-free, fused over float/double) and ``ensure_loaded``.
 """

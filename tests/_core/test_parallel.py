@@ -1,0 +1,89 @@
+"""fastop._core.parallel: the thread pool that runs a kernel call's pieces."""
+import os
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from fastop._core import elementwise, parallel
+from fastop._core.storage import from_numpy
+
+
+@pytest.mark.parametrize("npieces", [0, 1, 2, 3, 7, 64, 1000])
+@pytest.mark.parametrize("nthreads", [1, 2, 4])
+def test_every_piece_runs_exactly_once(npieces, nthreads):
+    counts, offered = parallel._run_counting(npieces, nthreads)
+    assert counts.tolist() == [1] * npieces
+    assert offered == (1 if nthreads == 1 or npieces <= 1 else nthreads)
+
+
+def test_many_pieces_beyond_the_ticket_range_run_serially_and_once():
+    counts, offered = parallel._run_counting(70000, 2)
+    assert offered == 1 and (counts == 1).all()
+
+
+def test_back_to_back_calls_with_sleeping_workers():
+    old = parallel.get_spin_us()
+    try:
+        parallel.set_spin_us(0)      # workers sleep at once: every call wakes them
+        for _ in range(200):
+            counts, _ = parallel._run_counting(8, 2)
+            assert (counts == 1).all()
+    finally:
+        parallel.set_spin_us(old)
+
+
+def test_concurrent_callers_each_get_all_their_pieces():
+    """Calls from several Python threads at once (kernels release the GIL): one uses
+    the pool, the others run serially; none loses or repeats a piece."""
+    errors = []
+
+    def call_many():
+        for _ in range(300):
+            counts, _ = parallel._run_counting(16, 2)
+            if not (counts == 1).all():
+                errors.append(counts.tolist())
+
+    threads = [threading.Thread(target=call_many) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_concurrent_kernels_compute_the_right_results():
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal(300_000).astype(np.float32) for _ in range(3)]
+    outs = [np.empty_like(x) for x in xs]
+    bad = []
+
+    def run(x, out):
+        for _ in range(20):
+            elementwise.tanh(from_numpy(x), out=from_numpy(out))
+            if not np.allclose(out, np.tanh(x), rtol=1e-5, atol=1e-6):
+                bad.append(True)
+
+    threads = [threading.Thread(target=run, args=pair) for pair in zip(xs, outs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_pool_works_in_a_forked_child():
+    parallel._run_counting(8, 2)          # the parent's workers exist
+    pid = os.fork()
+    if pid == 0:                          # child: its workers must be started afresh
+        counts, _ = parallel._run_counting(64, 2)
+        os._exit(0 if (counts == 1).all() else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_set_spin_us_validates():
+    with pytest.raises(ValueError, match="parallel.set_spin_us: expected us >= 0, got -1"):
+        parallel.set_spin_us(-1)
