@@ -2,6 +2,10 @@
 (fastop.ops.reference.softmax), backward kernels against finite differences of the
 forward kernels in float64, edge values, labels, threads, errors and inference."""
 import itertools
+import os
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -209,6 +213,87 @@ def test_cross_entropy_grad_matches_finite_differences():
     got = np.asarray(K.softmax_cross_entropy_grad(label, sm, dloss))
     want = numeric_grad(lambda v: K.softmax_cross_entropy(v, label)[0], x, dloss)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=name)
+def test_cross_entropy_long_rows(dtype):
+    """Rows of several exp-sum blocks plus a partial vector: loss (log of the fused sum)
+    and softmax against the numpy twin, and against float64 for the sum's accuracy."""
+    rng = np.random.default_rng(13)
+    x = logits((3, 4099), dtype, rng)
+    label = np.array([0, 4098, 2050])
+    loss, sm = K.softmax_cross_entropy(x, label)
+    want_loss, want_sm = ref.softmax_cross_entropy(x, label)
+    assert_close(loss, want_loss, dtype)
+    assert_close(sm, want_sm, dtype)
+    exact, _ = ref.softmax_cross_entropy(x.astype(np.float64), label)
+    np.testing.assert_allclose(np.asarray(loss), exact, rtol=4 * np.finfo(dtype).eps * 10)
+    np.testing.assert_allclose(np.asarray(sm).sum(axis=1), 1, rtol=1e3 * np.finfo(dtype).eps)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", FLOATS, ids=name)
+def test_cross_entropy_grad_streams_large_results(dtype, threads):
+    """A gradient of 8 MB or more is written with non-temporal stores, the onehot folded
+    into the streamed vectors (labels at every position of a row and of its head/tail
+    around the 64-byte lines; rows alternate between two alignments): bitwise equal to
+    the same rows computed through the cache, and close to the numpy twin."""
+    saved = _get_num_threads()
+    set_num_threads(threads)
+    try:
+        rng = np.random.default_rng(14)
+        rows = (8 << 20) // (1000 * np.dtype(dtype).itemsize) + 100
+        x = logits((rows, 1000), dtype, rng)
+        label = np.arange(rows) % 1000
+        label[::7] = -100                                   # ignored rows
+        dloss = rng.standard_normal((rows, 1)).astype(dtype)
+        _, sm = K.softmax_cross_entropy(x, label)
+        streamed = np.asarray(K.softmax_cross_entropy_grad(label, sm, dloss))
+        sm = np.asarray(sm)
+        cached = np.concatenate([
+            np.asarray(K.softmax_cross_entropy_grad(label[i:i + 500], sm[i:i + 500],
+                                                    dloss[i:i + 500]))
+            for i in range(0, rows, 500)])
+        np.testing.assert_array_equal(streamed, cached)
+        assert_close(streamed, ref.softmax_cross_entropy_grad(label, sm, dloss), dtype)
+        assert not streamed[::7].any()
+    finally:
+        set_num_threads(saved)
+
+
+SIMD_BUILD_CHECK = textwrap.dedent("""
+    import numpy as np
+    from fastop._core import softmax as K
+    from fastop.ops.reference import softmax as ref
+    rng = np.random.default_rng(0)
+    for dtype, tol in ((np.float32, 2e-5), (np.float64, 1e-12)):
+        for shape in ((64, 10), (5, 1037), (2, 3, 17), ((8 << 20) // 4000 + 3, 1000)):
+            x = (rng.standard_normal(shape) * 4).astype(dtype)
+            x.flat[::97] = 80.0                   # large logits dominate their rows
+            label = rng.integers(0, shape[-1], shape[:-1])
+            loss, sm = K.softmax_cross_entropy(x, label)
+            want_loss, want_sm = ref.softmax_cross_entropy(x, label)
+            np.testing.assert_allclose(np.asarray(loss), want_loss, rtol=tol, atol=tol)
+            np.testing.assert_allclose(np.asarray(sm), want_sm, rtol=tol, atol=tol / 10)
+            np.testing.assert_allclose(np.asarray(K.softmax(x)), want_sm, rtol=tol,
+                                       atol=tol / 10)
+            dloss = rng.standard_normal(shape[:-1] + (1,)).astype(dtype)
+            np.testing.assert_allclose(
+                np.asarray(K.softmax_cross_entropy_grad(label, sm, dloss)),
+                ref.softmax_cross_entropy_grad(label, want_sm, dloss), rtol=tol,
+                atol=tol / 10)
+    print("ok")
+""")
+
+
+@pytest.mark.parametrize("level", ["0", "1"], ids=["baseline", "avx2"])
+def test_every_simd_build_of_the_row_loops(level):
+    """The baseline and AVX2+FMA builds of the fused exp-sum and scaling loops (forced
+    with FASTOP_SIMD_LEVEL; this machine otherwise runs the AVX-512 ones)."""
+    env = dict(os.environ, FASTOP_SIMD_LEVEL=level)
+    done = subprocess.run([sys.executable, "-c", SIMD_BUILD_CHECK], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr
 
 
 # ----------------------------------------------------------------------------- errors
