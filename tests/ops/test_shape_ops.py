@@ -195,3 +195,42 @@ def test_gather_and_gather_grad_grads(axis):
     grads = check_rule("fastop::gather_grad", [x, index, rand(*dout.shape)], {"axis": axis},
                        wrt=(2,))
     assert grads[0] is None and grads[1] is None
+
+
+# ----------------------------------------------------------------------------- view kernels
+
+@pytest.mark.parametrize("x_shape, target", [((3, 1), (2, 3, 4)), ((1,), (5,)), ((2, 3), (2, 3)),
+                                             ((), (2, 2)), ((4, 1, 2), (4, 0, 2))])
+def test_view_kernels_broadcast_like_numpy_without_copying(x_shape, target):
+    from fastop._core import shape_ops
+    x = rand(*x_shape) if x_shape else np.array(1.5)
+    want = np.broadcast_to(x, target)
+    for out in (shape_ops.expand_as(x, np.zeros(target)),
+                shape_ops.broadcast_to(from_numpy(x), shape=list(target))):
+        got = np.asarray(out)
+        np.testing.assert_array_equal(got, want)
+        assert got.strides == want.strides and out.readonly
+        assert out.data_ptr == from_numpy(x).data_ptr
+
+
+def test_broadcast_to_view_keeps_dims_given_as_minus_one():
+    from fastop._core import shape_ops
+    x = rand(3, 1)
+    out = shape_ops.broadcast_to(x, shape=[2, -1, 4])
+    np.testing.assert_array_equal(np.asarray(out), np.broadcast_to(x, (2, 3, 4)))
+
+
+def test_view_kernel_errors_name_the_op_and_shapes():
+    from fastop._core import shape_ops
+    with pytest.raises(ValueError, match=r"fastop::expand_as: cannot broadcast shape \[2, 3\] "
+                                         r"to \[3, 3\]"):
+        shape_ops.expand_as(rand(2, 3), rand(3, 3))
+    with pytest.raises(ValueError, match=r"fastop::broadcast_to: cannot broadcast shape \[3\] "
+                                         r"to \[-1, 3\]"):
+        shape_ops.broadcast_to(rand(3), shape=[-1, 3])       # -1 at a new leading dim
+    with pytest.raises(ValueError, match=r"fastop::broadcast_to: invalid target shape "
+                                         r"\[-2\]"):
+        shape_ops.broadcast_to(rand(3), shape=[-2])
+    with pytest.raises(TypeError, match=r"fastop::expand_as: expected 2 inputs \(x, y\), "
+                                        r"got 1"):
+        shape_ops.expand_as(rand(3))

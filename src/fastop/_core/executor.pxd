@@ -2,14 +2,17 @@
 # end (fastop.static.executor) builds a Plan from a Program; Plan.run is the loop.
 from fastop._core.storage cimport fastop_view, fastop_attrs, DenseTensor
 from fastop._core.kernel cimport infer_fn, kernel_fn
+from fastop._core.shape_ops cimport view_fn
 
 cdef enum:
     MAX_OPERANDS = 16
 
-# How an op is run: a Cython kernel called through its C pointers, or a Python callable.
+# How an op is run: a Cython kernel called through its C pointers, a Python callable, or
+# a view kernel (shape_ops.pxd) that points its output into its first input's memory.
 cdef enum OpKind:
     OP_C = 0
     OP_PY = 1
+    OP_VIEW = 2
 
 # Where a slot's memory comes from (see Plan's docstring).
 cdef enum SlotKind:
@@ -19,6 +22,7 @@ cdef enum SlotKind:
     SLOT_FEED = 3       # a fed array, borrowed without copying
     SLOT_PERSIST = 4    # a persistable variable living in the scope
     SLOT_CONST = 5      # a constant bound once at plan time
+    SLOT_VIEW = 6       # written by a view kernel: a view of its input's memory
 
 cdef struct OpRecord:
     int kind
@@ -28,6 +32,7 @@ cdef struct OpRecord:
     int outs[MAX_OPERANDS]
     infer_fn infer
     kernel_fn fn
+    view_fn view               # OP_VIEW
     int dispatch               # the input whose dtype selected fn (-1: none)
     int dtype                  # that dtype
     Py_ssize_t grain           # release the GIL when the first output has this many elements
@@ -48,10 +53,12 @@ cdef class Plan:
     cdef list live_until          # per slot: last op that needs its memory (views, fetches)
     cdef list release_at          # per op: arena slots a first (tracing) run frees after it
     cdef list objs                # per slot: the DenseTensor owning its memory, or None
+                                  # (view slots: the owner of the memory they view; None
+                                  # for the arena)
     cdef list names               # per slot: the variable name
     cdef list py_calls            # per op: the Python callable (OP_PY) or the CKernel
     cdef list py_ins              # per Python op: tuple of input slots (-1: None)
-    cdef list feed_slots          # [(name, slot)]
+    cdef list feed_slots          # [(name, slot)]; planned[slot]: the fed dtype/shape
     cdef list persist_slots       # [(name, slot, must_exist)]
     cdef list fetch_slots
     cdef DenseTensor arena
@@ -68,9 +75,11 @@ cdef class Plan:
     cdef int _kernel_error(self, int i, int status, fastop_view** ins) except -1
     cdef list _fetch(self)
     cdef int _run_py(self, int i) except -1
+    cdef int _run_view(self, int i) except -1
     cdef int _provide(self, int s, const fastop_view* meta) except -1
     cdef DenseTensor _wrap(self, int s)
-    cdef int _bind(self, dict feeds) except -1
+    cdef object _run(self, dict feeds, dict scope, bint check)
+    cdef bint _bind(self, dict feeds, bint check) except -1
     cdef void _release(self)
     cdef int _lifetimes(self) except -1
     cdef int _lay_out_arena(self) except -1

@@ -17,7 +17,9 @@ Where a slot's memory comes from (``SlotKind``):
 * external — results of Python ops, kept in the memory they came in;
 * feed — the caller's arrays, borrowed without copying;
 * persist — the scope's tensors (parameters), read and updated in place;
-* const — constants, bound once.
+* const — constants, bound once;
+* view — outputs of view kernels (expand_as, broadcast_to): a view of the input's
+  memory, set by a C function each run; the input's memory lives as long as the view.
 
 Each run calls every C kernel's ``infer`` on the live input views (a few ns) and checks
 the result against the slot: a shape that changed (a Python op returning another batch
@@ -30,13 +32,17 @@ from libc.string cimport memset
 from fastop._core.storage cimport (DenseTensor, fastop_view, fastop_attrs, FASTOP_BOOL,
                                    FASTOP_NUM_DTYPES, alloc_tensor, as_dense, itemsize_of,
                                    view_copy, view_set_contiguous_strides, dtype_from_code,
-                                   view_same_meta, view_shape)
+                                   view_same_meta, view_shape, view_is_contiguous)
 from fastop._core.kernel cimport CKernel, K_OK
+from fastop._core.shape_ops cimport ViewKernel
+
+import numpy as np
 
 __all__ = ["Plan", "SLOT_KINDS"]
 
 SLOT_KINDS = {"arena": SLOT_ARENA, "fresh": SLOT_FRESH, "external": SLOT_EXTERNAL,
-              "feed": SLOT_FEED, "persist": SLOT_PERSIST, "const": SLOT_CONST}
+              "feed": SLOT_FEED, "persist": SLOT_PERSIST, "const": SLOT_CONST,
+              "view": SLOT_VIEW}
 
 cdef Py_ssize_t ALIGN = 64
 
@@ -45,7 +51,7 @@ cdef class Plan:
     """A Program compiled for one feed/fetch signature; :meth:`run` executes it.
 
     Built by the front end: ``Plan(names, kinds)``, then :meth:`add_ckernel` /
-    :meth:`add_python` in execution order, :meth:`set_const`, :meth:`set_io`.
+    :meth:`add_view` / :meth:`add_python` in execution order, :meth:`set_const`, :meth:`set_io`.
     """
 
     def __cinit__(self, list names, list kinds):
@@ -102,13 +108,13 @@ cdef class Plan:
         memset(rec, 0, sizeof(OpRecord))
         rec.kind = kind
         rec.dispatch = -1
-        rec.n_in = len(ins) if kind == OP_C else 0
+        rec.n_in = len(ins) if kind != OP_PY else 0
         rec.n_out = len(outs)
-        if rec.n_out > MAX_OPERANDS or (kind == OP_C and rec.n_in > MAX_OPERANDS):
+        if rec.n_out > MAX_OPERANDS or rec.n_in > MAX_OPERANDS:
             raise ValueError(f"an op has more than {MAX_OPERANDS} operands")
         for i in range(len(ins)):
             s = ins[i]
-            if kind == OP_C:
+            if kind != OP_PY:
                 rec.ins[i] = s
             if s >= 0:
                 self.last_use[s] = self.n_ops
@@ -139,6 +145,20 @@ cdef class Plan:
         self.py_ins.append(None)
         self.n_ops += 1
 
+    def add_view(self, ViewKernel kernel, list ins, int out, dict attrs) -> None:
+        """Append a view kernel: slot `out` (of kind view) views `ins[0]`'s memory."""
+        if len(ins) != len(kernel.input_names):
+            raise ValueError(f"{kernel.name}: expected {len(kernel.input_names)} inputs, "
+                             f"got {len(ins)}")
+        cdef fastop_attrs packed
+        kernel.pack(attrs, &packed)
+        cdef OpRecord* rec = self._new_record(OP_VIEW, ins, [out])
+        rec.view = kernel.fn
+        rec.attrs = packed
+        self.py_calls.append(kernel)
+        self.py_ins.append(tuple(ins))
+        self.n_ops += 1
+
     def add_python(self, fn, list ins, list outs) -> None:
         """Append a Python op: ``fn(*tensors)`` returns one DenseTensor per output.
 
@@ -154,10 +174,15 @@ cdef class Plan:
         self.views[slot] = value.view
 
     def set_io(self, list feeds, list persists, list fetches) -> None:
-        """Feeds ``[(name, slot)]``, persistables ``[(name, slot, reader)]`` (`reader`
-        describes the first op reading the value before any op writes it, None if an op
-        writes it first), fetch slots."""
-        self.feed_slots = feeds
+        """Feeds ``[(name, slot, value)]`` (`value`: the fed array the plan was compiled
+        for; its dtype and shape are the plan's feed signature, see :meth:`try_run`),
+        persistables ``[(name, slot, reader)]`` (`reader` describes the first op reading
+        the value before any op writes it, None if an op writes it first), fetch slots."""
+        cdef int s
+        self.feed_slots = []
+        for name, s, value in feeds:
+            self.planned[s] = as_dense(value).view      # the signature: dtype and shape
+            self.feed_slots.append((name, s))
         self.persist_slots = persists
         self.fetch_slots = fetches
 
@@ -168,6 +193,15 @@ cdef class Plan:
         `feeds` maps names to arrays of the planned dtype and shape; `scope` maps
         persistable names to DenseTensors (created ones are added to it).
         """
+        return self._run(feeds, scope, False)
+
+    def try_run(self, dict feeds, dict scope):
+        """:meth:`run` if `feeds` has this plan's signature — the same names, each a
+        C-contiguous numpy array or DenseTensor of the planned dtype and shape — else
+        None, without running (the front end then finds or compiles the right plan)."""
+        return self._run(feeds, scope, True)
+
+    cdef object _run(self, dict feeds, dict scope, bint check):
         cdef int i, s
         if self.running:
             raise RuntimeError("a Python op ran the program it belongs to (re-entrant "
@@ -179,11 +213,14 @@ cdef class Plan:
         if self.live_until is None:
             self._lifetimes()
         try:
-            self._bind(feeds)
+            if not self._bind(feeds, check):
+                return None
             for i in range(self.n_ops):
                 self.current_op = i
                 if self.ops[i].kind == OP_C:
                     self._run_c(i)
+                elif self.ops[i].kind == OP_VIEW:
+                    self._run_view(i)
                 else:
                     self._run_py(i)
                 if not self.traced:         # tracing: free temporaries as they die
@@ -199,13 +236,29 @@ cdef class Plan:
             self.scope = None
             self.running = False
 
-    cdef int _bind(self, dict feeds) except -1:
+    cdef bint _bind(self, dict feeds, bint check) except -1:
+        """Bind feeds and persistables to their slots. With `check`, return False (binding
+        nothing) unless the feeds match the plan's signature."""
         cdef int s
         cdef DenseTensor t
-        for name, s in self.feed_slots:
-            t = as_dense(feeds[name])
-            self.objs[s] = t
-            self.views[s] = t.view
+        if check:
+            if len(feeds) != len(self.feed_slots):
+                return False
+            for name, s in self.feed_slots:
+                value = feeds.get(name)
+                if not (type(value) is np.ndarray or isinstance(value, DenseTensor)):
+                    return False
+                t = as_dense(value)
+                if not (view_same_meta(&t.view, &self.planned[s])
+                        and view_is_contiguous(&t.view)):
+                    return False
+                self.objs[s] = t
+                self.views[s] = t.view
+        else:
+            for name, s in self.feed_slots:
+                t = as_dense(feeds[name])
+                self.objs[s] = t
+                self.views[s] = t.view
         for name, s, reader in self.persist_slots:
             value = self.scope.get(name)
             if value is None:
@@ -220,7 +273,7 @@ cdef class Plan:
                 t = <DenseTensor?>value
                 self.objs[s] = t
                 self.views[s] = t.view
-        return 0
+        return True
 
     cdef void _release(self):
         cdef int s, k
@@ -299,14 +352,31 @@ cdef class Plan:
         return 0
 
     cdef DenseTensor _wrap(self, int s):
-        """A DenseTensor for slot `s` (a view into the arena for arena slots)."""
+        """A DenseTensor for slot `s` (a view into the arena for arena slots, a read-only
+        view of the viewed memory for view slots)."""
         obj = self.objs[s]
-        if obj is not None:
+        is_view = self.kinds[s] == SLOT_VIEW
+        if obj is not None and not is_view:
             return <DenseTensor>obj
         cdef DenseTensor t = DenseTensor.__new__(DenseTensor)
         t.view = self.views[s]
-        t.owner = self.arena
+        t.owner = self.arena if obj is None else obj
+        t.readonly = is_view
         return t
+
+    cdef int _run_view(self, int i) except -1:
+        cdef OpRecord* rec = &self.ops[i]
+        cdef fastop_view* ins[MAX_OPERANDS]
+        cdef int j, out = rec.outs[0]
+        for j in range(rec.n_in):
+            ins[j] = &self.views[rec.ins[j]]
+        cdef int status = rec.view(ins, rec.n_in, &self.views[out], &rec.attrs)
+        if status != K_OK:
+            raise (<ViewKernel>self.py_calls[i]).error(
+                status, [view_shape(ins[j]) for j in range(rec.n_in)],
+                [rec.attrs.ints[j] for j in range(rec.attrs.n_ints)])
+        self.objs[out] = self.objs[rec.ins[0]]      # the owner of the viewed memory
+        return 0
 
     cdef int _run_py(self, int i) except -1:
         cdef OpRecord* rec = &self.ops[i]
@@ -351,14 +421,15 @@ cdef class Plan:
 
     cdef int _lifetimes(self) except -1:
         """How long each slot's memory is needed: to its last use, and longer when a
-        Python op's result (possibly a view: reshape, broadcast) lives on, or when it
-        is fetched (after the last op). Latest ops first, so chains extend."""
+        view kernel's or a Python op's result (possibly a view: reshape, broadcast)
+        lives on, or when it is fetched (after the last op). Latest ops first, so
+        chains extend."""
         cdef int s, t, i
         last_use = [self.last_use[s] for s in range(self.n_slots)]
         for s in self.fetch_slots:
             last_use[s] = self.n_ops
         for i in range(self.n_ops - 1, -1, -1):
-            if self.ops[i].kind == OP_PY and self.ops[i].n_out:
+            if self.ops[i].kind != OP_C and self.ops[i].n_out:
                 until = max([last_use[self.ops[i].outs[t]] for t in range(self.ops[i].n_out)])
                 for s in self.py_ins[i]:
                     if s >= 0 and last_use[s] < until:

@@ -405,16 +405,31 @@ class OpDef:
                 return x.dtype
         return "float32"
 
-    def invoke(self, inputs: Sequence[Any], attrs: dict[str, Any]) -> tuple[DenseTensor, ...]:
+    def invoke(self, inputs: Sequence[Any], attrs: dict[str, Any],
+               metas: Sequence[TensorMeta] | None = None) -> tuple[DenseTensor, ...]:
         """Run the op's kernel on DenseTensors; return DenseTensors.
 
         The one path to a kernel for eager fallback, the executor and the profiler.
-        Python kernels get zero-copy numpy arrays; their results are checked against
-        the meta function (count, dtype, shape) and wrapped without copying.
+        Python kernels run through :meth:`run_python_kernel` (`metas` as there).
         """
         kernel = self.kernel_for(self.dispatch_dtype(inputs))
         if isinstance(kernel, CKernel):
             return kernel.run_py(tuple(inputs), attrs)
+        return self.run_python_kernel(kernel, inputs, attrs, metas)
+
+    def run_python_kernel(self, kernel: Callable[..., Any], inputs: Sequence[Any],
+                          attrs: dict[str, Any],
+                          metas: Sequence[TensorMeta] | None = None) -> tuple[DenseTensor, ...]:
+        """Call one of this op's Python kernels and check its results (eager mode and
+        the static executor both come here).
+
+        `inputs` are DenseTensors (a list for a variadic input, None for an absent
+        optional one); the kernel gets zero-copy numpy arrays. An exception from the
+        kernel gets a note naming the op. Results are checked by :meth:`check_results`
+        against `metas` — the outputs' metas when the caller knows them already (the
+        static executor: from the program, None for dims known only at run time) —
+        else against the meta function's answer for these inputs.
+        """
         arrays = [None if x is None else [_ndarray(t) for t in x]
                   if isinstance(x, (list, tuple)) else _ndarray(x) for x in inputs]
         try:
@@ -422,44 +437,60 @@ class OpDef:
         except Exception as exc:
             add_note(exc, f"raised inside the Python kernel of op '{self.name}'")
             raise
-        return self.check_results(result, inputs, attrs)
+        return self.check_results(result, inputs, attrs, metas)
 
-    def check_results(self, result: Any, inputs: Sequence[Any],
-                      attrs: dict[str, Any]) -> tuple[DenseTensor, ...]:
-        """Validate a Python kernel's results against the op's meta; wrap them."""
-        n = len(self.outputs)
-        results = list(result) if isinstance(result, (tuple, list)) else [result]
-        if len(results) != n:
+    def check_results(self, result: Any, inputs: Sequence[Any], attrs: dict[str, Any],
+                      metas: Sequence[TensorMeta] | None = None) -> tuple[DenseTensor, ...]:
+        """Validate a Python kernel's results (count, dtype, known dims) against `metas`,
+        or the meta function's answer for `inputs` when None; wrap them without copying
+        (a non-contiguous array is made contiguous; DenseTensor views stay views)."""
+        results = result if isinstance(result, (tuple, list)) else (result,)
+        if len(results) != len(self.outputs):
             raise ValueError(f"{self.name}: the Python kernel returned {len(results)} "
-                             f"value(s), expected {n} ({', '.join(o.name for o in self.outputs)})")
-        metas = self.infer_meta([None if x is None else [TensorMeta(t.shape, t.dtype) for t in x]
-                                 if isinstance(x, (list, tuple)) else TensorMeta(x.shape, x.dtype)
-                                 for x in inputs], attrs)
+                             f"value(s), expected {len(self.outputs)} "
+                             f"({', '.join(o.name for o in self.outputs)})")
+        if metas is None:
+            metas = self.infer_meta([None if x is None else [TensorMeta(t.shape, t.dtype)
+                                                             for t in x]
+                                     if isinstance(x, (list, tuple))
+                                     else TensorMeta(x.shape, x.dtype) for x in inputs], attrs)
         out = []
         for spec, value, meta in zip(self.outputs, results, metas):
-            arr = value if isinstance(value, DenseTensor) else np.asarray(value)
-            if not isinstance(arr, DenseTensor) and arr.dtype != meta.dtype.numpy_dtype:
-                raise TypeError(f"{self.name}: output '{spec.name}' should have dtype "
-                                f"{meta.dtype.name}, the kernel returned {arr.dtype}")
-            if isinstance(arr, DenseTensor) and arr.dtype != meta.dtype:
-                raise TypeError(f"{self.name}: output '{spec.name}' should have dtype "
-                                f"{meta.dtype.name}, the kernel returned {arr.dtype.name}")
-            shape = list(arr.shape)
-            if len(shape) != len(meta.shape) or any(
-                    m is not None and m != s for m, s in zip(meta.shape, shape)):
+            if isinstance(value, DenseTensor):
+                if value.dtype != meta.dtype:
+                    raise TypeError(f"{self.name}: output '{spec.name}' should have dtype "
+                                    f"{meta.dtype.name}, the kernel returned "
+                                    f"{value.dtype.name}")
+            else:
+                if type(value) is not np.ndarray:
+                    value = np.asarray(value)
+                if value.dtype != meta.dtype.numpy_dtype:
+                    raise TypeError(f"{self.name}: output '{spec.name}' should have dtype "
+                                    f"{meta.dtype.name}, the kernel returned {value.dtype}")
+            if not _fits(value.shape, meta.shape):
                 raise ValueError(f"{self.name}: output '{spec.name}' should have shape "
-                                 f"{meta.shape}, the kernel returned {shape}")
-            if not isinstance(arr, DenseTensor):
-                if not arr.flags.c_contiguous and not arr.flags.f_contiguous and arr.size:
-                    arr = np.ascontiguousarray(arr)
-                arr = from_numpy(arr)
-            out.append(arr)
+                                 f"{meta.shape}, the kernel returned {list(value.shape)}")
+            if not isinstance(value, DenseTensor):
+                if not (value.flags.c_contiguous or value.flags.f_contiguous) and value.size:
+                    value = np.ascontiguousarray(value)
+                value = from_numpy(value)
+            out.append(value)
         return tuple(out)
 
     # -- calling ---------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the op in the current mode (eager: compute; static: append an operator)."""
         return dispatch(self, args, kwargs)
+
+
+def _fits(shape: Sequence[int], declared: list[int | None]) -> bool:
+    """Whether `shape` has the declared rank and every known declared dim."""
+    if len(shape) != len(declared):
+        return False
+    for have, want in zip(shape, declared):
+        if want is not None and have != want:
+            return False
+    return True
 
 
 def _ndarray(x: Any) -> np.ndarray:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import heapq
+import operator
 import weakref
 from collections import defaultdict
 from typing import Any, Iterator, Sequence
@@ -20,8 +21,9 @@ import numpy as np
 
 from fastop._core.executor import SLOT_KINDS, Plan
 from fastop._core.kernel import CKernel
+from fastop._core.shape_ops import ViewKernel
 from fastop._core.storage import DenseTensor, as_dtype, from_numpy
-from fastop.ops._registry import add_note
+from fastop.ops._registry import TensorMeta, add_note
 from fastop.static.framework import Operator, Program, Variable, default_main_program
 from fastop.static.py_func import PyFuncOp
 
@@ -183,52 +185,34 @@ class _Compiled:
 
 
 class _PythonKernel:
-    """The executor callable of a registry op with a Python kernel: numpy arrays in, the
-    kernel's results checked against the output variables' dtype and known dims (what
-    the op's meta function said while the program was built) and wrapped, no copy."""
+    """The executor callable of a registry op with a Python kernel: regroups the flat
+    tensors the plan passes (variadic inputs as lists) and runs the kernel through
+    ``OpDef.run_python_kernel`` — the same call and result check as eager mode —
+    against the output variables' metas (what the meta function said while the program
+    was built), so no meta function runs per call."""
 
-    __slots__ = ("name", "kernel", "attrs", "sizes", "checks")
+    __slots__ = ("opdef", "kernel", "attrs", "sizes", "metas")
 
     def __init__(self, op: Operator, kernel: Any) -> None:
-        self.name, self.kernel, self.attrs = op.opdef.name, kernel, op.attrs
+        self.opdef, self.kernel, self.attrs = op.opdef, kernel, op.attrs
         sizes = [len(x) if isinstance(x, list) else None for x in op.inputs]
         self.sizes = None if all(s is None for s in sizes) else sizes
-        self.checks = [(spec.name, v.dtype.numpy_dtype, v.ndim,
-                        [i for i, d in enumerate(v.shape) if d is not None],
-                        [d for d in v.shape if d is not None], v.shape)
-                       for spec, v in zip(op.opdef.outputs, op.outputs)]
+        self.metas = [TensorMeta(v.shape, v.dtype) for v in op.outputs]
 
     def __call__(self, *tensors: Any) -> tuple:
-        arrays = [None if t is None else np.asarray(t) for t in tensors]
+        inputs: Sequence[Any] = tensors
         if self.sizes is not None:
-            grouped, k = [], 0
-            for size in self.sizes:
-                grouped.append(arrays[k] if size is None else arrays[k:k + size])
-                k += 1 if size is None else size
-            arrays = grouped
-        try:
-            result = self.kernel(*arrays, **self.attrs)
-        except Exception as exc:
-            add_note(exc, f"raised inside the Python kernel of op '{self.name}'")
-            raise
-        results = result if isinstance(result, (tuple, list)) else (result,)
-        if len(results) != len(self.checks):
-            raise ValueError(f"{self.name}: the Python kernel returned {len(results)} "
-                             f"value(s), expected {len(self.checks)} "
-                             f"({', '.join(c[0] for c in self.checks)})")
-        out = []
-        for (name, dtype, ndim, positions, sizes, shape), value in zip(self.checks, results):
-            array = value if type(value) is np.ndarray else np.asarray(value)
-            if array.dtype != dtype:
-                raise TypeError(f"{self.name}: output '{name}' should have dtype {dtype}, "
-                                f"the kernel returned {array.dtype}")
-            if array.ndim != ndim or [array.shape[i] for i in positions] != sizes:
-                raise ValueError(f"{self.name}: output '{name}' should have shape "
-                                 f"{shape}, the kernel returned {list(array.shape)}")
-            if not (array.flags.c_contiguous or array.flags.f_contiguous) and array.size:
-                array = np.ascontiguousarray(array)      # as OpDef.check_results does
-            out.append(from_numpy(array))
-        return tuple(out)
+            inputs = _regroup(tensors, self.sizes)
+        return self.opdef.run_python_kernel(self.kernel, inputs, self.attrs, self.metas)
+
+
+def _regroup(tensors: Sequence[Any], sizes: Sequence[int | None]) -> list[Any]:
+    """Flat tensors back into the op's inputs: a list for each variadic input."""
+    grouped, k = [], 0
+    for size in sizes:
+        grouped.append(tensors[k] if size is None else list(tensors[k:k + size]))
+        k += 1 if size is None else size
+    return grouped
 
 
 def _flat_inputs(op: Operator) -> list[Variable | None]:
@@ -236,6 +220,16 @@ def _flat_inputs(op: Operator) -> list[Variable | None]:
     for x in op.inputs:
         flat.extend(x) if isinstance(x, list) else flat.append(x)
     return flat
+
+
+def _view_kernel(op: Operator) -> ViewKernel | None:
+    """The op's C view kernel (expand_as, broadcast_to), if it has one and its output
+    is a temporary (a persistable output keeps its own memory)."""
+    kernel = None if isinstance(op.opdef, PyFuncOp) else op.opdef.kernels.get("*")
+    if isinstance(kernel, ViewKernel) and len(op.outputs) == 1 \
+            and not op.outputs[0].persistable and None not in op.input_vars():
+        return kernel
+    return None
 
 
 def _c_kernel(op: Operator) -> tuple[CKernel, int] | None:
@@ -268,11 +262,7 @@ def _python_call(op: Operator) -> Any:
     opdef, attrs = op.opdef, op.attrs
 
     def invoke(*tensors: Any) -> tuple:
-        grouped, k = [], 0
-        for size in sizes:
-            grouped.append(tensors[k] if size is None else list(tensors[k:k + size]))
-            k += 1 if size is None else size
-        return opdef.invoke(grouped, attrs)
+        return opdef.invoke(_regroup(tensors, sizes), attrs)
     return invoke
 
 
@@ -340,7 +330,8 @@ def _compile(program: Program, feeds: dict[str, Any],
     order = [i for i in order if i not in folded.ops]
     labels = [f"op #{i} of the program: {ops[i]}" for i in order]
 
-    lowered = [_c_kernel(ops[i]) for i in order]
+    views = [_view_kernel(ops[i]) for i in order]
+    lowered = [None if v is not None else _c_kernel(ops[i]) for v, i in zip(views, order)]
     writers: dict[str, list[int]] = defaultdict(list)
     first_access: dict[str, tuple[str, int]] = {}
     for k, i in enumerate(order):
@@ -356,7 +347,7 @@ def _compile(program: Program, feeds: dict[str, Any],
             if v.name not in slot:
                 slot[v.name] = len(names)
                 names.append(v.name)
-    for name in fetch_names:
+    for name in list(fetch_names) + list(feeds):   # every feed: the plan checks them all
         if name not in slot:
             slot[name] = len(names)
             names.append(name)
@@ -376,7 +367,9 @@ def _compile(program: Program, feeds: dict[str, Any],
             persists.append((name, slot[name], labels[k] if access == "read" and k >= 0
                              else "fetch_list" if access == "read" else None))
         elif writers.get(name):
-            if any(lowered[k] is None for k in writers[name]):
+            if len(writers[name]) == 1 and views[writers[name][0]] is not None:
+                kinds.append("view")
+            elif any(lowered[k] is None for k in writers[name]):
                 kinds.append("external")
             elif name in fetched or len(writers[name]) > 1:
                 kinds.append("fresh")
@@ -397,6 +390,10 @@ def _compile(program: Program, feeds: dict[str, Any],
         op = ops[i]
         outs = [slot[v.name] for v in op.outputs]
         choice = lowered[k]
+        if views[k] is not None and kinds[slot[op.outputs[0].name]] == "view":
+            plan.add_view(views[k], [slot[v.name] for v in op.input_vars()], outs[0],
+                          op.attrs)
+            continue
         if choice is not None:
             plan.add_ckernel(choice[0], choice[1], [slot[v.name] for v in op.input_vars()],
                              outs, op.attrs)
@@ -404,7 +401,7 @@ def _compile(program: Program, feeds: dict[str, Any],
         call = op.opdef.runner() if isinstance(op.opdef, PyFuncOp) else _python_call(op)
         plan.add_python(call, [-1 if v is None else slot[v.name] for v in _flat_inputs(op)],
                         outs)
-    plan.set_io([(name, slot[name]) for name in feeds if name in slot],
+    plan.set_io([(name, slot[name], value) for name, value in feeds.items()],
                 persists, [slot[n] for n in fetch_names])
     return _Compiled(plan, labels)
 
@@ -451,6 +448,20 @@ def _fetch_name(item: Any) -> str:
     raise TypeError(f"fetch_list items are Variables or names, got {type(item).__name__}")
 
 
+class _ProgramPlans:
+    """An executor's compiled plans of one program version, by feed/fetch signature, and
+    the last one used with the fetch list it was used with (the fast path)."""
+
+    __slots__ = ("ref", "version", "plans", "last", "last_fetch")
+
+    def __init__(self, program: Program) -> None:
+        self.ref = weakref.ref(program)
+        self.version = program._version
+        self.plans: dict[tuple, _Compiled] = {}
+        self.last: _Compiled | None = None
+        self.last_fetch: tuple = ()
+
+
 class Executor:
     """Runs Programs: ``Executor(place).run(program, feed, fetch_list)``.
 
@@ -463,8 +474,8 @@ class Executor:
 
     def __init__(self, place: Any = None) -> None:
         self.place = place
-        # id(program) -> (weakref to it, its version, {signature: _Compiled})
-        self._plans: dict[int, tuple[weakref.ref, int, dict]] = {}
+        # id(program) -> its compiled plans (for its current version)
+        self._plans: dict[int, _ProgramPlans] = {}
 
     def run(self, program: Program | None = None, feed: dict[str, Any] | None = None,
             fetch_list: Sequence[Any] | None = None, feed_var_name: str = "feed",
@@ -474,44 +485,63 @@ class Executor:
             program = default_main_program()
         elif not isinstance(program, Program):
             raise TypeError(f"Executor.run: expected a Program, got {type(program).__name__}")
-        arrays: dict[str, Any] = {}
-        signature = []
-        if feed:
-            for name, value in feed.items():
-                if type(value) is np.ndarray and value.flags.c_contiguous:
-                    signature.append((name, value.shape, value.dtype))
-                else:
-                    value = _feed_value(program.global_block(), name, value)
-                    signature.append((name, tuple(value.shape), value.dtype))
-                arrays[name] = value
-        key = (tuple(signature), tuple([f if type(f) is str else _fetch_name(f)
-                                        for f in fetch_list]) if fetch_list else ())
+        if feed is None:
+            feed = {}
+        fetch = () if fetch_list is None else fetch_list
+        scope_vars = (_global_scope if scope is None else scope)._vars
+        # fast path: the plan of the previous run, if the fetch list holds the same
+        # items and the feeds have its signature (the plan checks them in C)
         entry = self._plans.get(id(program))
-        compiled = entry[2].get(key) if entry is not None and entry[1] == program._version \
-            and entry[0]() is program else None
-        if compiled is None:
-            compiled = _compile(program, arrays, key[1])
-            plans = self._cache(program)
-            if len(plans) >= _MAX_PLANS:
-                plans.pop(next(iter(plans)))
-            plans[key] = compiled
+        if entry is not None and entry.version == program._version \
+                and entry.ref() is program and entry.last is not None and type(feed) is dict \
+                and len(fetch) == len(entry.last_fetch) \
+                and all(map(operator.is_, fetch, entry.last_fetch)):
+            compiled = entry.last
+            try:
+                outs = compiled.plan.try_run(feed, scope_vars)
+            except BaseException as exc:
+                compiled.annotate(exc)
+                raise
+            if outs is not None:
+                return [t.numpy() for t in outs] if return_numpy else outs
+        compiled, arrays = self._compiled(program, feed, fetch)
         try:
-            outs = compiled.plan.run(arrays, (_global_scope if scope is None else scope)._vars)
+            outs = compiled.plan.run(arrays, scope_vars)
         except BaseException as exc:
             compiled.annotate(exc)
             raise
-        if return_numpy:
-            return [t.numpy() for t in outs]
-        return outs
+        return [t.numpy() for t in outs] if return_numpy else outs
 
-    def _cache(self, program: Program) -> dict:
+    def _compiled(self, program: Program, feed: dict[str, Any],
+                  fetch: Sequence[Any]) -> tuple[_Compiled, dict[str, Any]]:
+        """The plan for this feed/fetch signature (compiled on first use; it becomes
+        the program's fast-path plan) and the feeds as C-contiguous arrays or tensors
+        (lists take the variable's dtype)."""
+        arrays: dict[str, Any] = {}
+        signature = []
+        for name, value in feed.items():
+            value = _feed_value(program.global_block(), name, value)
+            signature.append((name, tuple(value.shape), value.dtype))
+            arrays[name] = value
+        key = (tuple(signature), tuple(map(_fetch_name, fetch)))
+        entry = self._cache(program)
+        compiled = entry.plans.get(key)
+        if compiled is None:
+            compiled = _compile(program, arrays, key[1])
+            if len(entry.plans) >= _MAX_PLANS:
+                entry.plans.pop(next(iter(entry.plans)))
+            entry.plans[key] = compiled
+        entry.last, entry.last_fetch = compiled, tuple(fetch)
+        return compiled, arrays
+
+    def _cache(self, program: Program) -> _ProgramPlans:
         """The compiled plans of `program`'s current version."""
         entry = self._plans.get(id(program))
-        if entry is None or entry[0]() is not program or entry[1] != program._version:
-            entry = (weakref.ref(program), program._version, {})
-            self._plans = {k: v for k, v in self._plans.items() if v[0]() is not None}
+        if entry is None or entry.ref() is not program or entry.version != program._version:
+            entry = _ProgramPlans(program)
+            self._plans = {k: v for k, v in self._plans.items() if v.ref() is not None}
             self._plans[id(program)] = entry
-        return entry[2]
+        return entry
 
     def plan_of(self, program: Program, feed: dict[str, Any] | None = None,
                 fetch_list: Sequence[Any] | None = None) -> Plan | None:
@@ -519,7 +549,7 @@ class Executor:
         block = program.global_block()
         values = {n: _feed_value(block, n, v) for n, v in (feed or {}).items()}
         signature = tuple((n, tuple(v.shape), v.dtype) for n, v in values.items())
-        compiled = self._cache(program).get(
+        compiled = self._cache(program).plans.get(
             (signature, tuple(map(_fetch_name, fetch_list or ()))))
         return None if compiled is None else compiled.plan
 

@@ -101,8 +101,11 @@ class PyFuncOp:
     # -- running ------------------------------------------------------------------------
     def _run(self, *tensors: Any) -> tuple:
         result = self.func(*tensors)
-        if self._single and not isinstance(result, (list, tuple)):
-            return (self._conform(result, 0, tensors),)
+        if self._single:
+            if type(result) is np.ndarray and self._fresh_as_declared(result, 0):
+                return (from_numpy(result),)          # the common case, checked inline
+            if not isinstance(result, (list, tuple)):
+                return (self._conform(result, 0, tensors),)
         if self.expected == 0:
             return ()
         values = list(result) if isinstance(result, (list, tuple)) else [result]
@@ -115,12 +118,18 @@ class PyFuncOp:
         return tuple([self._conform(values[i], k, tensors)
                       for i, k in zip(self.keep, range(len(self.keep)))])
 
+    def _fresh_as_declared(self, array: np.ndarray, k: int) -> bool:
+        """Whether `array` is fresh C-contiguous memory with output `k`'s declared dtype
+        and (fully known) shape: then it is used as it is, no copy, no alias check."""
+        np_dtype, full_shape = self._checks[k][:2]
+        return array.shape == full_shape and array.dtype == np_dtype and array.base is None \
+            and array.flags.c_contiguous
+
     def _conform(self, value: Any, k: int, inputs: Sequence[Any]) -> DenseTensor:
         """Output `k`'s value checked against its declaration, as a DenseTensor."""
-        np_dtype, full_shape, ndim, positions, sizes = self._checks[k]
-        if type(value) is np.ndarray and value.dtype == np_dtype and value.base is None \
-                and value.shape == full_shape and value.flags.c_contiguous:
-            return from_numpy(value)         # the common case: a fresh array as declared
+        if type(value) is np.ndarray and self._fresh_as_declared(value, k):
+            return from_numpy(value)
+        ndim, positions, sizes = self._checks[k][2:]
         meta, name = self.out_metas[k], self.out_names[k]
         if value is None:
             if self.role == "backward" and None not in meta.shape:

@@ -3,8 +3,8 @@
 Cython kernels (:mod:`fastop._core.reduce`): ``sum mean max`` (``axis=None|int|list``,
 ``keepdim=False``; no axis or ``[]`` reduces everything), ``argmax(axis=None, keepdim=)``
 (int64, not differentiable) and ``sum_to_shape(x, shape=)`` (the gradient of a
-broadcast; ``-1`` keeps x's dim). Views (Python kernels returning a read-only
-DenseTensor that shares x's memory, stride 0 on broadcast dims):
+broadcast; ``-1`` keeps x's dim). Views (C view kernels of :mod:`fastop._core.shape_ops`
+returning a read-only DenseTensor that shares x's memory, stride 0 on broadcast dims):
 ``broadcast_to(x, shape=)`` (``-1`` keeps x's dim) and ``expand_as(x, y)`` (to y's shape,
 which works when y's shape is only known at run time, as in static graphs).
 
@@ -17,7 +17,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from fastop._core import reduce as _kernels
-from fastop._core.storage import as_dtype, from_numpy
+from fastop._core import shape_ops as _views
+from fastop._core.storage import as_dtype
 from fastop.ops._registry import TensorMeta
 
 __all__ = ["register", "reduced_axes", "known_dims"]
@@ -131,10 +132,7 @@ def register(registry) -> None:
     def _(x, shape):
         return TensorMeta(_broadcast_shape("fastop::broadcast_to", x.shape, shape), x.dtype)
 
-    @broadcast_to.kernel()
-    def _(x, shape):
-        return from_numpy(x).broadcast_to(_broadcast_shape("fastop::broadcast_to", x.shape,
-                                                           shape))
+    broadcast_to.kernel()(_views.broadcast_to)     # a C view kernel (fastop._core.shape_ops)
 
     @broadcast_to.grad(needs=("x",))
     def _(x, dy, shape):
@@ -162,10 +160,7 @@ def register(registry) -> None:
                                  f"{y.shape}")
         return TensorMeta(out, x.dtype)
 
-    @expand_as.kernel()
-    def _(x, y):
-        return from_numpy(x).broadcast_to(
-            _broadcast_shape("fastop::expand_as", x.shape, y.shape))
+    expand_as.kernel()(_views.expand_as)           # a C view kernel (fastop._core.shape_ops)
 
     @expand_as.grad(needs=("x",))
     def _(x, dy):
