@@ -12,6 +12,7 @@ tensors used several times, and frees saved tensors after use unless ``retain_gr
 Gradient rules run with grad mode set to ``create_graph``, so rules made of registry ops
 are recorded again when higher-order gradients are wanted.
 """
+from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF, Py_REFCNT
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stddef cimport ptrdiff_t
@@ -543,11 +544,29 @@ cdef inline object _acc(object a, object b):
     return b if a is None else add_tensors(<Tensor>a, <Tensor>b)
 
 
-cdef inline void _visit(Node n, Py_ssize_t epoch, list stack):
+cdef inline void _visit(Node n, Py_ssize_t epoch, list stack, Py_ssize_t* top) except *:
     n.epoch = epoch
     n.deps = 0
     n.buffer = [None] * n.n_out
-    stack.append(n)
+    _push(stack, top, n)
+
+
+# The walk's stacks are lists used as arrays with an explicit top: list.pop() shrinks
+# (frees) the list's storage when it empties and the next append allocates it again.
+
+cdef inline void _push(list stack, Py_ssize_t* top, Node n) except *:
+    if top[0] < len(stack):
+        stack[top[0]] = n
+    else:
+        stack.append(n)
+    top[0] += 1
+
+
+cdef inline Node _pop(list stack, Py_ssize_t* top):
+    top[0] -= 1
+    cdef Node n = <Node>stack[top[0]]
+    stack[top[0]] = None
+    return n
 
 
 cdef Tensor _own(Tensor g, bint create_graph):
@@ -599,7 +618,8 @@ cdef list run_backward(tuple outputs, list grads, bint retain_graph, bint create
                 walk.leaf_pos.setdefault(id(t), []).append(p)
             else:
                 walk.node_pos.setdefault(id(t._node), []).append((t._out_index, p))
-    cdef list stack = [], roots = []
+    cdef list stack = []
+    cdef Py_ssize_t top = 0
     for i in range(len(outputs)):
         t = _require_tensor(outputs[i], "outputs")
         if not t.requires_grad:
@@ -612,26 +632,29 @@ cdef list run_backward(tuple outputs, list grads, bint retain_graph, bint create
             continue
         n = t._node
         if n.epoch != epoch:
-            _visit(n, epoch, stack)
-            roots.append(n)
+            _visit(n, epoch, stack, &top)
         n.buffer[t._out_index] = _acc(n.buffer[t._out_index], g)
-    while stack:                                  # count in-edges of reachable nodes
-        n = stack.pop()
+    while top:                                    # count in-edges of reachable nodes
+        n = _pop(stack, &top)
         for e in n.next or ():
             if e is not None:
                 m = (<Tensor>e)._node
                 if m is not None:
                     if m.epoch != epoch:
-                        _visit(m, epoch, stack)
+                        _visit(m, epoch, stack, &top)
                     m.deps += 1
-    cdef list ready = [r for r in roots if (<Node>r).deps == 0]
+    for i in range(len(outputs)):                 # ready: the outputs' nodes that no
+        n = (<Tensor>outputs[i])._node            # other reachable node feeds
+        if n is not None and n.deps == 0:
+            n.deps = -1                           # pushed once even if several outputs
+            _push(stack, &top, n)
     cdef list node_grads, in_grads
     cdef tuple edges
     cdef bint prev = _grad_enabled
     _grad_enabled = create_graph
     try:
-        while ready:                              # Kahn: a node runs once all its
-            n = ready.pop()                       # consumers have given their grads
+        while top:                                # Kahn: a node runs once all its
+            n = _pop(stack, &top)                 # consumers have given their grads
             node_grads = n.buffer
             n.buffer = None
             if walk.node_pos is not None and id(n) in walk.node_pos:
@@ -662,7 +685,7 @@ cdef list run_backward(tuple outputs, list grads, bint retain_graph, bint create
                         m.buffer[t._out_index] = _acc(m.buffer[t._out_index], x)
                     m.deps -= 1
                     if m.deps == 0:
-                        ready.append(m)
+                        _push(stack, &top, m)
     finally:
         _grad_enabled = prev
     if inputs is None:
@@ -864,8 +887,7 @@ def apply_py_layer(cls, *args, **kwargs):
                 inputs.append(a)
                 need |= (<Tensor>a).requires_grad
     need &= _grad_enabled
-    # tp_new only: the context type adds no __init__, and type() call overhead is not free
-    cdef PyLayerNode ctx = PyLayerNode.__new__(_context_type)
+    cdef PyLayerNode ctx = _new_context()
     ctx.needs_input_grad = _needs_input_grad(inputs) if need else (False,) * len(inputs)
     ctx.cls = cls
     forward_fn = cls.forward
@@ -905,6 +927,16 @@ def apply_py_layer(cls, *args, **kwargs):
     return tuple(outs) if isinstance(result, tuple) else outs
 
 
+cdef PyLayerNode _new_context():
+    """A context of `_context_type` from its tp_new alone: the type adds no __init__, and
+    calling the type would look up and run object.__init__ for nothing."""
+    return <PyLayerNode>(<PyTypeObject*>_context_type).tp_new(_context_type,
+                                                             <PyObject*>_NO_ARGS, NULL)
+
+
+cdef tuple _NO_ARGS = ()
+
+
 cdef tuple _needs_input_grad(list inputs):
     cdef Py_ssize_t k, n = len(inputs)
     cdef tuple flags = PyTuple_New(n)
@@ -933,7 +965,7 @@ cdef Tensor _connect_one(PyLayerNode ctx, list inputs, Tensor out):
     ctx.next = _edges(inputs)
     ctx.n_out = 1
     if ctx.saved is not None:
-        ctx.saved_out = tuple([0 if s is out else -1 for s in ctx.saved])
+        ctx.saved_out = _saved_positions(ctx.saved, out)
     if not _is_float(out) or (ctx.non_diff is not None and _position(ctx.non_diff, out) >= 0):
         return out
     cdef Tensor v = view_of(out)
@@ -941,6 +973,17 @@ cdef Tensor _connect_one(PyLayerNode ctx, list inputs, Tensor out):
     v._node = ctx
     v._out_index = 0
     return v
+
+
+cdef tuple _saved_positions(tuple saved, Tensor out):
+    """Per saved tensor: 0 if it is forward's one output, else -1 (ctx.saved_out)."""
+    cdef Py_ssize_t k, n = len(saved)
+    cdef tuple positions = PyTuple_New(n)
+    for k in range(n):
+        position = 0 if saved[k] is out else -1
+        Py_INCREF(position)
+        PyTuple_SET_ITEM(positions, k, position)
+    return positions
 
 
 cdef void _connect(PyLayerNode ctx, list inputs, list outs) except *:
