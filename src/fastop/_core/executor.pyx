@@ -36,7 +36,10 @@ from fastop._core.storage cimport (DenseTensor, fastop_view, fastop_attrs, FASTO
 from fastop._core.kernel cimport CKernel, K_OK
 from fastop._core.shape_ops cimport ViewKernel
 
+cimport numpy as cnp
 import numpy as np
+
+cnp.import_array()
 
 __all__ = ["Plan", "SLOT_KINDS"]
 
@@ -159,13 +162,19 @@ cdef class Plan:
         self.py_ins.append(tuple(ins))
         self.n_ops += 1
 
-    def add_python(self, fn, list ins, list outs) -> None:
+    def add_python(self, fn, list ins, list outs, tuple direct=None) -> None:
         """Append a Python op: ``fn(*tensors)`` returns one DenseTensor per output.
 
-        `ins` may hold -1 for an absent input (passed as None).
+        `ins` may hold -1 for an absent input (passed as None). `direct` (one output
+        only) = ``(func, finish, dtype, ndim, known_dims)``: the plan calls ``func``
+        itself and takes a fresh C-contiguous numpy array of `dtype`, `ndim` dims and
+        the ``(position, size)`` pairs of `known_dims` as it is (checked in C);
+        anything else goes to ``finish(result, tensors)``, which returns the outputs.
         """
         self._new_record(OP_PY, ins, outs)
-        self.py_calls.append(fn)
+        if direct is not None and len(outs) != 1:
+            raise ValueError("a direct Python call has exactly one output")
+        self.py_calls.append(fn if direct is None else direct)
         self.py_ins.append(tuple(ins))
         self.n_ops += 1
 
@@ -388,7 +397,11 @@ cdef class Plan:
             s = slots[j]
             if s >= 0:
                 args[j] = self._wrap(s)
-        results = self.py_calls[i](*args)
+        call = self.py_calls[i]
+        if type(call) is tuple:
+            results = _direct_call(<tuple>call, args)
+        else:
+            results = call(*args)
         for j in range(rec.n_out):
             s = rec.outs[j]
             t = <DenseTensor?>results[j]
@@ -485,3 +498,23 @@ cdef class Plan:
         self.traced = True
         self.stale = False
         return 0
+
+
+cdef object _direct_call(tuple direct, list args):
+    """Call a Python op's function (see Plan.add_python's `direct`); its outputs."""
+    func, finish, dtype, ndim, known = direct
+    result = func(*args)
+    cdef cnp.ndarray arr
+    cdef cnp.npy_intp* dims
+    if type(result) is np.ndarray:
+        arr = <cnp.ndarray>result
+        dims = cnp.PyArray_DIMS(arr)
+        if cnp.PyArray_BASE(arr) is NULL and cnp.PyArray_NDIM(arr) == <int>ndim \
+                and cnp.PyArray_IS_C_CONTIGUOUS(arr) and cnp.PyArray_ISNOTSWAPPED(arr) \
+                and cnp.PyArray_TYPE(arr) == (<cnp.dtype>dtype).type_num:
+            for position, size in known:
+                if dims[<int>position] != <cnp.npy_intp>size:
+                    break
+            else:
+                return (as_dense(arr),)
+    return finish(result, args)

@@ -398,9 +398,11 @@ def _compile(program: Program, feeds: dict[str, Any],
             plan.add_ckernel(choice[0], choice[1], [slot[v.name] for v in op.input_vars()],
                              outs, op.attrs)
             continue
-        call = op.opdef.runner() if isinstance(op.opdef, PyFuncOp) else _python_call(op)
-        plan.add_python(call, [-1 if v is None else slot[v.name] for v in _flat_inputs(op)],
-                        outs)
+        ins = [-1 if v is None else slot[v.name] for v in _flat_inputs(op)]
+        if isinstance(op.opdef, PyFuncOp):
+            plan.add_python(op.opdef.runner(), ins, outs, op.opdef.direct_call())
+        else:
+            plan.add_python(_python_call(op), ins, outs)
     plan.set_io([(name, slot[name], value) for name, value in feeds.items()],
                 persists, [slot[n] for n in fetch_names])
     return _Compiled(plan, labels)

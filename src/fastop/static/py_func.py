@@ -77,6 +77,7 @@ class PyFuncOp:
                          len(m.shape), [i for i, d in enumerate(m.shape) if d is not None],
                          [d for d in m.shape if d is not None]) for m in self.out_metas]
         self._single = self.expected == 1 and self.keep == [0]
+        self._dtype0, self._shape0 = self._checks[0][:2] if self._checks else (None, None)
         self._warned: set[tuple[str, str]] = set()
 
     # -- the OpDef interface the IR, backward and executor use --------------------------
@@ -98,12 +99,28 @@ class PyFuncOp:
         """The executor's callable: run the function, check and wrap its results."""
         return self._run
 
+    def direct_call(self) -> tuple | None:
+        """For one output: ``(func, finish, numpy dtype, ndim, [(position, size)] of the
+        known dims)``, so the executor calls the function itself and takes a fresh
+        C-contiguous array as declared without Python in between; other results go to
+        ``finish(result, tensors)`` (Plan.add_python). None for other arities."""
+        if not self._single:
+            return None
+        np_dtype, _, ndim, positions, sizes = self._checks[0]
+        return (self.func, self._finish, np_dtype, ndim, tuple(zip(positions, sizes)))
+
     # -- running ------------------------------------------------------------------------
     def _run(self, *tensors: Any) -> tuple:
-        result = self.func(*tensors)
+        return self._finish(self.func(*tensors), tensors)
+
+    def _finish(self, result: Any, tensors: Sequence[Any]) -> tuple:
+        """The function's result checked against the declaration; the outputs."""
         if self._single:
-            if type(result) is np.ndarray and self._fresh_as_declared(result, 0):
-                return (from_numpy(result),)          # the common case, checked inline
+            # the common case, checked inline: one fresh C-contiguous array as declared
+            if type(result) is np.ndarray and result.base is None \
+                    and result.dtype == self._dtype0 and result.flags.c_contiguous \
+                    and (result.shape == self._shape0 or self._known_dims_fit(result.shape, 0)):
+                return (from_numpy(result),)
             if not isinstance(result, (list, tuple)):
                 return (self._conform(result, 0, tensors),)
         if self.expected == 0:
@@ -118,18 +135,17 @@ class PyFuncOp:
         return tuple([self._conform(values[i], k, tensors)
                       for i, k in zip(self.keep, range(len(self.keep)))])
 
-    def _fresh_as_declared(self, array: np.ndarray, k: int) -> bool:
-        """Whether `array` is fresh C-contiguous memory with output `k`'s declared dtype
-        and (fully known) shape: then it is used as it is, no copy, no alias check."""
-        np_dtype, full_shape = self._checks[k][:2]
-        return array.shape == full_shape and array.dtype == np_dtype and array.base is None \
-            and array.flags.c_contiguous
+    def _known_dims_fit(self, shape: tuple, k: int) -> bool:
+        """Whether `shape` has output `k`'s declared rank and known dims."""
+        ndim, positions, sizes = self._checks[k][2:]
+        return len(shape) == ndim and [shape[i] for i in positions] == sizes
 
     def _conform(self, value: Any, k: int, inputs: Sequence[Any]) -> DenseTensor:
         """Output `k`'s value checked against its declaration, as a DenseTensor."""
-        if type(value) is np.ndarray and self._fresh_as_declared(value, k):
-            return from_numpy(value)
-        ndim, positions, sizes = self._checks[k][2:]
+        np_dtype, _, ndim, positions, sizes = self._checks[k]
+        if type(value) is np.ndarray and value.base is None and value.dtype == np_dtype \
+                and value.flags.c_contiguous and self._known_dims_fit(value.shape, k):
+            return from_numpy(value)         # fresh memory as declared: no copy, no alias
         meta, name = self.out_metas[k], self.out_names[k]
         if value is None:
             if self.role == "backward" and None not in meta.shape:
