@@ -199,3 +199,34 @@ def test_static_python_kernels_go_through_the_registry_check(static_env, exe, de
     (r,) = exe.run(main, feed={"x": np.array([1.0, 2.0])}, fetch_list=[out])
     np.testing.assert_array_equal(r, [2.0, 4.0])
     assert calls == ["static_test::double"]
+
+
+# ----------------------------------------------------------------------------- py_func results
+
+def test_py_func_results_off_the_common_case_get_the_full_check(static_env, exe):
+    """The plan takes a fresh C-contiguous array as declared directly; views of the
+    input, Fortran-ordered arrays, other dtypes and shapes off the declared known dims
+    go through py_func's full check (copy, conversion, warning)."""
+    main, _, _ = static_env
+    x = static.data("x", [None, 3], "float64")
+    returned = {}
+    out = static.py_func(lambda t: returned["value"](np.asarray(t)), x,
+                         _var(main, "out", [None, 3], "float64"))
+    y = out * 1.0
+    xv = np.arange(6.0).reshape(2, 3)
+    returned["value"] = lambda a: a * 2                    # fresh, as declared
+    np.testing.assert_array_equal(exe.run(main, feed={"x": xv}, fetch_list=[y])[0], xv * 2)
+    returned["value"] = lambda a: a                        # the input itself: copied
+    (r,) = exe.run(main, feed={"x": xv}, fetch_list=[y])
+    np.testing.assert_array_equal(r, xv)
+    returned["value"] = lambda a: np.asfortranarray(a * 3)   # fresh, F-ordered
+    np.testing.assert_array_equal(exe.run(main, feed={"x": xv}, fetch_list=[y])[0], xv * 3)
+    returned["value"] = lambda a: (a * 4).astype("float32")
+    with pytest.warns(RuntimeWarning, match=r"'out' was declared with dtype float64"):
+        (r,) = exe.run(main, feed={"x": xv}, fetch_list=[y])
+    np.testing.assert_array_equal(r, xv * 4)
+    returned["value"] = lambda a: np.ones((2, 4))
+    static.set_strict(True)
+    with pytest.raises(ValueError, match=r"'out' was declared with shape \[\?, 3\] but "
+                                         r".* returned shape \[2, 4\] \(strict mode\)"):
+        exe.run(main, feed={"x": xv}, fetch_list=[y])
