@@ -4,8 +4,14 @@ that holds persistable values (parameters) across runs.
 
 Lowering: ops are scheduled in dependency order (program order unless a variable is
 read before the op that writes it; a cycle is an error); every variable gets a slot;
-each op becomes a C kernel record (its ``infer``/kernel pointers and packed attrs) or
-a Python callable (py_func, Python-kernel ops, dtypes a C kernel lacks).
+each op becomes a C kernel record (its ``infer``/kernel pointers and packed attrs), a
+C view record (expand_as, broadcast_to: the output views the input's memory) or a
+Python callable (py_func, Python-kernel ops through the registry's
+``OpDef.run_python_kernel``, dtypes a C kernel lacks).
+
+Running: a repeated run with the same fetch list goes straight to the previous plan,
+whose ``try_run`` checks the feeds' names, dtypes, shapes and layout in C; anything
+else takes the signature path (convert feeds, look the plan up, compile on a miss).
 """
 from __future__ import annotations
 
@@ -489,7 +495,8 @@ class Executor:
             raise TypeError(f"Executor.run: expected a Program, got {type(program).__name__}")
         if feed is None:
             feed = {}
-        fetch = () if fetch_list is None else fetch_list
+        fetch = () if fetch_list is None else fetch_list \
+            if type(fetch_list) in (list, tuple) else list(fetch_list)
         scope_vars = (_global_scope if scope is None else scope)._vars
         # fast path: the plan of the previous run, if the fetch list holds the same
         # items and the feeds have its signature (the plan checks them in C)
