@@ -358,11 +358,28 @@ TARGET_V4 static void stream_copy_v4(char *dst, const char *src, ptrdiff_t bytes
     memcpy(dst, src, (size_t)bytes);
 }
 
+/* The last bytes (< 64) of a run into a zero-padded vector buffer and back, with byte-
+ * masked vector loads and stores: the buffer is written and read whole, so reading it
+ * back is forwarded from the store (a memcpy of the tail is not, and stalls), and the
+ * masked-off bytes past the run are never touched. */
+TARGET_V4 INLINE void tail_load_v4(void *buf, const void *x, ptrdiff_t bytes)
+{
+    __mmask64 keep = _cvtu64_mask64(((uint64_t)1 << bytes) - 1);
+    _mm512_store_si512(buf, _mm512_maskz_loadu_epi8(keep, x));
+}
+
+TARGET_V4 INLINE void tail_store_v4(void *y, const void *buf, ptrdiff_t bytes)
+{
+    __mmask64 keep = _cvtu64_mask64(((uint64_t)1 << bytes) - 1);
+    _mm512_mask_storeu_epi8(y, keep, _mm512_load_si512(buf));
+}
+
 /* One function, four builds, one dispatcher. x == y (in place) is fine: element i is
  * read before it is written (GCC versions the loops for aliasing).
  *   _v4:        AVX-512; the last n % W elements (less than a vector) go through a
- *               padded one-vector buffer instead of GCC's scalar epilogue, so short
- *               rows (GEMM epilogues, small tensors) stay vectorized;
+ *               padded one-vector buffer (masked loads and stores) instead of GCC's
+ *               scalar epilogue, so short rows (GEMM epilogues, small tensors) stay
+ *               vectorized;
  *   _v4_stream: AVX-512 with non-temporal stores (y aligned to its element size);
  *   _v3, _base: AVX2+FMA and the baseline. */
 #define DEFINE_VFUNC(name, T, fn)                                                   \
@@ -373,11 +390,12 @@ TARGET_V4 static void stream_copy_v4(char *dst, const char *src, ptrdiff_t bytes
         for (ptrdiff_t i = 0; i < body; i++)                                        \
             y[i] = fn(x[i]);                                                        \
         if (body < n) {                                                             \
-            T buf[W] = {0};                                                         \
-            memcpy(buf, x + body, (size_t)(n - body) * sizeof(T));                  \
+            T buf[W] __attribute__((aligned(64)));                                  \
+            ptrdiff_t bytes = (n - body) * (ptrdiff_t)sizeof(T);                    \
+            tail_load_v4(buf, x + body, bytes);                                     \
             for (int i = 0; i < W; i++)                                             \
                 buf[i] = fn(buf[i]);                                                \
-            memcpy(y + body, buf, (size_t)(n - body) * sizeof(T));                  \
+            tail_store_v4(y + body, buf, bytes);                                    \
         }                                                                           \
     }                                                                               \
     TARGET_V4 static void name##_v4_stream(const T *x, T *y, ptrdiff_t n)          \
@@ -445,11 +463,12 @@ TARGET_V4 static void stream_copy_v4(char *dst, const char *src, ptrdiff_t bytes
         enum { W = 64 / sizeof(T) };                                                \
         EXP_SUM_BODY(T, fn, W)                                                      \
         if (body < n) {                                                             \
-            T buf[W] = {0};                                                         \
-            memcpy(buf, x + body, (size_t)(n - body) * sizeof(T));                  \
+            T buf[W] __attribute__((aligned(64)));                                  \
+            ptrdiff_t bytes = (n - body) * (ptrdiff_t)sizeof(T);                    \
+            tail_load_v4(buf, x + body, bytes);                                     \
             for (int j = 0; j < W; j++)                                             \
                 buf[j] = fn(buf[j] - shift);                                        \
-            memcpy(y + body, buf, (size_t)(n - body) * sizeof(T));                  \
+            tail_store_v4(y + body, buf, bytes);                                    \
             for (ptrdiff_t j = 0; j < n - body; j++)                                \
                 total += buf[j];                                                    \
         }                                                                           \

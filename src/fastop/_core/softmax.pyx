@@ -6,8 +6,10 @@ All are numerically stable (the row maximum is subtracted before ``exp``). A ker
 works row by row: a row is the run of elements along ``axis`` (the last axis for
 cross-entropy); rows are independent, so large inputs split rows over threads. When
 every operand of a row is unit-stride along the axis, the row runs on the SIMD loops of
-``reduce_impl.c`` (max, pairwise sum, dot) and ``simd_math.h`` (exp); other strides take
-a scalar loop with libm.
+``reduce_impl.c`` (max, pairwise sum, dot) and ``simd_math.h`` (exp, and for softmax and
+cross-entropy three passes per row: the max; exp(x - max) and its sum fused, while the
+next row is prefetched; the scaling). The cross-entropy gradient is one pass, streamed
+to memory when it is 8 MB or more. Other strides take a scalar loop with libm.
 
 Formulas (per row; ``g`` is the row's loss gradient)::
 
