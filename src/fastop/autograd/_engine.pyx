@@ -939,6 +939,8 @@ cdef tuple _NO_ARGS = ()
 
 cdef tuple _needs_input_grad(list inputs):
     cdef Py_ssize_t k, n = len(inputs)
+    if n == 1:                      # shared tuples: nothing to allocate or free per call
+        return (True,) if (<Tensor>inputs[0]).requires_grad else (False,)
     cdef tuple flags = PyTuple_New(n)
     for k in range(n):
         flag = True if (<Tensor>inputs[k]).requires_grad else False
@@ -978,6 +980,8 @@ cdef Tensor _connect_one(PyLayerNode ctx, list inputs, Tensor out):
 cdef tuple _saved_positions(tuple saved, Tensor out):
     """Per saved tensor: 0 if it is forward's one output, else -1 (ctx.saved_out)."""
     cdef Py_ssize_t k, n = len(saved)
+    if n == 1:
+        return (0,) if saved[0] is out else (-1,)
     cdef tuple positions = PyTuple_New(n)
     for k in range(n):
         position = 0 if saved[k] is out else -1
