@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import fastop
+from fastop._core import storage
 from fastop.autograd import PyLayer, gradcheck, gradgradcheck
 
 
@@ -303,6 +304,74 @@ def test_gradcheck_of_a_numpy_pylayer():
     assert gradcheck(NumpyTanh.apply, [leaf(X)])
 
 
+@pytest.mark.requires_ops("multiply")
+def test_output_that_also_feeds_another_output_gets_both_gradients():
+    # y is a backward root and also upstream of z: its node must wait for z's gradient
+    x = leaf(X)
+    y = NumpyTanh.apply(x)
+    z = y * 3.0
+    fastop.autograd.backward([y, z], [T(np.ones_like(X)), T(np.full_like(X, 2.0))])
+    np.testing.assert_allclose(x.grad.numpy(), (1 + 2 * 3) * (1 - np.tanh(X) ** 2))
+
+
+def test_both_outputs_of_one_layer_as_roots_run_its_backward_once():
+    calls = []
+
+    class Split(PyLayer):
+        @staticmethod
+        def forward(ctx, x):
+            return T(x.numpy() * 2), T(x.numpy() * 5)
+
+        @staticmethod
+        def backward(ctx, da, db):
+            calls.append(1)
+            return T(da.numpy() * 2 + db.numpy() * 5)
+
+    x = leaf(X)
+    a, b = Split.apply(x)
+    fastop.autograd.backward([b, a, b], [T(np.ones_like(X))] * 3)
+    assert len(calls) == 1
+    np.testing.assert_allclose(x.grad.numpy(), np.full_like(X, 2 + 5 * 2))
+
+
+def test_backward_may_return_numpy_arrays_and_fastop_storage():
+    class Mixed(PyLayer):
+        @staticmethod
+        def forward(ctx, x, y):
+            return T(x.numpy() + y.numpy())
+
+        @staticmethod
+        def backward(ctx, d):
+            return d.numpy() * 2, storage.from_numpy(d.numpy() * 3)
+
+    x, y = leaf(X), leaf(X)
+    Mixed.apply(x, y).backward()
+    assert type(x.grad) is fastop.Tensor and type(y.grad) is fastop.Tensor
+    np.testing.assert_array_equal(x.grad.numpy(), np.full_like(X, 2.0))
+    np.testing.assert_array_equal(y.grad.numpy(), np.full_like(X, 3.0))
+
+
+def test_single_input_needs_input_grad_follows_grad_mode():
+    seen = []
+
+    class Probe(PyLayer):
+        @staticmethod
+        def forward(ctx, x):
+            seen.append(ctx.needs_input_grad)
+            return T(x.numpy())
+
+        @staticmethod
+        def backward(ctx, d):
+            return d
+
+    x = leaf(X)
+    Probe.apply(x)
+    Probe.apply(T(X))
+    with fastop.no_grad():
+        Probe.apply(x)
+    assert seen == [(True,), (False,), (False,)]
+
+
 # --------------------------------------------------------------------------- errors
 
 def test_backward_returning_the_wrong_count_names_the_layer():
@@ -333,6 +402,42 @@ def test_gradient_of_the_wrong_shape_is_never_broadcast():
     with pytest.raises(ValueError, match=r"PyLayer 'RowGrad'.*Tensor input 0 has shape "
                                          r"\[3\], expected \[2, 3\]"):
         RowGrad.apply(leaf(X)).backward()
+
+
+def test_gradient_of_the_wrong_dtype_names_the_layer():
+    class Float32Grad(PyLayer):
+        @staticmethod
+        def forward(ctx, x):
+            return T(x.numpy() * 2)
+
+        @staticmethod
+        def backward(ctx, dy):
+            return T(dy.numpy().astype(np.float32))
+
+    with pytest.raises(TypeError, match=r"PyLayer 'Float32Grad'.*Tensor input 0 has dtype "
+                                        r"float32, expected float64"):
+        Float32Grad.apply(leaf(X)).backward()
+
+
+def test_context_type_must_be_a_pylayer_node():
+    from fastop.autograd import _engine
+    with pytest.raises(TypeError, match="set_context_type: expected a subclass of "
+                                        "PyLayerNode, got dict"):
+        _engine.set_context_type(dict)
+    assert type(_captured_context()) is fastop.autograd.PyLayerContext
+
+
+def _captured_context():
+    box = []
+
+    class Capture(PyLayer):
+        @staticmethod
+        def forward(ctx, x):
+            box.append(ctx)
+            return T(x.numpy())
+
+    Capture.apply(leaf(X))
+    return box[0]
 
 
 def test_forward_returning_no_tensor_names_the_layer():
