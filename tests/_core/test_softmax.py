@@ -286,6 +286,37 @@ SIMD_BUILD_CHECK = textwrap.dedent("""
 """)
 
 
+GUARD_PAGE_CHECK = textwrap.dedent("""
+    import ctypes, mmap
+    import numpy as np
+    from fastop._core import softmax as K
+    from fastop.ops.reference import softmax as ref
+    libc = ctypes.CDLL(None, use_errno=True)
+    page = mmap.PAGESIZE
+    buf = mmap.mmap(-1, 2 * page)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    assert libc.mprotect(ctypes.c_void_p(base + page), page, 0) == 0   # PROT_NONE
+    for n in (1, 10, 17, 33):
+        x = np.frombuffer(buf, np.float32, count=n, offset=page - 4 * n).reshape(1, n)
+        x[...] = np.arange(n, dtype=np.float32) / 3
+        loss, sm = K.softmax_cross_entropy(x, np.array([n - 1]))
+        np.testing.assert_allclose(np.asarray(sm), ref.softmax(x), rtol=2e-6)
+        x = np.frombuffer(buf, np.float32, count=n, offset=page - 4 * n).reshape(1, n)
+        out = np.frombuffer(buf, np.float32, count=n, offset=page - 4 * n).reshape(1, n)
+        K.softmax(x.copy(), out=out)
+        np.testing.assert_allclose(out.sum(), 1, rtol=1e-6)
+    print("ok")
+""")
+
+
+def test_row_tails_stop_at_the_end_of_the_row():
+    """Rows ending right before an inaccessible page: the masked vector tails of the
+    SIMD loops read and write no byte past the row (a fault would kill the process)."""
+    done = subprocess.run([sys.executable, "-c", GUARD_PAGE_CHECK], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr
+
+
 @pytest.mark.parametrize("level", ["0", "1"], ids=["baseline", "avx2"])
 def test_every_simd_build_of_the_row_loops(level):
     """The baseline and AVX2+FMA builds of the fused exp-sum and scaling loops (forced
