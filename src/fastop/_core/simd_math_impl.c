@@ -262,7 +262,9 @@ INLINE double relu_f64(double x) { return x < 0.0 ? 0.0 : x; }
 /* Softmax's fused row step: y = exp(x - shift) and its sum in the same pass. Each block
  * of EXP_SUM_BLOCK elements is summed in W lanes (the nested loop vectorizes: lane j
  * adds element i + j, no reordering of float additions is needed), the lanes as a tree,
- * and the block sums in float64, so the sum's rounding error does not grow with n.
+ * and the block sums in float64, so the sum's rounding error does not grow with n; the
+ * last n % W elements are summed in T, in order (so a row shorter than a vector sums
+ * exactly as a plain loop does).
  * Per vector of x, the same offset of the next row (next_x, next_y) is prefetched: the
  * rows' first pass (their max) then finds them in cache instead of waiting on memory
  * while this row's exp computes. Elements past the last whole vector take the scalar
@@ -291,11 +293,12 @@ INLINE double relu_f64(double x) { return x < 0.0 ? 0.0 : x; }
         total += acc[0];                                                            \
     }
 #define EXP_SUM_SCALAR_TAIL(T, fn)                                                  \
+    T tail = 0;                                                                     \
     for (ptrdiff_t i = body; i < n; i++) {                                          \
         y[i] = fn(x[i] - shift);                                                    \
-        total += y[i];                                                              \
+        tail += y[i];                                                               \
     }                                                                               \
-    return (T)total;
+    return (T)(total + tail);
 #define EXP_SUM_PARAMS(T)                                                           \
     (const T *restrict x, T shift, T *restrict y, ptrdiff_t n, const T *next_x,     \
      const T *next_y)
@@ -469,8 +472,10 @@ TARGET_V4 INLINE void tail_store_v4(void *y, const void *buf, ptrdiff_t bytes)
             for (int j = 0; j < W; j++)                                             \
                 buf[j] = fn(buf[j] - shift);                                        \
             tail_store_v4(y + body, buf, bytes);                                    \
+            T tail = 0;                                                             \
             for (ptrdiff_t j = 0; j < n - body; j++)                                \
-                total += buf[j];                                                    \
+                tail += buf[j];                                                     \
+            total += tail;                                                          \
         }                                                                           \
         return (T)total;                                                            \
     }                                                                               \
