@@ -424,6 +424,13 @@ def test_context_type_must_be_a_pylayer_node():
     with pytest.raises(TypeError, match="set_context_type: expected a subclass of "
                                         "PyLayerNode, got dict"):
         _engine.set_context_type(dict)
+
+    class WithInit(fastop.autograd.PyLayerContext):
+        def __init__(self):
+            self.ready = True
+
+    with pytest.raises(TypeError, match="WithInit defines __init__, which would never run"):
+        _engine.set_context_type(WithInit)
     assert type(_captured_context()) is fastop.autograd.PyLayerContext
 
 

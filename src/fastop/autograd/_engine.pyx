@@ -839,13 +839,7 @@ cdef class PyLayerNode(Node):
             raise
         finally:
             _grad_enabled = prev
-        cdef list flat
-        if isinstance(result, Tensor) or result is None:
-            flat = [result]
-        elif isinstance(result, (tuple, list)):
-            flat = list(result)
-        else:
-            flat = [result]
+        cdef list flat = list(result) if isinstance(result, (tuple, list)) else [result]
         if len(flat) != len(self.next):
             raise TypeError(f"{self.label()}: backward returned {len(flat)} gradient(s), "
                             f"expected {len(self.next)} (one per Tensor input of forward, "
@@ -867,6 +861,9 @@ def set_context_type(type cls) -> None:
     if not issubclass(cls, PyLayerNode):
         raise TypeError(f"set_context_type: expected a subclass of PyLayerNode, got "
                         f"{cls.__name__}")
+    if cls.__init__ is not object.__init__:
+        raise TypeError(f"set_context_type: {cls.__name__} defines __init__, which would "
+                        f"never run (contexts are made by tp_new alone)")
     _context_type = cls
 
 
