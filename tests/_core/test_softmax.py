@@ -87,6 +87,17 @@ def test_edge_values(dtype):
     assert np.isnan(y[5]).all() and np.isfinite(y[6]).all()
 
 
+@pytest.mark.parametrize("dtype", FLOATS, ids=name)
+def test_softmax_in_place(dtype):
+    """out= the input itself: each row's fused exp-sum pass reads an element before it
+    writes it, so in place gives the same result."""
+    x = logits((7, 1037), dtype, np.random.default_rng(15))
+    want = ref.softmax(x)
+    y = x.copy()
+    K.softmax(y, out=y)
+    assert_close(y, want, dtype)
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_large_inputs_on_threads(threads):
     saved = _get_num_threads()

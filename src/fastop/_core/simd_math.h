@@ -31,7 +31,8 @@ void fastop_vexp_f64(const double *x, double *y, ptrdiff_t n);
 /* Softmax's row step: y[i] = exp(x[i] - shift) for 0 <= i < n, returning sum(y), in one
  * pass over x (summed in blocks, block sums in float64: the error does not grow with n).
  * next_x, next_y: the next row's input and output (n elements each, or both NULL),
- * prefetched into cache while this row computes. x and y must not overlap. */
+ * prefetched into cache while this row computes. In place (x == y) is allowed; partial
+ * overlap is not. */
 float fastop_vexp_shift_sum_f32(const float *x, float shift, float *y, ptrdiff_t n,
                                 const float *next_x, const float *next_y);
 double fastop_vexp_shift_sum_f64(const double *x, double shift, double *y, ptrdiff_t n,

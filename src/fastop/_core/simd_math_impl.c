@@ -281,6 +281,7 @@ INLINE double relu_f64(double x) { return x < 0.0 ? 0.0 : x; }
                 __builtin_prefetch(next_x + i, 0, 3);                               \
                 __builtin_prefetch(next_y + i, 1, 3);                               \
             }                                                                       \
+            _Pragma("GCC ivdep")  /* y[k] depends on x[k] only: in place is fine */ \
             for (int j = 0; j < W; j++) {                                           \
                 T e = fn(x[i + j] - shift);                                         \
                 y[i + j] = e;                                                       \
@@ -300,8 +301,7 @@ INLINE double relu_f64(double x) { return x < 0.0 ? 0.0 : x; }
     }                                                                               \
     return (T)(total + tail);
 #define EXP_SUM_PARAMS(T)                                                           \
-    (const T *restrict x, T shift, T *restrict y, ptrdiff_t n, const T *next_x,     \
-     const T *next_y)
+    (const T *x, T shift, T *y, ptrdiff_t n, const T *next_x, const T *next_y)
 
 /* y = a * x (the scaling loop; GCC vectorizes it for each build). */
 #define SCALE_BODY(T)                                                               \
