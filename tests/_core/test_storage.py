@@ -124,6 +124,31 @@ def test_from_numpy_rejects_unsupported_buffers():
         from_numpy(np.zeros(3, ">f4"))
 
 
+@pytest.mark.parametrize("np_dtype, dtype", [(np.intc, "int32"), (np.int_, "int64"),
+                                              (np.longlong, "int64"), (np.bool_, "bool")])
+def test_from_numpy_maps_platform_integer_aliases(np_dtype, dtype):
+    a = np.arange(5).astype(np_dtype)
+    t = from_numpy(a)
+    assert t.dtype == dtype and np.shares_memory(np.asarray(t), a)
+
+
+def test_borrowed_array_cannot_be_resized_under_the_tensor():
+    a = np.arange(4.0)
+    t = from_numpy(a)
+    with pytest.raises(ValueError):
+        a.resize(1000)                  # would free the memory the tensor points at
+    np.testing.assert_array_equal(np.asarray(t), np.arange(4.0))
+
+
+def test_from_numpy_accepts_non_ndarray_buffers_and_subclasses():
+    raw = bytearray(np.arange(3, dtype=np.float64).tobytes())
+    t = from_numpy(memoryview(raw).cast("d"))
+    assert t.dtype == "float64" and t.shape == [3]
+    np.testing.assert_array_equal(np.asarray(t), [0.0, 1.0, 2.0])
+    m = np.ma.masked_array(np.arange(3.0))  # an ndarray subclass takes the buffer path
+    assert np.shares_memory(np.asarray(from_numpy(m)), m.data)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_dlpack_round_trip_with_numpy(dtype):
     a = sample((2, 3), dtype)

@@ -779,6 +779,59 @@ cdef DenseTensor _borrow_buffer(type cls, object obj):
     return out
 
 
+cdef int _code_from_ndarray(cnp.ndarray arr) noexcept:
+    """fastop's dtype code for a native-byte-order array, or -1 when fastop has no such
+    dtype (the buffer-protocol path then raises the error that says why)."""
+    if not cnp.PyArray_ISNOTSWAPPED(arr):
+        return -1
+    cdef int type_num = cnp.PyArray_TYPE(arr)
+    if type_num == cnp.NPY_FLOAT32:
+        return FASTOP_FLOAT32
+    if type_num == cnp.NPY_FLOAT64:
+        return FASTOP_FLOAT64
+    if type_num == cnp.NPY_BOOL:
+        return FASTOP_BOOL
+    if cnp.PyTypeNum_ISSIGNED(type_num):
+        if cnp.PyArray_ITEMSIZE(arr) == 4:
+            return FASTOP_INT32
+        if cnp.PyArray_ITEMSIZE(arr) == 8:
+            return FASTOP_INT64
+    return -1
+
+
+cdef DenseTensor _borrow_ndarray(type cls, cnp.ndarray arr, int dtype):
+    """Wrap an ndarray through numpy's C API: no memoryview and no format string to
+    parse (about 3x cheaper than the buffer protocol). The tensor holds the array, whose
+    reference also stops numpy from resizing it underneath."""
+    cdef int i, ndim = cnp.PyArray_NDIM(arr)
+    if ndim > FASTOP_MAX_NDIM:
+        raise ValueError(f"at most {FASTOP_MAX_NDIM} dimensions are supported, got {ndim}")
+    cdef DenseTensor out = cls.__new__(cls)
+    cdef cnp.npy_intp* dims = cnp.PyArray_DIMS(arr)
+    cdef cnp.npy_intp* strides = cnp.PyArray_STRIDES(arr)
+    out.view.dtype = dtype
+    out.view.ndim = ndim
+    out.view.data = <char*>cnp.PyArray_DATA(arr)
+    out.view.size = 1
+    for i in range(ndim):
+        out.view.shape[i] = dims[i]
+        out.view.strides[i] = strides[i]
+        out.view.size *= dims[i]
+    out.owner = arr
+    out.readonly = not cnp.PyArray_ISWRITEABLE(arr)
+    return out
+
+
+cdef inline DenseTensor _borrow(type cls, object obj):
+    """Zero-copy wrapper of an ndarray (C-API fast path) or of any other buffer."""
+    cdef int dtype
+    if cnp.PyArray_CheckExact(obj):
+        dtype = _code_from_ndarray(<cnp.ndarray>obj)
+        if dtype >= 0:
+            return _borrow_ndarray(cls, <cnp.ndarray>obj, dtype)
+    return _borrow_buffer(cls, obj)
+
+
 def from_numpy(array, cls=DenseTensor) -> DenseTensor:
     """Wrap a numpy array (or any buffer) without copying; the tensor keeps it alive.
 
@@ -786,7 +839,7 @@ def from_numpy(array, cls=DenseTensor) -> DenseTensor:
     """
     if isinstance(array, DenseTensor) and type(array) is cls:
         return array
-    return _borrow_buffer(cls, array)
+    return _borrow(cls, array)
 
 
 cdef DenseTensor as_dense(object obj, int dtype=-1):
@@ -796,7 +849,7 @@ cdef DenseTensor as_dense(object obj, int dtype=-1):
     arr = np.asarray(obj, dtype=None if dtype < 0 else (<DType>DTYPES[dtype]).numpy_dtype)
     if arr.dtype == np.float16 or arr.dtype.kind == "u" and arr.dtype.itemsize <= 2:
         arr = arr.astype(np.float32 if arr.dtype.kind == "f" else np.int64)
-    return _borrow_buffer(DenseTensor, arr)
+    return _borrow(DenseTensor, arr)
 
 
 def from_dlpack(obj, cls=DenseTensor) -> DenseTensor:
