@@ -30,6 +30,19 @@ def test_fc_parameters_attrs_and_flattening(static_env, exe, rng):
     np.testing.assert_allclose(zr, _softmax(yr @ np.full((4, 5), 0.25) + 1.0), rtol=1e-12)
 
 
+def test_fc_layers_are_named_like_paddle(static_env):
+    main, _, _ = static_env
+    x = static.data("x", [None, 4], "float32")
+    hidden = static.nn.fc(x, 3, activation="softmax")    # fc + a separate softmax op
+    hidden = static.nn.fc(hidden, 3)
+    start = int(hidden.name.split(".")[0].split("_")[1]) - 1  # counters are process-wide
+    names = [p.name for p in main.all_parameters()]
+    assert names == [f"fc_{start}.w_0", f"fc_{start}.b_0",
+                     f"fc_{start + 1}.w_0", f"fc_{start + 1}.b_0"]
+    outputs = [op.outputs[0].name for op in main.current_block().ops]
+    assert outputs == [f"fc_{start}.tmp_0", f"fc_{start}.tmp_1", f"fc_{start + 1}.tmp_0"]
+
+
 def test_fc_keeps_leading_dims_with_num_flatten_dims(static_env, exe, rng):
     main, startup, scope = static_env
     x = static.data("x", [None, 3, 4], "float64")

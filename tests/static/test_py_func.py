@@ -99,7 +99,8 @@ def test_dtype_contract_converts_with_a_warning(static_env, exe):
     main, _, _ = static_env
     x = static.data("x", [2], "float32")
     out = static.py_func(lambda t: np.asarray(t, dtype="float64") * 2, x, _var(main, "y", [2]))
-    with pytest.warns(RuntimeWarning, match="declared with dtype float32 .* dtype float64"):
+    with pytest.warns(RuntimeWarning, match="declared with dtype float32 .* dtype float64; "
+                                            "converting it to float32"):
         (y,) = exe.run(main, feed={"x": np.ones(2, "float32")}, fetch_list=[out])
     assert y.dtype == np.float32
     np.testing.assert_array_equal(y, [2, 2])

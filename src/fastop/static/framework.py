@@ -28,7 +28,7 @@ from fastop.ops._registry import add_note
 
 __all__ = ["Variable", "Operator", "Block", "Program", "default_main_program",
            "default_startup_program", "program_guard", "data", "unique_name",
-           "static_mode_guard"]
+           "layer_name_guard", "static_mode_guard"]
 
 _name_counters: dict[str, Iterator[int]] = {}
 
@@ -37,6 +37,23 @@ def unique_name(prefix: str) -> str:
     """``prefix_0``, ``prefix_1``, ... (process-wide, like PaddlePaddle's unique_name)."""
     counter = _name_counters.setdefault(prefix, itertools.count())
     return f"{prefix}_{next(counter)}"
+
+
+_layer_name: str | None = None
+
+
+@contextlib.contextmanager
+def layer_name_guard(name: str) -> Iterator[None]:
+    """Name the outputs of ops appended inside ``name.tmp_0``, ``name.tmp_1``, ... as
+    PaddlePaddle's LayerHelper does, so that a layer's temporaries neither take names
+    from the layer counter (``fc_0``, ``fc_1``, ... stay consecutive) nor hide which
+    layer made them."""
+    global _layer_name
+    outer, _layer_name = _layer_name, name
+    try:
+        yield
+    finally:
+        _layer_name = outer
 
 
 def _norm_shape(shape: Any) -> list[int | None]:
@@ -282,6 +299,9 @@ class Block:
 
     def _outputs(self, op: Any, metas: list[TensorMeta], given: Any) -> list[Variable]:
         if given is None:
+            if _layer_name is not None:
+                return [self.create_var(unique_name(f"{_layer_name}.tmp"), m.dtype, m.shape)
+                        for m in metas]
             prefix = unique_name(op.name.split("::")[-1])
             return [self.create_var(f"{prefix}.tmp_{i}", m.dtype, m.shape)
                     for i, m in enumerate(metas)]

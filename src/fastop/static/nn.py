@@ -5,7 +5,8 @@ import math
 from typing import Any
 
 from fastop.ops import registry
-from fastop.static.framework import Variable, static_mode_guard, unique_name
+from fastop.static.framework import (Variable, layer_name_guard, static_mode_guard,
+                                     unique_name)
 from fastop.static.parameters import create_parameter
 
 __all__ = ["fc"]
@@ -57,7 +58,7 @@ def fc(x: Variable, size: int, num_flatten_dims: int = 1, weight_attr: Any = Non
     b_spec = _param_spec(bias_attr, f"{prefix}.b_0")
     act = activation or ""
     lead = [-1 if d is None else d for d in x.shape[:num_flatten_dims]]
-    with static_mode_guard():
+    with static_mode_guard(), layer_name_guard(prefix):
         if x.ndim != 2:
             x = registry.get("fastop::reshape")(x, shape=[-1, in_features])
         w = create_parameter([in_features, size], x.dtype, name=w_spec[1],

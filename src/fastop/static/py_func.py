@@ -181,17 +181,19 @@ class PyFuncOp:
             actual = as_dtype(array.dtype).name
         except TypeError:
             actual = str(array.dtype)
-        self._break_contract(name, f"dtype {meta.dtype.name}", f"dtype {actual}")
+        self._break_contract(name, f"dtype {meta.dtype.name}", f"dtype {actual}",
+                             f"converting it to {meta.dtype.name}")
         return array.astype(meta.dtype.numpy_dtype)
 
-    def _break_contract(self, name: str, declared: str, actual: str) -> None:
+    def _break_contract(self, name: str, declared: str, actual: str,
+                        resolution: str = "using the returned value") -> None:
         message = (f"{self.label}: '{name}' was declared with {declared} but "
                    f"{_func_name(self.func)} returned {actual}")
         if _strict:
             raise ValueError(message + " (strict mode)")
         if (name, declared) not in self._warned:
             self._warned.add((name, declared))
-            warnings.warn(message + "; using the returned value", RuntimeWarning,
+            warnings.warn(f"{message}; {resolution}", RuntimeWarning,
                           stacklevel=6)
 
     # -- gradient -----------------------------------------------------------------------
