@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,9 +26,8 @@ static uint32_t last_generation = 0;      /* of the latest job (under pool_lock)
  * takes a piece of a newer job believing it belongs to an older one. */
 static _Atomic uint64_t ticket;
 static _Atomic uint32_t generation;       /* futex word idle workers sleep on */
-static _Atomic uint32_t remaining;        /* pieces not finished; the caller sleeps on it */
+static _Atomic uint32_t remaining;        /* pieces not finished */
 static _Atomic int workers_sleeping;
-static _Atomic int caller_sleeping;
 static _Atomic int job_helpers;           /* workers with an index below this help */
 static _Atomic long spin_ns = 100000;
 /* Written by the caller before the ticket is published (release) and read by a worker
@@ -92,8 +92,7 @@ static void run_pieces(uint32_t gen) {
                                                    memory_order_acquire))
             continue;
         job_fn(job_ctx, (int)(t & 0xffff));
-        if (atomic_fetch_sub(&remaining, 1) == 1 && atomic_load(&caller_sleeping))
-            wake_all(&remaining);
+        atomic_fetch_sub(&remaining, 1);
         t = atomic_load_explicit(&ticket, memory_order_acquire);
     }
 }
@@ -122,7 +121,6 @@ static void after_fork_in_child(void) {
     pthread_mutex_init(&pool_lock, NULL);
     n_workers = 0;
     atomic_store(&workers_sleeping, 0);
-    atomic_store(&caller_sleeping, 0);
 }
 
 static void start_workers(int wanted) {
@@ -169,14 +167,12 @@ int fastop_parallel_run(fastop_piece_fn fn, void* ctx, int npieces, int nthreads
     if (atomic_load(&workers_sleeping))
         wake_all(&generation);
     run_pieces(gen);
-    /* Only pieces a worker has started are left: wait for them. */
+    /* Only pieces a worker is running are left: spin, then yield the core to whatever
+     * else is runnable, but never sleep, so no wake-up of an idle vCPU is on the critical
+     * path when the worker finishes. */
     while ((left = atomic_load(&remaining)) != 0) {
-        if (spin_while(&remaining, left))
-            continue;
-        atomic_store(&caller_sleeping, 1);
-        while ((left = atomic_load(&remaining)) != 0)
-            wait_on(&remaining, left);
-        atomic_store(&caller_sleeping, 0);
+        if (!spin_while(&remaining, left))
+            sched_yield();
     }
     pthread_mutex_unlock(&pool_lock);
     return helpers + 1;
