@@ -365,3 +365,35 @@ def test_repository_bench_modules_register_and_run_once():
             case.setup()
         for fn in case.impls.values():
             fn()
+
+
+# -- summarizing several runs -------------------------------------------------------
+def _report(load, fastop_time, numpy_time):
+    result = Result("g", "case", 1, "elem", 10.0, "≥ 1×",
+                    times={"fastop": fastop_time, "numpy": numpy_time}, samples=5)
+    return {"schema": benchmark.SCHEMA, "load_average": [load, load],
+            "results": [result.to_json()]}
+
+
+def test_summarize_takes_medians_of_times_and_of_per_run_ratios():
+    reports = [_report(1.0, 1e-3, 4e-3), _report(2.0, 2e-3, 2e-3), _report(3.0, 4e-3, 12e-3)]
+    table = benchmark.summarize(reports)
+    row = [line for line in table.splitlines() if line.startswith("| g |")]
+    assert len(row) == 1
+    cells = [c.strip() for c in row[0].strip("|").split("|")]
+    # times: medians 2 ms and 4 ms; ratios per run 4, 1, 3 -> median 3 (not 4/2 = 2)
+    assert cells[3:6] == ["2 ms", "4 ms", "—"]
+    assert cells[6] == "3.00×" and cells[-1] == "3"
+    assert "1.0, 2.0, 3.0" in table
+
+
+def test_bench_summarize_reads_json_reports_and_rejects_others(tmp_path):
+    good = tmp_path / "run1.json"
+    good.write_text(json.dumps(_report(0.5, 1e-3, 3e-3)))
+    proc = run_bench("--summarize", good)
+    assert proc.returncode == 0 and "| g | case | 1 |" in proc.stdout
+    bad = tmp_path / "other.json"
+    bad.write_text(json.dumps({"hello": 1}))
+    proc = run_bench("--summarize", good, bad)
+    assert proc.returncode == 2
+    assert "other.json is not a fastop bench --json report" in proc.stderr

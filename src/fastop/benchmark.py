@@ -49,8 +49,8 @@ from typing import Any, Callable, Iterator
 import fastop
 
 __all__ = ["Case", "Suite", "Result", "measure_case", "speedup", "find_bench_dir",
-           "load_modules", "wait_for_idle_threads", "run", "run_command", "format_table", "format_markdown",
-           "machine_info", "add_arguments", "main"]
+           "load_modules", "wait_for_idle_threads", "run", "run_command", "format_table",
+           "format_markdown", "summarize", "machine_info", "add_arguments", "main"]
 
 IMPLS = ("fastop", "numpy", "torch")
 THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
@@ -619,6 +619,35 @@ def run(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
+def summarize(reports: list[dict[str, Any]]) -> str:
+    """A Markdown table of several runs' JSON reports: per case and thread count, the
+    median time of each implementation and the median of the per-run ratios (each ratio
+    compares implementations measured side by side in one run, so ratios are summarized
+    as ratios, never recomputed from medians of times taken in different runs)."""
+    rows: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    for report in reports:
+        for r in report["results"]:
+            if not r.get("error"):
+                rows.setdefault((r["group"], r["name"], r["threads"]), []).append(r)
+
+    def median(values: list[float | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return statistics.median(known) if known else None
+
+    loads = ", ".join(str(rep["load_average"][0]) for rep in reports)
+    lines = [f"Medians of {len(reports)} runs (load average at the start of each: {loads}).",
+             "", "| " + " | ".join(TABLE_HEADER) + " | runs |",
+             "|" + "|".join("---:" if 2 <= i < 8 else "---"
+                            for i in range(len(TABLE_HEADER))) + "|---:|"]
+    for (group, name, threads), rs in rows.items():
+        times = [format_time(median([r["times"].get(i) for r in rs])) for i in IMPLS]
+        ratios = [format_ratio(median([r[key] for r in rs]))
+                  for key in ("speedup_vs_numpy", "speedup_vs_torch")]
+        lines.append("| " + " | ".join([group, name, str(threads), *times, *ratios,
+                                        rs[0]["target"], str(len(rs))]) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def _thread_list(text: str) -> list[int]:
     try:
         counts = [int(part) for part in text.split(",") if part.strip()]
@@ -645,11 +674,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="directory of bench_*.py modules (default: ./benchmarks)")
     parser.add_argument("--no-torch", action="store_true",
                         help="do not import torch (skips the torch column)")
+    parser.add_argument("--summarize", nargs="+", metavar="JSON",
+                        help="measure nothing: print the Markdown table of medians over "
+                             "these --json reports of earlier runs")
+
+
+def _summarize_files(paths: list[str]) -> int:
+    reports = []
+    for path in paths:
+        try:
+            reports.append(json.loads(Path(path).read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:
+            raise BenchError(f"--summarize: cannot read {path}: {exc}") from None
+        if reports[-1].get("schema") != SCHEMA or "results" not in reports[-1]:
+            raise BenchError(f"--summarize: {path} is not a fastop bench --json report")
+    print(summarize(reports), end="")
+    return 0
 
 
 def run_command(args: argparse.Namespace) -> int:
     """``fastop bench`` with parsed arguments (``args.argv``: the raw ones); exit code."""
     try:
+        if args.summarize:
+            return _summarize_files(args.summarize)
         return run(args)
     except BenchError as exc:
         print(f"fastop bench: error: {exc}", file=sys.stderr)
