@@ -12,20 +12,21 @@ runs:
 * columns: the innermost kept dim is unit-stride in input and output: whole rows of
   the input are added (max-ed) into a chunk of the output that stays in L1.
 
-Work above ``use_threads`` runs on OpenMP threads: over output elements, over output
-chunks, or (a full reduction) over pieces of one run, combined afterwards.
+Work above ``use_threads`` runs on fastop's thread pool (:mod:`fastop._core.parallel`):
+over ranges of output elements, of output tiles, or (a full reduction) over pieces of one
+run, combined afterwards in a fixed order, so the result does not depend on the threads.
 
 Attributes are packed as ``ints = [keepdim, *axes]`` (no axes: reduce everything),
 argmax as ``[keepdim, has_axis, axis]``, sum_to_shape as ``ints = shape``.
 """
 from libc.math cimport NAN
 from libc.string cimport memset
-from cython.parallel cimport prange
 from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, FASTOP_INT32,
                                    FASTOP_INT64, FASTOP_FLOAT32, FASTOP_FLOAT64, numeric_t,
                                    itemsize_of)
 from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_ATTR, K_ERR_SHAPE,
                                   get_num_threads, use_threads)
+from fastop._core.parallel cimport parallel_run
 
 from fastop._core.reduce_impl cimport (fastop_sum_f32, fastop_sum_f64, fastop_max_f32,
                                        fastop_max_f64, fastop_addto_f32,
@@ -40,6 +41,7 @@ cdef enum:
     OP_MAX = 2
     COL_CHUNK = 2048      # output elements per column tile (8-16 KB: stays in L1)
     MAX_PIECES = 256      # at most this many pieces of one run reduced in parallel
+    PIECES_PER_THREAD = 8 # ranges of outputs/tiles per thread, taken as they come
     WORK_SHIFT = 3        # a reduction does ~1/8 of an elementwise op's work per element
 
 
@@ -274,46 +276,128 @@ cdef void _reduce_one(int op, const Plan* p, const char* xdata, char* odata, ptr
         (<numeric_t*>(odata + ooff))[0] = <numeric_t>iacc
 
 
+# --------------------------------------------------------------------------- threads
+
+cdef enum:
+    JOB_OUTPUTS = 0     # the rows loop: iteration o reduces output element o
+    JOB_RUN = 1         # one long run: iteration k reduces piece k into a partial result
+    JOB_TILES = 2       # the columns loop: iteration t reduces tile t
+    JOB_ARGMAX = 3      # argmax along an axis: iteration o fills output element o
+
+
+# One threaded loop of this module: `count` independent iterations, split into `npieces`
+# contiguous ranges that fastop's thread pool runs.
+ctypedef struct ReduceJob:
+    int kind
+    int op
+    int dtype
+    int npieces
+    ptrdiff_t count
+    const Plan* p
+    const char* xdata
+    char* odata
+    ptrdiff_t nchunks           # JOB_TILES: column chunks per output row
+    ptrdiff_t n                 # JOB_RUN: run length
+    ptrdiff_t piece             # JOB_RUN: elements per piece
+    double* partial             # JOB_RUN: sum of each piece
+    void* mpartial              # JOB_RUN: max of each piece (numeric_t[])
+    const fastop_view* x        # JOB_ARGMAX
+    fastop_view* out
+    int axis
+
+
+cdef inline int _dtype_of(numeric_t* tag) noexcept nogil:
+    if numeric_t is float:
+        return FASTOP_FLOAT32
+    elif numeric_t is double:
+        return FASTOP_FLOAT64
+    elif numeric_t is int:
+        return FASTOP_INT32
+    else:
+        return FASTOP_INT64
+
+
+cdef void _job_range(const ReduceJob* j, ptrdiff_t lo, ptrdiff_t hi,
+                     numeric_t* tag) noexcept nogil:
+    """Iterations [lo, hi) of a job, each exactly as the serial loop runs it."""
+    cdef ptrdiff_t i, start
+    cdef const numeric_t* x
+    for i in range(lo, hi):
+        if j.kind == JOB_OUTPUTS:
+            _reduce_one(j.op, j.p, j.xdata, j.odata, i, tag)
+        elif j.kind == JOB_TILES:
+            _reduce_tile(j.op, j.p, j.xdata, j.odata, i, j.nchunks, tag)
+        elif j.kind == JOB_ARGMAX:
+            _argmax_row(j.x, j.out, j.axis, i, tag)
+        elif numeric_t is float or numeric_t is double:
+            start = i * j.piece
+            x = <const numeric_t*>j.xdata + start
+            if j.op == OP_MAX:
+                (<numeric_t*>j.mpartial)[i] = _run_max(x, min(j.piece, j.n - start), 1)
+            else:
+                j.partial[i] = _run_sum(x, min(j.piece, j.n - start), 1)
+
+
+cdef void _job_piece(void* ctx, int k) noexcept nogil:
+    """Piece k of a job: its k-th range of iterations (a parallel_run piece function)."""
+    cdef const ReduceJob* j = <const ReduceJob*>ctx
+    cdef ptrdiff_t lo = j.count * k // j.npieces, hi = j.count * (k + 1) // j.npieces
+    if j.dtype == FASTOP_FLOAT32:
+        _job_range(j, lo, hi, <float*>NULL)
+    elif j.dtype == FASTOP_FLOAT64:
+        _job_range(j, lo, hi, <double*>NULL)
+    elif j.dtype == FASTOP_INT32:
+        _job_range(j, lo, hi, <int*>NULL)
+    else:
+        _job_range(j, lo, hi, <long long*>NULL)
+
+
+cdef void _run_job(ReduceJob* j, int nt, int per_thread) noexcept nogil:
+    """Run j.count iterations on `nt` threads as about `per_thread` ranges per thread."""
+    j.npieces = <int>min(j.count, <ptrdiff_t>nt * per_thread)
+    parallel_run(_job_piece, j, j.npieces, nt)
+
+
 cdef void _reduce_rows(int op, const Plan* p, const char* xdata, char* odata,
                        ptrdiff_t total, numeric_t* tag) noexcept nogil:
     cdef ptrdiff_t o, k, n, piece, npieces, xoff, ooff
-    cdef int nt = get_num_threads(), chunk
+    cdef int nt = get_num_threads()
     cdef double partial[MAX_PIECES]
     cdef numeric_t mpartial[MAX_PIECES]
     cdef double acc
-    cdef const numeric_t* x
+    cdef ReduceJob job
     cdef bint one_run = p.nr == 1 and p.rin[0] == sizeof(numeric_t)
     if not use_threads(total >> WORK_SHIFT):
         for o in range(p.nout):
             _reduce_one(op, p, xdata, odata, o, tag)
-    elif p.nout >= nt or not one_run or not (numeric_t is float or numeric_t is double):
-        chunk = <int>(p.nout // (8 * nt)) if p.nout >= 8 * nt else 1
-        for o in prange(p.nout, schedule="dynamic", chunksize=chunk, num_threads=nt):
-            _reduce_one(op, p, xdata, odata, o, tag)
-    else:
-        # few outputs, each one long run: split each run into pieces over the threads
-        # (several per thread, taken dynamically, so a thread the OS delays holds up
-        # the others less)
-        n = p.rshape[0]
-        npieces = min(4 * nt, <int>MAX_PIECES)
-        piece = (n + npieces - 1) // npieces
-        npieces = (n + piece - 1) // piece
-        for o in range(p.nout):
-            _kept_offsets(p, o, &xoff, &ooff)
-            x = <const numeric_t*>(xdata + xoff)
-            for k in prange(npieces, schedule="dynamic", num_threads=nt):
-                if op == OP_MAX:
-                    mpartial[k] = _run_max(x + k * piece, min(piece, n - k * piece), 1)
-                else:
-                    partial[k] = _run_sum(x + k * piece, min(piece, n - k * piece), 1)
-            if op == OP_MAX:
-                (<numeric_t*>(odata + ooff))[0] = _run_max(mpartial, npieces, 1)
-            else:
-                acc = 0
-                for k in range(npieces):
-                    acc += partial[k]
-                (<numeric_t*>(odata + ooff))[0] = <numeric_t>(acc / p.nred if op == OP_MEAN
-                                                              else acc)
+        return
+    job.op, job.dtype, job.p, job.xdata, job.odata = op, _dtype_of(tag), p, xdata, odata
+    if p.nout >= nt or not one_run or not (numeric_t is float or numeric_t is double):
+        job.kind, job.count = JOB_OUTPUTS, p.nout
+        _run_job(&job, nt, PIECES_PER_THREAD)
+        return
+    # few outputs, each one long run: split each run into pieces over the threads
+    # (several per thread, taken as they come, so a thread the OS delays holds up the
+    # others less); the partial results are combined in piece order
+    n = p.rshape[0]
+    npieces = min(4 * nt, <int>MAX_PIECES)
+    piece = (n + npieces - 1) // npieces
+    npieces = (n + piece - 1) // piece
+    job.kind, job.n, job.piece = JOB_RUN, n, piece
+    job.partial, job.mpartial = partial, mpartial
+    for o in range(p.nout):
+        _kept_offsets(p, o, &xoff, &ooff)
+        job.xdata = xdata + xoff
+        job.count = npieces
+        _run_job(&job, nt, <int>npieces)
+        if op == OP_MAX:
+            (<numeric_t*>(odata + ooff))[0] = _run_max(mpartial, npieces, 1)
+        else:
+            acc = 0
+            for k in range(npieces):
+                acc += partial[k]
+            (<numeric_t*>(odata + ooff))[0] = <numeric_t>(acc / p.nred if op == OP_MEAN
+                                                          else acc)
 
 
 cdef void _reduce_tile(int op, const Plan* p, const char* xdata, char* odata,
@@ -354,9 +438,11 @@ cdef void _reduce_columns(int op, const Plan* p, const char* xdata, char* odata,
     cdef ptrdiff_t width = p.kshape[p.nk - 1]
     cdef ptrdiff_t nchunks = (width + COL_CHUNK - 1) // COL_CHUNK
     cdef ptrdiff_t ntiles = (p.nout // width) * nchunks, t
+    cdef ReduceJob job
     if use_threads(total >> WORK_SHIFT) and ntiles > 1:
-        for t in prange(ntiles, schedule="dynamic", num_threads=get_num_threads()):
-            _reduce_tile(op, p, xdata, odata, t, nchunks, tag)
+        job.kind, job.op, job.dtype, job.p = JOB_TILES, op, _dtype_of(tag), p
+        job.xdata, job.odata, job.count, job.nchunks = xdata, odata, ntiles, nchunks
+        _run_job(&job, get_num_threads(), PIECES_PER_THREAD)
     else:
         for t in range(ntiles):
             _reduce_tile(op, p, xdata, odata, t, nchunks, tag)
@@ -601,11 +687,13 @@ cdef void _argmax(const fastop_view* x, fastop_view* out, int axis, numeric_t* t
     cdef ptrdiff_t o, nout, i, best_i = 0, off = 0
     cdef ptrdiff_t idx[FASTOP_MAX_NDIM]
     cdef numeric_t best, v
+    cdef ReduceJob job
     if axis >= 0:
         nout = x.size // x.shape[axis]
         if use_threads(x.size) and nout > 1:
-            for o in prange(nout, schedule="static", num_threads=get_num_threads()):
-                _argmax_row(x, out, axis, o, tag)
+            job.kind, job.dtype, job.count = JOB_ARGMAX, _dtype_of(tag), nout
+            job.x, job.out, job.axis = x, out, axis
+            _run_job(&job, get_num_threads(), 2)
         else:
             for o in range(nout):
                 _argmax_row(x, out, axis, o, tag)

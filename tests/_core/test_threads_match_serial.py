@@ -1,0 +1,75 @@
+"""Every threaded loop of the Cython core run on fastop's thread pool gives the same bits
+with 2 threads as with 1: each case is large enough to pass its module's threading
+threshold, and the loops split work without changing any reduction order."""
+import os
+
+import numpy as np
+import pytest
+
+from fastop._core import kernel
+from fastop._core import reduce as R
+from fastop._core.storage import from_numpy
+
+
+def on_threads(threads, fn, *args, **kwargs):
+    """fn(*args, **kwargs) as a numpy array, computed with `threads` kernel threads."""
+    saved = kernel._get_num_threads()
+    kernel.set_num_threads(threads)
+    try:
+        return np.asarray(fn(*args, **kwargs)).copy()
+    finally:
+        kernel.set_num_threads(saved)
+
+
+def assert_same_on_2_threads(fn, *args, rtol=0.0, **kwargs):
+    """fn's result on 2 threads equals (bitwise unless `rtol`) its result on 1."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one processor: fastop caps its threads at 1")
+    serial = on_threads(1, fn, *args, **kwargs)
+    threaded = on_threads(2, fn, *args, **kwargs)
+    if rtol:
+        np.testing.assert_allclose(threaded, serial, rtol=rtol)
+    else:
+        np.testing.assert_array_equal(threaded, serial)
+    return threaded
+
+
+def _data(shape, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind == "i":
+        return rng.integers(-1000, 1000, size=shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+@pytest.mark.parametrize("op", ["sum", "max", "mean"])
+@pytest.mark.parametrize("case", ["everything", "rows", "one long row", "columns",
+                                  "strided rows"])
+def test_reductions(dtype, op, case):
+    if op == "mean" and np.dtype(dtype).kind == "i":
+        pytest.skip("mean is for floating dtypes")
+    x = _data((600, 1000), dtype)
+    x, axis = {"everything": (x, None), "rows": (x, -1), "columns": (x, 0),
+               "one long row": (x.reshape(1, -1), -1),
+               "strided rows": (x.T, 0)}[case]
+    floating = np.dtype(dtype).kind == "f"
+    # a float sum of one long run is split into per-thread partial sums: the same value
+    # to rounding, not the same bits; every other loop only splits independent outputs
+    split_run = floating and op != "max" and case in ("everything", "one long row")
+    rtol = (1e-6 if dtype == np.float32 else 1e-13) if split_run else 0.0
+    got = assert_same_on_2_threads(getattr(R, op), from_numpy(x), axis=axis, rtol=rtol)
+    if op == "max":
+        np.testing.assert_array_equal(got, np.max(x, axis=axis))
+        return
+    want = getattr(np, op)(x.astype(np.float64), axis=axis)
+    scale = np.sum(np.abs(x.astype(np.float64)), axis=axis) / (x.size / want.size
+                                                                if op == "mean" else 1)
+    np.testing.assert_array_less(np.abs(got - want), 1e-6 * scale + 1e-300)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_argmax_along_an_axis(dtype, axis):
+    x = _data((600, 1000), dtype)
+    got = assert_same_on_2_threads(R.argmax, from_numpy(x), axis=axis)
+    np.testing.assert_array_equal(got, np.argmax(x, axis=axis))
