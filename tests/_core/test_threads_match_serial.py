@@ -8,6 +8,7 @@ import pytest
 
 from fastop._core import kernel
 from fastop._core import reduce as R
+from fastop._core import softmax as S
 from fastop._core.storage import from_numpy
 
 
@@ -73,3 +74,34 @@ def test_argmax_along_an_axis(dtype, axis):
     x = _data((600, 1000), dtype)
     got = assert_same_on_2_threads(R.argmax, from_numpy(x), axis=axis)
     np.testing.assert_array_equal(got, np.argmax(x, axis=axis))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(256, 1000), (40, 3000)], ids=["many rows", "few rows"])
+def test_softmax_rows(dtype, shape):
+    x = _data(shape, dtype, seed=1)
+    dy = _data(shape, dtype, seed=2)
+    y = assert_same_on_2_threads(S.softmax, x)
+    np.testing.assert_allclose(y.sum(axis=-1), 1, rtol=1e-5)
+    y0 = assert_same_on_2_threads(S.softmax, x.T, axis=0)
+    np.testing.assert_allclose(y0, y.T, rtol=1e-5)       # strided rows: scalar libm loop
+    ly = assert_same_on_2_threads(S.log_softmax, x)
+    assert_same_on_2_threads(S.softmax_grad, y, dy)
+    assert_same_on_2_threads(S.log_softmax_grad, ly, dy)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cross_entropy_rows_and_labels(dtype):
+    x = _data((2048, 100), dtype, seed=3)
+    label = np.random.default_rng(4).integers(0, 100, 2048)
+    label[::7] = -100                                    # ignored rows: loss and grad 0
+    dloss = _data((2048, 1), dtype, seed=5)
+    loss = assert_same_on_2_threads(lambda: S.softmax_cross_entropy(x, label)[0])
+    sm = assert_same_on_2_threads(lambda: S.softmax_cross_entropy(x, label)[1])
+    assert np.all(loss[::7] == 0) and np.all(loss[1::7] > 0)
+    grad = assert_same_on_2_threads(S.softmax_cross_entropy_grad, label, sm, dloss)
+    assert np.all(grad[::7] == 0)
+    label[5] = 100                                       # out of range: an error on threads too
+    for threads in (1, 2):
+        with pytest.raises(Exception, match="softmax_cross_entropy"):
+            on_threads(threads, S.softmax_cross_entropy, x, label)

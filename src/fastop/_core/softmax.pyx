@@ -25,11 +25,11 @@ outside ``[0, classes)`` is an error naming the op. Attributes: ``ints = [axis]`
 softmax and log_softmax (and their grads), ``ints = [ignore_index]`` for cross-entropy.
 """
 from libc.math cimport exp, log
-from cython.parallel cimport prange
 from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, FASTOP_INT32,
                                    FASTOP_INT64, FASTOP_FLOAT32, floating_t)
 from fastop._core.kernel cimport (make_kernel, K_OK, K_ERR_ATTR, K_ERR_DTYPE, K_ERR_SHAPE,
                                   K_ERR_VALUE, get_num_threads, use_threads)
+from fastop._core.parallel cimport parallel_run
 
 from fastop._core.simd_math cimport (FASTOP_STREAM_MIN_BYTES, fastop_vexp_f32, fastop_vexp_f64,
                                      fastop_vexp_shift_sum_f32, fastop_vexp_shift_sum_f64,
@@ -49,6 +49,9 @@ cdef enum:
     CE_GRAD = 5
     CHUNK = 512           # elements of a stack buffer (exp of a piece of a row)
     EXP_COST = 2          # a row element costs about two elementwise ones (threads sooner)
+    ROWS_PER_PIECE = 16   # rows of a threaded piece (more pieces than threads balance load)
+    PIECES_PER_THREAD = 4 # ... but at least this many pieces per thread when rows are few
+    MAX_PIECES = 4096
 
 
 ctypedef struct Rows:
@@ -62,6 +65,7 @@ ctypedef struct Rows:
     const fastop_view* shape            # the operand whose dims define the rows
     const fastop_view* v[4]             # operands, in the order of the kernel's in+out
     int failed                          # set when a label is out of range
+    int npieces                         # threaded: rows are split into this many ranges
 
 
 # --------------------------------------------------------------------------- row math
@@ -318,8 +322,22 @@ cdef void _empty_row(Rows* R, ptrdiff_t r, floating_t* tag) noexcept nogil:
         (<floating_t*>(v[2].data + _row_offset(R, v[2], r)))[0] = 0
 
 
+cdef void _rows_piece(void* ctx, int k) noexcept nogil:
+    """Rows of piece k (a parallel_run piece function): the k-th of R.npieces ranges."""
+    cdef Rows* R = <Rows*>ctx
+    cdef ptrdiff_t r
+    cdef ptrdiff_t lo = R.nrows * k // R.npieces, hi = R.nrows * (k + 1) // R.npieces
+    if R.shape.dtype == FASTOP_FLOAT32:
+        for r in range(lo, hi):
+            _row(R, r, <float*>NULL)
+    else:
+        for r in range(lo, hi):
+            _row(R, r, <double*>NULL)
+
+
 cdef int _run_rows(Rows* R, floating_t* tag) noexcept nogil:
     cdef ptrdiff_t r
+    cdef int nt
     R.failed = 0
     if R.n == 0:
         if R.mode == CE or R.mode == CE_GRAD:
@@ -327,9 +345,11 @@ cdef int _run_rows(Rows* R, floating_t* tag) noexcept nogil:
                 _empty_row(R, r, tag)
         return K_ERR_VALUE if R.failed else K_OK
     if R.nrows > 1 and use_threads(R.nrows * R.n * EXP_COST):
-        for r in prange(R.nrows, schedule="dynamic", chunksize=16,
-                        num_threads=get_num_threads()):
-            _row(R, r, tag)
+        # ranges of ROWS_PER_PIECE rows taken as they come (fastop._core.parallel)
+        nt = get_num_threads()
+        R.npieces = <int>min(R.nrows, max((R.nrows + ROWS_PER_PIECE - 1) // ROWS_PER_PIECE,
+                                          <ptrdiff_t>nt * PIECES_PER_THREAD), MAX_PIECES)
+        parallel_run(_rows_piece, R, R.npieces, nt)
     else:
         for r in range(R.nrows):
             _row(R, r, tag)
