@@ -8,6 +8,7 @@ import pytest
 
 from fastop._core import kernel
 from fastop._core import reduce as R
+from fastop._core import optim as O
 from fastop._core import softmax as S
 from fastop._core.storage import from_numpy
 
@@ -105,3 +106,26 @@ def test_cross_entropy_rows_and_labels(dtype):
     for threads in (1, 2):
         with pytest.raises(Exception, match="softmax_cross_entropy"):
             on_threads(threads, S.softmax_cross_entropy, x, label)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rule", ["sgd", "momentum", "nesterov", "adam"])
+def test_optimizer_updates(dtype, rule):
+    n = 300_001                                    # not a multiple of the piece alignment
+    grad = _data((n,), dtype, seed=6)
+
+    def step():
+        param, m1 = _data((n,), dtype, seed=7), np.abs(_data((n,), dtype, seed=8))
+        m2 = np.abs(_data((n,), dtype, seed=9))
+        p, g, a, b = (from_numpy(t) for t in (param, grad, m1, m2))
+        if rule == "sgd":
+            O.sgd_step(p, g, 0.1, 0.01)
+        elif rule in ("momentum", "nesterov"):
+            O.momentum_step(p, g, a, 0.1, 0.9, rule == "nesterov", 0.01)
+        else:
+            O.adam_step(p, g, a, b, 1e-3, 0.9, 0.999, 1e-8, 0.01, 0.9, 0.999)
+        return np.concatenate([param, m1, m2])
+
+    threaded = assert_same_on_2_threads(step)         # fresh arrays on every call
+    # a skipped piece (a quarter of the elements) would leave its range unchanged
+    assert np.mean(threaded[:n] != _data((n,), dtype, seed=7)) > 0.99

@@ -2,8 +2,8 @@
 """Optimizer update kernels: SGD, Momentum, Adam (L2 weight decay), in place.
 
 Each update is one fused loop over contiguous float32/float64 buffers (C in
-``optim_update.h``, vectorized per ISA), run without the GIL and split over OpenMP
-threads for large parameters. Two ways in:
+``optim_update.h``, vectorized per ISA), run without the GIL and split over fastop's
+thread pool (:mod:`fastop._core.parallel`) for large parameters. Two ways in:
 
 * ``sgd_step``/``momentum_step``/``adam_step`` — the eager fast path, called by
   ``Optimizer.step`` on a parameter, its gradient and its state tensors;
@@ -20,7 +20,6 @@ Formulas (``g = grad + weight_decay * param``)::
                param -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps * sqrt(1 - b2^t))
                b1^t *= b1;  b2^t *= b2      (the powers start at b1 and b2)
 """
-from cython.parallel cimport prange
 from libc.math cimport sqrt
 
 from fastop._core.storage cimport (DenseTensor, fastop_view, fastop_attrs, floating_t,
@@ -28,6 +27,7 @@ from fastop._core.storage cimport (DenseTensor, fastop_view, fastop_attrs, float
                                    FASTOP_FLOAT64)
 from fastop._core.kernel cimport (CKernel, make_kernel, get_num_threads, use_threads,
                                   K_OK, K_ERR_DTYPE, K_ERR_SHAPE)
+from fastop._core.parallel cimport parallel_run
 
 __all__ = ["sgd", "momentum", "adam", "sgd_step", "momentum_step", "adam_step"]
 
@@ -79,49 +79,91 @@ cdef inline void _adam_loop(floating_t* param, const floating_t* grad, floating_
         fastop_adam_f64(param, grad, m1, m2, n, step, b1, b2, eps * correction, wd)
 
 
-# Chunked drivers: one chunk on the calling thread, or one per OpenMP thread.
+# Drivers: the whole update on the calling thread, or (large tensors) ranges of it on
+# fastop's thread pool, a few per thread, taken as they come. Each element's update does
+# not depend on the split, so the result is the same on any number of threads.
 
-cdef inline Py_ssize_t _n_chunks(Py_ssize_t n) noexcept nogil:
-    return get_num_threads() if use_threads(n) else 1
+cdef enum:
+    SGD = 0
+    MOMENTUM = 1
+    ADAM = 2
+    PIECES_PER_THREAD = 2
+    PIECE_ALIGN = 16        # pieces start at multiples of 16 elements (own cache lines)
+
+
+ctypedef struct UpdateJob:
+    int rule                # SGD, MOMENTUM or ADAM
+    bint is_double
+    void* param
+    const void* grad
+    void* m1                # momentum: velocity; adam: first moment
+    void* m2                # adam: second moment
+    Py_ssize_t n
+    double lr, mu, wd, b1, b2, eps, b1_pow, b2_pow
+    bint nesterov
+    Py_ssize_t chunk        # elements per piece
+
+
+cdef void _update_range(const UpdateJob* j, Py_ssize_t lo, Py_ssize_t hi,
+                        floating_t* tag) noexcept nogil:
+    """Elements [lo, hi) of the update."""
+    cdef floating_t* param = <floating_t*>j.param + lo
+    cdef const floating_t* grad = <const floating_t*>j.grad + lo
+    if j.rule == SGD:
+        _sgd_loop(param, grad, hi - lo, j.lr, j.wd)
+    elif j.rule == MOMENTUM:
+        _momentum_loop(param, grad, <floating_t*>j.m1 + lo, hi - lo, j.lr, j.mu, j.wd,
+                       j.nesterov)
+    else:
+        _adam_loop(param, grad, <floating_t*>j.m1 + lo, <floating_t*>j.m2 + lo, hi - lo,
+                   j.lr, j.b1, j.b2, j.eps, j.wd, j.b1_pow, j.b2_pow)
+
+
+cdef void _update_piece(void* ctx, int k) noexcept nogil:
+    """Piece k of an update (a parallel_run piece function)."""
+    cdef const UpdateJob* j = <const UpdateJob*>ctx
+    cdef Py_ssize_t lo = min(k * j.chunk, j.n), hi = min(lo + j.chunk, j.n)
+    if j.is_double:
+        _update_range(j, lo, hi, <double*>NULL)
+    else:
+        _update_range(j, lo, hi, <float*>NULL)
+
+
+cdef void _run_update(UpdateJob* j, floating_t* tag) noexcept nogil:
+    cdef int nt = get_num_threads() if use_threads(j.n) else 1
+    cdef int npieces
+    j.is_double = floating_t is double
+    if nt == 1:
+        _update_range(j, 0, j.n, tag)
+        return
+    npieces = nt * PIECES_PER_THREAD
+    j.chunk = ((j.n + npieces - 1) // npieces + PIECE_ALIGN - 1) & ~(<Py_ssize_t>PIECE_ALIGN - 1)
+    parallel_run(_update_piece, j, <int>((j.n + j.chunk - 1) // j.chunk), nt)
 
 
 cdef void _sgd(floating_t* param, const floating_t* grad, Py_ssize_t n, double lr,
                double wd) noexcept nogil:
-    cdef Py_ssize_t chunks = _n_chunks(n), c, lo, hi
-    if chunks == 1:
-        _sgd_loop(param, grad, n, lr, wd)
-        return
-    for c in prange(chunks, num_threads=chunks, schedule="static"):
-        lo = n * c // chunks
-        hi = n * (c + 1) // chunks
-        _sgd_loop(param + lo, grad + lo, hi - lo, lr, wd)
+    cdef UpdateJob j
+    j.rule, j.param, j.grad, j.n, j.lr, j.wd = SGD, param, grad, n, lr, wd
+    _run_update(&j, param)
 
 
 cdef void _momentum(floating_t* param, const floating_t* grad, floating_t* velocity,
                     Py_ssize_t n, double lr, double mu, double wd,
                     bint nesterov) noexcept nogil:
-    cdef Py_ssize_t chunks = _n_chunks(n), c, lo, hi
-    if chunks == 1:
-        _momentum_loop(param, grad, velocity, n, lr, mu, wd, nesterov)
-        return
-    for c in prange(chunks, num_threads=chunks, schedule="static"):
-        lo = n * c // chunks
-        hi = n * (c + 1) // chunks
-        _momentum_loop(param + lo, grad + lo, velocity + lo, hi - lo, lr, mu, wd, nesterov)
+    cdef UpdateJob j
+    j.rule, j.param, j.grad, j.m1, j.n = MOMENTUM, param, grad, velocity, n
+    j.lr, j.mu, j.wd, j.nesterov = lr, mu, wd, nesterov
+    _run_update(&j, param)
 
 
 cdef void _adam(floating_t* param, const floating_t* grad, floating_t* m1, floating_t* m2,
                 Py_ssize_t n, double lr, double b1, double b2, double eps, double wd,
                 double b1_pow, double b2_pow) noexcept nogil:
-    cdef Py_ssize_t chunks = _n_chunks(n), c, lo, hi
-    if chunks == 1:
-        _adam_loop(param, grad, m1, m2, n, lr, b1, b2, eps, wd, b1_pow, b2_pow)
-        return
-    for c in prange(chunks, num_threads=chunks, schedule="static"):
-        lo = n * c // chunks
-        hi = n * (c + 1) // chunks
-        _adam_loop(param + lo, grad + lo, m1 + lo, m2 + lo, hi - lo, lr, b1, b2, eps, wd,
-                   b1_pow, b2_pow)
+    cdef UpdateJob j
+    j.rule, j.param, j.grad, j.m1, j.m2, j.n = ADAM, param, grad, m1, m2, n
+    j.lr, j.b1, j.b2, j.eps, j.wd, j.b1_pow, j.b2_pow = lr, b1, b2, eps, wd, b1_pow, b2_pow
+    _run_update(&j, param)
 
 
 # --------------------------------------------------------------------------- view helpers
