@@ -8,6 +8,7 @@ import pytest
 
 from fastop._core import kernel
 from fastop._core import reduce as R
+from fastop._core import shape_ops as G
 from fastop._core import optim as O
 from fastop._core import softmax as S
 from fastop._core.storage import from_numpy
@@ -129,3 +130,23 @@ def test_optimizer_updates(dtype, rule):
     threaded = assert_same_on_2_threads(step)         # fresh arrays on every call
     # a skipped piece (a quarter of the elements) would leave its range unchanged
     assert np.mean(threaded[:n] != _data((n,), dtype, seed=7)) > 0.99
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+def test_gather_and_its_gradient(dtype, layout):
+    rng = np.random.default_rng(10)
+    x = _data((400, 300, 4), dtype, seed=11)
+    if layout == "strided":
+        x = x[:, :, ::2]                                  # inner rows are not contiguous
+    index = rng.integers(-300, 300, 500)                  # repeats and negative indices
+    got = assert_same_on_2_threads(G.gather, x, index, axis=1)
+    np.testing.assert_array_equal(got, np.take(x, index, axis=1))
+    if np.dtype(dtype).kind != "f":
+        return
+    dout = _data(got.shape, dtype, seed=12)
+    dx = assert_same_on_2_threads(G.gather_grad, x, index, dout, axis=1)
+    want = np.zeros(x.shape)
+    np.add.at(want, (slice(None), index % 300), dout)
+    np.testing.assert_allclose(dx, want, rtol=1e-5 if dtype == np.float32 else 1e-12,
+                               atol=1e-5)

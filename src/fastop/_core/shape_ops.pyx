@@ -17,13 +17,13 @@ Python: see ``fastop.ops.builtin.shape``. Attributes: ``ints = [axis]`` for gath
 ``ints = shape`` for broadcast_to.
 """
 from libc.string cimport memcpy, memset
-from cython.parallel cimport prange
 from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, FASTOP_INT32,
                                    FASTOP_INT64, FASTOP_FLOAT32, floating_t, itemsize_of,
                                    view_is_contiguous, view_shape, DenseTensor, as_dense,
                                    dtype_from_code)
 from fastop._core.kernel cimport (make_kernel, K_OK, K_ERR_ATTR, K_ERR_BROADCAST, K_ERR_DTYPE,
                                   K_ERR_SHAPE, K_ERR_VALUE, get_num_threads, use_threads)
+from fastop._core.parallel cimport parallel_run
 
 __all__ = ["gather", "gather_grad", "ViewKernel", "expand_as", "broadcast_to"]
 
@@ -201,22 +201,58 @@ cdef int _check_indices(const fastop_view* index, ptrdiff_t n) noexcept nogil:
     return K_OK
 
 
+# Outer positions (the dims before `axis`) are independent: a large gather or scatter
+# splits them into contiguous ranges, two per thread, on fastop's thread pool.
+
+ctypedef struct OuterJob:
+    const Layout* L
+    const fastop_view* index
+    bint scatter                # gather_grad's scatter-add (else gather's copy)
+    int npieces
+
+
+cdef void _outer_range(const OuterJob* j, ptrdiff_t lo, ptrdiff_t hi) noexcept nogil:
+    """Outer positions [lo, hi) of a gather or scatter."""
+    cdef ptrdiff_t o
+    for o in range(lo, hi):
+        if not j.scatter:
+            _gather_outer(j.L, j.index, o)
+        elif j.L.x.dtype == FASTOP_FLOAT32:
+            _scatter_outer(j.L, j.index, o, <float*>NULL)
+        else:
+            _scatter_outer(j.L, j.index, o, <double*>NULL)
+
+
+cdef void _outer_piece(void* ctx, int k) noexcept nogil:
+    """Piece k: the k-th of j.npieces ranges of outer positions (a parallel_run piece)."""
+    cdef const OuterJob* j = <const OuterJob*>ctx
+    cdef ptrdiff_t n = j.L.n_outer
+    _outer_range(j, n * k // j.npieces, n * (k + 1) // j.npieces)
+
+
+cdef void _run_outer(const Layout* L, const fastop_view* index, bint scatter,
+                     ptrdiff_t work) noexcept nogil:
+    """Every outer position of a gather (or scatter) moving `work` elements."""
+    cdef OuterJob j
+    cdef int nt = get_num_threads()
+    j.L, j.index, j.scatter = L, index, scatter
+    if L.n_outer > 1 and use_threads(work):
+        j.npieces = <int>min(L.n_outer, <ptrdiff_t>2 * nt)
+        parallel_run(_outer_piece, &j, j.npieces, nt)
+    else:
+        _outer_range(&j, 0, L.n_outer)
+
+
 cdef int _gather_kernel(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
                         const fastop_attrs* a) noexcept nogil:
     cdef Layout L
-    cdef ptrdiff_t o
     cdef int axis = _axis(a, ins[0].ndim)
     if _check_indices(ins[1], ins[0].shape[axis]) != K_OK:
         return K_ERR_VALUE
     if outs[0].size == 0:
         return K_OK
     _layout(ins[0], ins[1], outs[0], axis, &L)
-    if L.n_outer > 1 and use_threads(outs[0].size):
-        for o in prange(L.n_outer, schedule="static", num_threads=get_num_threads()):
-            _gather_outer(&L, ins[1], o)
-    else:
-        for o in range(L.n_outer):
-            _gather_outer(&L, ins[1], o)
+    _run_outer(&L, ins[1], False, outs[0].size)
     return K_OK
 
 
@@ -260,7 +296,6 @@ cdef void _zero(fastop_view* v) noexcept nogil:
 cdef int _gather_grad_kernel(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
                              const fastop_attrs* a) noexcept nogil:
     cdef Layout L
-    cdef ptrdiff_t o
     cdef int axis = _axis(a, ins[0].ndim)
     if _check_indices(ins[1], ins[0].shape[axis]) != K_OK:
         return K_ERR_VALUE
@@ -269,18 +304,7 @@ cdef int _gather_grad_kernel(fastop_view** ins, int n_in, fastop_view** outs, in
         return K_OK
     _layout(outs[0], ins[1], ins[2], axis, &L)
     # outer positions own disjoint rows of dx, so they may run in parallel
-    if L.n_outer > 1 and use_threads(ins[2].size):
-        for o in prange(L.n_outer, schedule="static", num_threads=get_num_threads()):
-            if outs[0].dtype == FASTOP_FLOAT32:
-                _scatter_outer(&L, ins[1], o, <float*>NULL)
-            else:
-                _scatter_outer(&L, ins[1], o, <double*>NULL)
-    else:
-        for o in range(L.n_outer):
-            if outs[0].dtype == FASTOP_FLOAT32:
-                _scatter_outer(&L, ins[1], o, <float*>NULL)
-            else:
-                _scatter_outer(&L, ins[1], o, <double*>NULL)
+    _run_outer(&L, ins[1], True, ins[2].size)
     return K_OK
 
 
