@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from fastop._core import kernel
+from fastop._core import linalg as L
 from fastop._core import reduce as R
 from fastop._core import shape_ops as G
 from fastop._core import optim as O
@@ -150,3 +151,23 @@ def test_gather_and_its_gradient(dtype, layout):
     np.add.at(want, (slice(None), index % 300), dout)
     np.testing.assert_allclose(dx, want, rtol=1e-5 if dtype == np.float32 else 1e-12,
                                atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("layout", ["contiguous", "strided y", "batched"])
+def test_integer_matmul(dtype, layout):
+    x, y = _data((200, 150), dtype, seed=13), _data((150, 170), dtype, seed=14)
+    if layout == "strided y":
+        y = _data((150, 340), dtype, seed=14)[:, ::2]
+    elif layout == "batched":
+        x, y = _data((3, 100, 150), dtype, seed=13), _data((3, 150, 170), dtype, seed=14)
+    got = assert_same_on_2_threads(L.matmul, x, y)
+    np.testing.assert_array_equal(got, np.matmul(x, y))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_fc_accumulates_onto_the_bias(dtype):
+    x, w = _data((300, 130), dtype, seed=15), _data((130, 90), dtype, seed=16)
+    b = _data((90,), dtype, seed=17)
+    got = assert_same_on_2_threads(L.fc, x, w, b, activation="relu")
+    np.testing.assert_array_equal(got, np.maximum(x @ w + b, 0))

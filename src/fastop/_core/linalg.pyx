@@ -17,7 +17,6 @@ view becomes a BLAS trans flag); other layouts are copied once. Batches go to
 ``gemm_batch_strided``. int32/int64 use a blocked loop (wrapping on overflow like
 numpy).
 """
-from cython.parallel cimport prange
 from libc.limits cimport INT_MAX
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, memset
@@ -124,26 +123,40 @@ cdef bint _blas_layout(ptrdiff_t rows, ptrdiff_t cols, ptrdiff_t rs, ptrdiff_t c
 
 # --------------------------------------------------------------------------- loops
 
-cdef void _gemm_loop(ptrdiff_t m, ptrdiff_t n, ptrdiff_t k,
-                     const numeric_t* x, ptrdiff_t xs_m, ptrdiff_t xs_k,
-                     const numeric_t* y, ptrdiff_t ys_k, ptrdiff_t ys_n,
-                     numeric_t* c, bint accumulate) noexcept nogil:
-    """c[m×n] (+)= x[m×k] · y[k×n] with element strides; c is C-contiguous.
+# One blocked-loop product; its blocks of LOOP_BLOCK_M rows are independent, so a large
+# product splits them into contiguous ranges, two per thread, on fastop's thread pool.
+ctypedef struct GemmLoopJob:
+    int dtype
+    ptrdiff_t m, n, k, xs_m, xs_k, ys_k, ys_n
+    const void* x
+    const void* y
+    void* c
+    bint accumulate
+    ptrdiff_t n_iblocks
+    int npieces
+
+
+cdef void _gemm_blocks(const GemmLoopJob* p, ptrdiff_t ib_lo, ptrdiff_t ib_hi,
+                       numeric_t* tag) noexcept nogil:
+    """Row blocks [ib_lo, ib_hi) of c (+)= x · y.
 
     Blocked so that a LOOP_BLOCK_K × LOOP_BLOCK_N panel of y stays in cache while the
-    rows of x pass; row blocks are split across threads for large products.
+    rows of x pass.
     """
     cdef ptrdiff_t ib, i, i_end, kb, kk, k_end, jb, j, j_end
-    cdef ptrdiff_t n_iblocks = (m + LOOP_BLOCK_M - 1) // LOOP_BLOCK_M
+    cdef ptrdiff_t m = p.m, n = p.n, k = p.k, xs_m = p.xs_m, xs_k = p.xs_k
+    cdef ptrdiff_t ys_k = p.ys_k, ys_n = p.ys_n
     cdef ptrdiff_t n_kblocks = (k + LOOP_BLOCK_K - 1) // LOOP_BLOCK_K
     cdef ptrdiff_t n_jblocks = (n + LOOP_BLOCK_N - 1) // LOOP_BLOCK_N
-    cdef int threads = get_num_threads() if use_threads(m * n * k // 16) else 1
+    cdef const numeric_t* x = <const numeric_t*>p.x
+    cdef const numeric_t* y = <const numeric_t*>p.y
+    cdef numeric_t* c = <numeric_t*>p.c
     cdef numeric_t a
     cdef numeric_t* c_row
     cdef const numeric_t* y_row
-    for ib in prange(n_iblocks, num_threads=threads, schedule="static"):
+    for ib in range(ib_lo, ib_hi):
         i_end = min(m, (ib + 1) * LOOP_BLOCK_M)
-        if not accumulate:
+        if not p.accumulate:
             memset(c + ib * LOOP_BLOCK_M * n, 0,
                    (i_end - ib * LOOP_BLOCK_M) * n * sizeof(numeric_t))
         for kb in range(n_kblocks):
@@ -161,6 +174,47 @@ cdef void _gemm_loop(ptrdiff_t m, ptrdiff_t n, ptrdiff_t k,
                         else:
                             for j in range(jb * LOOP_BLOCK_N, j_end):
                                 c_row[j] += a * y_row[j * ys_n]
+
+
+cdef void _gemm_loop_piece(void* ctx, int t) noexcept nogil:
+    """Piece t: the t-th of p.npieces ranges of row blocks (a parallel_run piece)."""
+    cdef const GemmLoopJob* p = <const GemmLoopJob*>ctx
+    cdef ptrdiff_t lo = p.n_iblocks * t // p.npieces
+    cdef ptrdiff_t hi = p.n_iblocks * (t + 1) // p.npieces
+    if p.dtype == FASTOP_INT32:
+        _gemm_blocks(p, lo, hi, <int*>NULL)
+    elif p.dtype == FASTOP_INT64:
+        _gemm_blocks(p, lo, hi, <long long*>NULL)
+    elif p.dtype == FASTOP_FLOAT32:
+        _gemm_blocks(p, lo, hi, <float*>NULL)
+    else:
+        _gemm_blocks(p, lo, hi, <double*>NULL)
+
+
+cdef void _gemm_loop(ptrdiff_t m, ptrdiff_t n, ptrdiff_t k,
+                     const numeric_t* x, ptrdiff_t xs_m, ptrdiff_t xs_k,
+                     const numeric_t* y, ptrdiff_t ys_k, ptrdiff_t ys_n,
+                     numeric_t* c, bint accumulate) noexcept nogil:
+    """c[m×n] (+)= x[m×k] · y[k×n] with element strides; c is C-contiguous. Row blocks
+    are split across threads for large products."""
+    cdef GemmLoopJob p
+    cdef int threads = get_num_threads() if use_threads(m * n * k // 16) else 1
+    p.m, p.n, p.k, p.xs_m, p.xs_k, p.ys_k, p.ys_n = m, n, k, xs_m, xs_k, ys_k, ys_n
+    p.x, p.y, p.c, p.accumulate = x, y, c, accumulate
+    p.n_iblocks = (m + LOOP_BLOCK_M - 1) // LOOP_BLOCK_M
+    if threads == 1 or p.n_iblocks < 2:
+        _gemm_blocks(&p, 0, p.n_iblocks, c)
+        return
+    if numeric_t is int:
+        p.dtype = FASTOP_INT32
+    elif numeric_t is float:
+        p.dtype = FASTOP_FLOAT32
+    elif numeric_t is double:
+        p.dtype = FASTOP_FLOAT64
+    else:
+        p.dtype = FASTOP_INT64
+    p.npieces = <int>min(p.n_iblocks, <ptrdiff_t>2 * threads)
+    parallel_run(_gemm_loop_piece, &p, p.npieces, threads)
 
 
 cdef void _act(floating_t* y, ptrdiff_t n, int act) noexcept nogil:
