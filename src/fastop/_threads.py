@@ -1,4 +1,5 @@
-"""One switch for the threads fastop's kernels use: its own OpenMP loops and BLAS."""
+"""One switch for the threads fastop's kernels use: its own loops and the BLAS products,
+all run on fastop's thread pool (fastop._core.parallel)."""
 from fastop._core import kernel as _kernel
 
 __all__ = ["set_num_threads", "get_num_threads"]

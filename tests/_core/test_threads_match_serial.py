@@ -171,3 +171,17 @@ def test_integer_fc_accumulates_onto_the_bias(dtype):
     b = _data((90,), dtype, seed=17)
     got = assert_same_on_2_threads(L.fc, x, w, b, activation="relu")
     np.testing.assert_array_equal(got, np.maximum(x @ w + b, 0))
+
+
+def test_thread_counts_are_capped_at_the_processors_this_process_may_use():
+    from fastop._core import blas, parallel
+    assert parallel.num_processors() == len(os.sched_getaffinity(0))
+    saved_kernel, saved_blas = kernel._get_num_threads(), blas.get_num_threads()
+    try:
+        kernel.set_num_threads(10_000)
+        blas.set_num_threads(10_000)
+        assert kernel._get_num_threads() == parallel.num_processors()
+        assert blas.get_num_threads() == parallel.num_processors()
+    finally:
+        kernel.set_num_threads(saved_kernel)
+        blas.set_num_threads(saved_blas)

@@ -19,10 +19,11 @@ The wrappers are row-major (``CblasRowMajor``), GIL-free, and each docstring is 
 formula; ``op(X)`` is ``X`` or ``Xᵀ`` as the ``trans_*`` flag says.
 """
 from posix.dlfcn cimport dlopen, dlsym, dlerror, RTLD_NOW, RTLD_LOCAL
-cimport openmp
 
 from fastop._core.storage cimport floating_t
 from fastop._core.parallel cimport parallel_run
+
+from fastop._core.parallel import num_processors
 
 __all__ = ["load", "library_path", "set_num_threads", "get_num_threads"]
 
@@ -65,9 +66,9 @@ def _init_threads():
     for name in ("FASTOP_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         value = os.environ.get(name, "")
         if value.isdigit() and int(value) > 0:
-            _threads = min(int(value), openmp.omp_get_num_procs())
+            _threads = min(int(value), num_processors())
             return
-    _threads = openmp.omp_get_num_procs()
+    _threads = num_processors()
 
 _init_threads()
 
@@ -152,7 +153,7 @@ def set_num_threads(int n) -> None:
     global _threads
     if n < 1:
         raise ValueError(f"blas.set_num_threads: expected n >= 1, got {n}")
-    _threads = min(n, openmp.omp_get_num_procs())
+    _threads = min(n, num_processors())
 
 
 def get_num_threads() -> int:

@@ -14,9 +14,9 @@ from fastop._core.storage cimport (DenseTensor, DType, fastop_view, fastop_attrs
                                    as_dense, dtype_from_code, dtype_code, itemsize_of,
                                    view_same_meta, view_shape)
 
-cimport openmp
-
 import numpy as np
+
+from fastop._core.parallel import num_processors
 
 __all__ = ["CKernel", "set_num_threads", "get_num_threads"]
 
@@ -33,7 +33,7 @@ def set_num_threads(int n) -> None:
     global _num_threads
     if n < 1:
         raise ValueError(f"set_num_threads: expected n >= 1, got {n}")
-    _num_threads = min(n, openmp.omp_get_num_procs())
+    _num_threads = min(n, num_processors())
 
 
 def _get_num_threads() -> int:
@@ -54,7 +54,7 @@ def _init_threads():
     global _num_threads
     env = os.environ.get("FASTOP_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
     _num_threads = int(env) if env and env.isdigit() and int(env) > 0 \
-        else openmp.omp_get_num_procs()
+        else num_processors()
 
 _init_threads()
 

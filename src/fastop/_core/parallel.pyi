@@ -3,6 +3,9 @@ idle pool workers take as they come (the Cython API is ``parallel_run``). Idle w
 spin ``FASTOP_SPIN_US`` µs (default 100) after a call, then sleep."""
 import numpy as np
 
+def num_processors() -> int:
+    """Processors this process may run on (its CPU affinity)."""
+
 def set_spin_us(us: int) -> None:
     """How long (µs) an idle worker spins before it sleeps."""
 

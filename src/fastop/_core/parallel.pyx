@@ -11,7 +11,7 @@ after a call, then sleep.
 """
 import os as _os
 
-__all__ = ["set_spin_us", "get_spin_us"]
+__all__ = ["set_spin_us", "get_spin_us", "num_processors"]
 
 cdef extern from "parallel.h" nogil:
     int fastop_parallel_run(fastop_piece_fn fn, void* ctx, int npieces, int nthreads)
@@ -23,6 +23,15 @@ cdef int parallel_run(fastop_piece_fn fn, void* ctx, int npieces, int nthreads) 
     """Call fn(ctx, i) for i < npieces on up to `nthreads` threads (the caller included);
     return the number of threads the pieces were offered to."""
     return fastop_parallel_run(fn, ctx, npieces, nthreads)
+
+
+def num_processors() -> int:
+    """Processors this process may run on (its CPU affinity): the most threads worth
+    offering pieces to."""
+    try:
+        return len(_os.sched_getaffinity(0))
+    except AttributeError:           # no sched_getaffinity (not Linux)
+        return _os.cpu_count() or 1
 
 
 def set_spin_us(long us) -> None:
