@@ -35,12 +35,12 @@ COMPILER_DIRECTIVES = {
 }
 
 if DEBUG:
-    CFLAGS = ["-O0", "-g", "-fopenmp", "-UNDEBUG"]
+    CFLAGS = ["-O0", "-g", "-pthread", "-UNDEBUG"]
 else:
-    CFLAGS = ["-O3", "-fopenmp", "-fno-math-errno", "-fno-trapping-math"]
+    CFLAGS = ["-O3", "-pthread", "-fno-math-errno", "-fno-trapping-math"]
 CFLAGS += ["-Wno-unused-function", "-Wno-unreachable-code"]
 CFLAGS += os.environ.get("FASTOP_CFLAGS", "").split()
-LDFLAGS = ["-fopenmp"]
+LDFLAGS = ["-pthread"]     # fastop's thread pool (parallel_impl.c); there is no OpenMP
 
 
 def find_extensions() -> list[Extension]:
