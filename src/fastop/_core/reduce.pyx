@@ -13,8 +13,9 @@ runs:
   the input are added (max-ed) into a chunk of the output that stays in L1.
 
 Work above ``use_threads`` runs on fastop's thread pool (:mod:`fastop._core.parallel`):
-over ranges of output elements, of output tiles, or (a full reduction) over pieces of one
-run, combined afterwards in a fixed order, so the result does not depend on the threads.
+over ranges of output elements or of output tiles (the same result as one thread), or
+(a full reduction) over pieces of one run, combined afterwards in piece order (the same
+result for the same thread count, within rounding of the serial one).
 
 Attributes are packed as ``ints = [keepdim, *axes]`` (no axes: reduce everything),
 argmax as ``[keepdim, has_axis, axis]``, sum_to_shape as ``ints = shape``.
