@@ -67,6 +67,19 @@ def _define() -> None:
     def _(da, db):
         return plus(scale(da, alpha=2.0), scale(db, alpha=3.0))
 
+    # The same op, its rule told None (not zeros) for an output without gradient.
+    sparse = registry.define(f"{NS}::two_three_sparse", inputs=["x"], outputs=["a", "b"],
+                             meta=lambda x: (x, x),
+                             kernels={"*": lambda x: (2 * x, 3 * x)})
+    seen = []          # (da is None, db is None) per call, for the tests
+
+    @sparse.grad(materialize_grads=False)
+    def _(da, db):
+        seen.append((da is None, db is None))
+        terms = [scale(g, alpha=k) for g, k in ((da, 2.0), (db, 3.0)) if g is not None]
+        return terms[0] if len(terms) == 1 else plus(*terms)
+    sparse.seen = seen
+
     # Variadic input: the rule returns a list of gradients for `xs`.
     total = registry.define(f"{NS}::total", inputs=["xs*"],
                             meta=lambda xs: xs[0], kernels={"*": lambda xs: sum(xs)})

@@ -8,6 +8,7 @@ import pytest
 
 import fastop
 from fastop.autograd import GradcheckError, gradcheck, gradgradcheck
+from fastop.ops import registry
 
 
 def leaf(values, dtype="float64"):
@@ -154,6 +155,20 @@ def test_multi_output_op_zero_fills_missing_output_grads(ops):
     a, b = ops.two_three(x)
     b.backward()                    # `a` gets no gradient: the rule sees zeros for it
     np.testing.assert_allclose(x.grad.numpy(), np.full_like(X, 3.0))
+
+
+def test_rule_without_materialized_grads_gets_none_for_a_missing_output_grad(ops):
+    op = registry.get("eagertest::two_three_sparse")
+    op.seen.clear()
+    x = leaf(X)
+    a, b = ops.two_three_sparse(x)
+    b.backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.full_like(X, 3.0))
+    x.clear_grad()
+    a, b = ops.two_three_sparse(x)
+    (a + b).backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.full_like(X, 5.0))
+    assert op.seen == [(True, False), (False, False)]
 
 
 def test_variadic_input_gradients(ops):

@@ -64,7 +64,9 @@ GENERATORS = {
     "softmax": lambda: ([var(2, 3)], {"axis": -1}),
     "log_softmax": lambda: ([var(2, 3)], {"axis": 0}),
     "softmax_grad": Y_DY, "log_softmax_grad": Y_DY,
-    "softmax_cross_entropy": lambda: ([var(2, 3), const([2, 0], "int64")], {}),
+    "softmax_cross_entropy": lambda: ([var(3, 3), const([2, 0, -100], "int64")], {}),
+    "softmax_cross_entropy_grad": lambda: ([const([2, 0, -100], "int64"),
+                                            var(3, 3, kind="pos"), var(3, 1)], {}),
     "reshape": lambda: ([var(2, 3)], {"shape": [3, 2]}),
     "transpose": lambda: ([var(2, 3)], {"perm": [1, 0]}),
     "concat": lambda: ([[var(2, 3), var(1, 3)]], {"axis": 0}),
@@ -77,9 +79,6 @@ GENERATORS = {
     "matmul": lambda: ([var(3, 2), var(4, 3)], {"transpose_x": True, "transpose_y": True}),
     "fc": lambda: ([var(2, 3), var(3, 4), var(4)], {"activation": "tanh"}),
 }
-
-# Ops whose other outputs carry no gradient by design: check only this output.
-CHECKED_OUTPUT = {"softmax_cross_entropy": 0}   # softmax is auxiliary, as in PaddlePaddle
 
 DIFFERENTIABLE = sorted(op.short_name for op in registry.ops("fastop")
                         if op.grad_rule is not None)
@@ -97,7 +96,7 @@ def _call(name):
             args.append(list(tensors[i:i + count]) if count >= 0 else tensors[i])
             i += max(count, 1)
         out = op(*args, **attrs)
-        return out[CHECKED_OUTPUT[name]] if name in CHECKED_OUTPUT else out
+        return out
     return fn, flat
 
 

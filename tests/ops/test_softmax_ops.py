@@ -74,14 +74,37 @@ def test_cross_entropy_grad(label_shape):
     assert grads[1] is None
 
 
-def test_cross_entropy_softmax_output_carries_no_gradient():
+def test_cross_entropy_gradient_through_the_softmax_output():
+    # unlike PaddlePaddle (which drops it), a gradient into the softmax output reaches
+    # the logits; checked alone, and with the loss's
+    label = np.array([1, 0, 3])
+    check_rule("fastop::softmax_cross_entropy", [rand(3, 4), label], {}, wrt=(0,),
+               douts=[None, rand(3, 4, seed=4)])
+    check_rule("fastop::softmax_cross_entropy", [rand(3, 4), label], {}, wrt=(0,),
+               douts=[rand(3, 1, seed=2), rand(3, 4, seed=4)])
+
+
+def test_cross_entropy_rule_gets_none_for_an_unused_output():
+    # the loss-only case (every training step) computes the one fused backward kernel
     ce = registry.get("fastop::softmax_cross_entropy")
+    assert not ce.grad_rule.materialize_grads
     x, label = from_numpy(rand(3, 4)), from_numpy(np.array([1, 0, 3]))
     loss, sm = ce(x, label)
-    dloss = from_numpy(np.ones((3, 1)))
-    with_dsm = ce.grad_rule.fn(label, sm, dloss, from_numpy(rand(3, 4)), ignore_index=-100)
-    without = ce.grad_rule.fn(label, sm, dloss, None, ignore_index=-100)
-    np.testing.assert_array_equal(np.asarray(with_dsm[0]), np.asarray(without[0]))
+    dloss = from_numpy(rand(3, 1, seed=2))
+    dlogits, dlabel = ce.grad_rule.fn(label, sm, dloss, None, ignore_index=-100)
+    want = registry.get("fastop::softmax_cross_entropy_grad")(label, sm, dloss)
+    np.testing.assert_array_equal(np.asarray(dlogits), np.asarray(want))
+    assert dlabel is None
+    assert ce.grad_rule.fn(label, sm, None, None, ignore_index=-100) == (None, None)
+
+
+@pytest.mark.parametrize("label", [[1, 0, 3], [[2], [-100], [0]]], ids=["flat", "ignored"])
+def test_cross_entropy_grad_is_differentiable_again(label):
+    needs_ops("multiply", "sum", "neg", "full_like")
+    label = np.array(label)
+    softmax = np.asarray(registry.get("fastop::softmax")(rand(3, 4)))
+    check_rule("fastop::softmax_cross_entropy_grad",
+               [label, softmax.copy(), rand(3, 1, seed=5)], {}, wrt=(1, 2))
 
 
 @pytest.mark.parametrize("name", ["softmax_grad", "log_softmax_grad"])

@@ -161,6 +161,33 @@ def test_gradients_of_matmul_chain(static_env, exe, rng):
     np.testing.assert_allclose(gx, ones @ feed["b"].T @ feed["a"].T, rtol=1e-12)
 
 
+def _softmax(z):
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def test_cross_entropy_gradients_through_loss_and_softmax_outputs(static_env, exe, rng):
+    """softmax_cross_entropy's rule gets None for an output without gradient: the loss
+    alone appends no zero-filled softmax gradient; a used softmax output adds its term."""
+    main, _, _ = static_env
+    ce = registry.get("fastop::softmax_cross_entropy")
+    logits = static.data("logits", [None, 4], "float64")
+    label = static.data("label", [None], "int64")
+    w = static.data("w", [None, 4], "float64")
+    loss, sm = ce(logits, label)
+    (d_loss_only,) = static.gradients([loss.sum()], [logits])
+    assert "fastop::full_like" not in [op.type for op in main.global_block().ops]
+    (d_both,) = static.gradients([loss.sum() + (sm * w).sum()], [logits])
+    feed = {"logits": rng.standard_normal((3, 4)), "label": np.array([2, 0, 3]),
+            "w": rng.standard_normal((3, 4))}
+    got_loss, got_both = exe.run(main, feed=feed, fetch_list=[d_loss_only, d_both])
+    p = _softmax(feed["logits"])
+    onehot = np.eye(4)[feed["label"]]
+    np.testing.assert_allclose(got_loss, p - onehot, rtol=1e-12, atol=1e-14)
+    through = p * (feed["w"] - (feed["w"] * p).sum(axis=-1, keepdims=True))
+    np.testing.assert_allclose(got_both, p - onehot + through, rtol=1e-12, atol=1e-14)
+
+
 def test_append_backward_returns_parameter_gradients_and_prunes(static_env, exe):
     main, startup, scope = static_env
     x = static.data("x", [None, 3], "float64")

@@ -266,9 +266,10 @@ cdef class OpNode(Node):
                     v._node = self
                     v._out_index = idx
                     needed[k] = v
-        for k in range(self.n_out):
-            if grads[k] is None:
-                grads[k] = _zeros_like_meta(self.out_meta[k])
+        if self.rule.materialize_grads:
+            for k in range(self.n_out):
+                if grads[k] is None:
+                    grads[k] = _zeros_like_meta(self.out_meta[k])
         cdef bint prev = _grad_enabled
         _grad_enabled = create_graph
         try:

@@ -167,11 +167,16 @@ class GradRule:
     there is none). ``needed`` are the forward inputs/outputs named in ``needs``, in that
     order; output grads come in output order. ``fn`` composes registered ops, so it runs
     in eager mode (and is itself differentiable) and in static mode (appending ops).
+
+    An output no gradient flows into gets zeros of its shape, unless
+    ``materialize_grads`` is False: then it gets None, and the rule skips that output's
+    term (an auxiliary output that is rarely used then costs nothing).
     """
 
     fn: Callable[..., Any]
     needs: tuple[str, ...]
     kernel_op: str | None = None  # set when made from a Python backward kernel
+    materialize_grads: bool = True
 
 
 @dataclass
@@ -212,13 +217,16 @@ class OpDef:
             return fn
         return register
 
-    def grad(self, needs: Iterable[str] = ()) -> Callable[[Callable], Callable]:
-        """Register a composite gradient rule (see :class:`GradRule`)."""
+    def grad(self, needs: Iterable[str] = (),
+             materialize_grads: bool = True) -> Callable[[Callable], Callable]:
+        """Register a composite gradient rule (see :class:`GradRule`); with
+        ``materialize_grads=False`` it receives None for outputs no gradient flows into,
+        instead of zeros."""
         needs = tuple(needs)
 
         def register(fn: Callable) -> Callable:
             self._check_needs(needs, allow_grads=False)
-            self.grad_rule = GradRule(fn, needs)
+            self.grad_rule = GradRule(fn, needs, materialize_grads=materialize_grads)
             return fn
         return register
 

@@ -24,7 +24,8 @@ def check_grad_rule(name: str, inputs: Sequence[np.ndarray], attrs: dict | None 
     input in `wrt` (default: all) with d sum(out * dout) / d input, by central differences
     of the op's forward kernel. Use float64 inputs; they are perturbed in place and
     restored. `douts` (random by default) may give an output's gradient as None: no
-    gradient flows into that output. Returns the rule's gradients; raises AssertionError
+    gradient flows into that output (the rule gets zeros for it, or None when it was
+    registered with ``materialize_grads=False``). Returns the rule's gradients; raises AssertionError
     naming the op and the input on a mismatch.
     """
     op = registry.get(name)
@@ -42,8 +43,11 @@ def check_grad_rule(name: str, inputs: Sequence[np.ndarray], attrs: dict | None 
         douts = [rng.standard_normal(o.shape) for o in outs]
     named = dict(zip([a.name for a in op.inputs], [from_numpy(a) for a in inputs]))
     named.update(zip([a.name for a in op.outputs], outs))
-    grads = op.grad_rule.fn(*[named[n] for n in op.grad_rule.needs],
-                            *[None if d is None else from_numpy(d) for d in douts], **attrs)
+    materialize = op.grad_rule.materialize_grads
+    out_grads = [from_numpy(np.asarray(d, dtype=np.asarray(o).dtype)) if d is not None
+                 else from_numpy(np.zeros(o.shape, np.asarray(o).dtype)) if materialize
+                 else None for d, o in zip(douts, outs)]
+    grads = op.grad_rule.fn(*[named[n] for n in op.grad_rule.needs], *out_grads, **attrs)
     if len(grads) != len(inputs):
         raise AssertionError(f"{name}: the gradient rule returned {len(grads)} gradients "
                              f"for {len(inputs)} inputs")

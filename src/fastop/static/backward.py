@@ -54,8 +54,9 @@ def _grad_inputs(op: Operator, out_grads: list[Variable | None],
         xs = op.inputs[0]
         grads = opdef.build_grad(op, out_grads, [id(x) in req for x in xs])
         return list(zip(xs, grads))
-    filled = [g if g is not None else registry.get("fastop::full_like")(o, fill_value=0.0)
-              for g, o in zip(out_grads, op.outputs)]
+    filled = out_grads if not opdef.grad_rule.materialize_grads else \
+        [g if g is not None else registry.get("fastop::full_like")(o, fill_value=0.0)
+         for g, o in zip(out_grads, op.outputs)]
     in_names = [a.name for a in opdef.inputs]
     needed = [op.inputs[in_names.index(n)] if n in in_names else op.output(n)
               for n in opdef.grad_rule.needs]

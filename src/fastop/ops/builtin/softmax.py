@@ -8,9 +8,11 @@ label, ignore_index=-100) -> (loss, softmax)`` with integer labels of shape ``[N
 ``softmax_cross_entropy_grad(label, softmax, dloss)``.
 
 Rules: softmax → softmax_grad, log_softmax → log_softmax_grad, cross-entropy →
-softmax_cross_entropy_grad (through the loss only: the softmax output is auxiliary, as
-in PaddlePaddle). softmax_grad and log_softmax_grad are differentiable again (their
-rules use elementwise ops and sum); softmax_cross_entropy_grad is not.
+softmax_cross_entropy_grad for the loss plus softmax_grad for a gradient flowing into
+the softmax output (rarely used: the rule gets None for it, not zeros, so a training
+step pays nothing for it). Every backward op is differentiable again (their rules use
+elementwise ops, sum and the backward ops themselves), so double backward works
+through all of them.
 """
 from __future__ import annotations
 
@@ -78,16 +80,37 @@ def register(registry) -> None:
             "softmax [*, C] of logits [*, C]; integer labels [*] or [*, 1]; rows whose "
             "label is ignore_index get loss 0; other labels outside [0, C) are errors.")
 
-    @ce.grad(needs=("label", "softmax"))
+    @ce.grad(needs=("label", "softmax"), materialize_grads=False)
     def _(label, softmax, dloss, dsoftmax, ignore_index):
-        # As in PaddlePaddle, the softmax output is auxiliary: only the loss carries a
-        # gradient (engines pass zeros for dsoftmax; adding softmax_grad of zeros
-        # would cost two passes per step). Differentiate fastop::softmax instead.
-        return op("softmax_cross_entropy_grad")(label, softmax, dloss,
-                                                ignore_index=ignore_index), None
+        # dlogits = dloss * (softmax - onehot) + softmax_grad(softmax, dsoftmax); each
+        # term only when its output gradient flows (None otherwise). PaddlePaddle drops
+        # the second term; fastop keeps it, which double backward needs: the gradient of
+        # softmax_cross_entropy_grad reaches the logits through the softmax output.
+        dlogits = None
+        if dloss is not None:
+            dlogits = op("softmax_cross_entropy_grad")(label, softmax, dloss,
+                                                       ignore_index=ignore_index)
+        if dsoftmax is not None:
+            through = op("softmax_grad")(softmax, dsoftmax, axis=-1)
+            dlogits = through if dlogits is None else op("add")(dlogits, through)
+        return dlogits, None
 
-    registry.define_ckernel(
+    ce_grad = registry.define_ckernel(
         "fastop::softmax_cross_entropy_grad", _kernels.softmax_cross_entropy_grad,
-        attrs={"ignore_index": -100}, differentiable=(),
+        attrs={"ignore_index": -100}, differentiable=("softmax", "dloss"),
         doc="Backward of softmax_cross_entropy: dlogits = dloss * (softmax - "
             "onehot(label)), zero on ignored rows.")
+
+    @ce_grad.grad(needs=("label", "softmax", "dloss"))
+    def _(label, softmax, dloss, g, ignore_index):
+        # dlogits = r * (softmax - onehot) with r = dloss on kept rows, 0 on ignored ones:
+        # d/d(softmax) = g * r, d/d(dloss) = sum(g * (softmax - onehot)) on kept rows.
+        # Both come from this op itself: with softmax = 0 it gives -r * onehot, whose
+        # row sums are exactly -r; with dloss = 1 it gives the kept rows' softmax - onehot.
+        grad_op, total, full_like = op("softmax_cross_entropy_grad"), op("sum"), op("full_like")
+        r = op("neg")(total(grad_op(label, full_like(softmax, fill_value=0.0), dloss,
+                                    ignore_index=ignore_index), axis=-1, keepdim=True))
+        centered = grad_op(label, softmax, full_like(dloss, fill_value=1.0),
+                           ignore_index=ignore_index)
+        d_dloss = total(op("multiply")(g, centered), axis=-1, keepdim=True)
+        return None, op("multiply")(g, r), d_dloss
