@@ -29,7 +29,6 @@ Example::
 """
 from __future__ import annotations
 
-import difflib
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
@@ -157,6 +156,14 @@ def _as_meta(value: Any) -> TensorMeta:
     if shape is None or dtype is None:
         raise TypeError(f"meta functions return TensorMeta(shape, dtype), got {value!r}")
     return TensorMeta(list(shape), dtype)
+
+
+def did_you_mean(name: str, choices: Iterable[str], n: int = 3) -> str:
+    """``"; did you mean 'a', 'b'?"`` for the choices closest to `name`, ``""`` when none
+    is close: the hint of every unknown-name error (ops, namespaces, variables)."""
+    import difflib      # error paths only: import fastop does not pay for it
+    close = difflib.get_close_matches(name, list(choices), n=n)
+    return f"; did you mean {', '.join(map(repr, close))}?" if close else ""
 
 
 @dataclass
@@ -352,6 +359,7 @@ class OpDef:
     def check_attrs(self, given: dict[str, Any]) -> dict[str, Any]:
         unknown = set(given) - set(self.attrs)
         if unknown:
+            import difflib      # error paths only: import fastop does not pay for it
             close = {u: difflib.get_close_matches(u, list(self.attrs), 1) for u in unknown}
             hint = "; ".join(f"did you mean '{c[0]}' for '{u}'?" for u, c in close.items() if c)
             raise TypeError(f"{self.name}: unknown attribute(s) {sorted(unknown)}"
@@ -620,10 +628,10 @@ class Registry:
             return self._ops[name]
         except KeyError:
             pass
-        close = difflib.get_close_matches(name, list(self._ops), n=3, cutoff=0.6)
-        if "::" not in name:
-            close = [n for n in self._ops if n.endswith("::" + name)][:3] or close
-        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        same_short = [n for n in self._ops if n.endswith("::" + name)][:3] \
+            if "::" not in name else []
+        hint = f"; did you mean {', '.join(map(repr, same_short))}?" if same_short \
+            else did_you_mean(name, self._ops)
         raise UnknownOpError(f"unknown op '{name}'{hint}")
 
     def __contains__(self, name: str) -> bool:
@@ -643,9 +651,8 @@ class Registry:
 
     def namespace(self, name: str) -> _Namespace:
         if name not in self.namespaces():
-            close = difflib.get_close_matches(name, self.namespaces(), n=3)
-            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-            raise AttributeError(f"no op namespace '{name}'{hint}")
+            raise AttributeError(f"no op namespace '{name}'"
+                                 f"{did_you_mean(name, self.namespaces())}")
         return _Namespace(self, name)
 
     @property

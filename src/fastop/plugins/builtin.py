@@ -5,5 +5,7 @@ from fastop.hookspecs import hookimpl
 
 @hookimpl
 def fastop_register_ops(registry):
-    from fastop.ops import builtin
-    builtin.register_all(registry)
+    # (not `from fastop.ops import builtin`: that first asks fastop.ops for an op
+    # namespace named "builtin", whose miss computes a did-you-mean hint)
+    from fastop.ops.builtin import register_all
+    register_all(registry)

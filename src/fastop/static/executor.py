@@ -16,7 +16,6 @@ else takes the signature path (convert feeds, look the plan up, compile on a mis
 from __future__ import annotations
 
 import contextlib
-import difflib
 import heapq
 import operator
 import weakref
@@ -29,7 +28,7 @@ from fastop._core.executor import SLOT_KINDS, Plan
 from fastop._core.kernel import CKernel
 from fastop._core.shape_ops import ViewKernel
 from fastop._core.storage import DenseTensor, as_dtype, from_numpy
-from fastop.ops._registry import TensorMeta, add_note
+from fastop.ops._registry import TensorMeta, add_note, did_you_mean
 from fastop.static.framework import Operator, Program, Variable, default_main_program
 from fastop.static.py_func import PyFuncOp
 
@@ -53,8 +52,7 @@ class Scope:
         try:
             return np.asarray(self._vars[name])
         except KeyError:
-            close = difflib.get_close_matches(name, list(self._vars), n=3)
-            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            hint = did_you_mean(name, self._vars)
             raise KeyError(f"the scope has no variable '{name}'{hint}") from None
 
     def set(self, name: str, value: Any) -> None:
@@ -326,8 +324,7 @@ def _compile(program: Program, feeds: dict[str, Any],
     _check_feeds(block, ops, feeds)
     for name in fetch_names:
         if name not in block.vars:
-            close = difflib.get_close_matches(name, list(block.vars), n=3)
-            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            hint = did_you_mean(name, block.vars)
             raise ValueError(f"fetch_list: the program has no variable '{name}'{hint}")
     sources = {v.name for v in block.vars.values()
                if v.persistable or v.constant is not None} | set(feeds)
@@ -418,8 +415,7 @@ def _check_feeds(block: Any, ops: Sequence[Operator], feeds: dict[str, Any]) -> 
     for name, value in feeds.items():
         var = block.vars.get(name)
         if var is None:
-            close = difflib.get_close_matches(name, list(block.vars), n=3)
-            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            hint = did_you_mean(name, block.vars)
             raise ValueError(f"feed: the program has no variable '{name}'{hint}")
         reader = next((f" (read by op #{i}: {op})" for i, op in enumerate(ops)
                        if any(v is var for v in op.input_vars())), "")

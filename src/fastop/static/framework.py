@@ -15,7 +15,6 @@ unknown until a feed, such as the batch). Example::
 from __future__ import annotations
 
 import contextlib
-import difflib
 import itertools
 from typing import Any, Iterator, Sequence
 
@@ -24,7 +23,7 @@ import numpy as np
 from fastop._core.storage import DenseTensor, DType, as_dtype
 from fastop.ops import OpDef, TensorMeta, registry
 from fastop.ops._dispatch import current_mode, set_dispatcher, set_mode
-from fastop.ops._registry import add_note
+from fastop.ops._registry import add_note, did_you_mean
 
 __all__ = ["Variable", "Operator", "Block", "Program", "default_main_program",
            "default_startup_program", "program_guard", "data", "unique_name",
@@ -252,8 +251,7 @@ class Block:
         try:
             return self.vars[name]
         except KeyError:
-            close = difflib.get_close_matches(name, list(self.vars), n=3)
-            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            hint = did_you_mean(name, self.vars)
             raise KeyError(f"the program has no variable '{name}'{hint}") from None
 
     def has_var(self, name: str) -> bool:
