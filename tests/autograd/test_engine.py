@@ -1,6 +1,7 @@
 """The autograd engine: recording, backward order and accumulation, retain_graph,
 fastop.grad (higher order, allow_unused), grad mode, error paths, no reference cycles."""
 import gc
+import threading
 import weakref
 
 import numpy as np
@@ -46,6 +47,31 @@ def test_no_grad_context_and_decorator(ops):
         return ops.sin(t)
     assert f(x).stop_gradient and g(x).stop_gradient and fastop.is_grad_enabled()
     assert f.__name__ == "f" and g.__name__ == "g"
+
+
+def test_grad_mode_is_per_thread(ops):
+    x = leaf(X)
+    seen = {}
+    inside, release = threading.Event(), threading.Event()
+
+    def worker():
+        seen["start"] = fastop.is_grad_enabled()        # a new thread records
+        seen["recorded"] = not ops.sin(x).stop_gradient
+        with fastop.no_grad():                          # and its no_grad is its own
+            inside.set()
+            release.wait(5)
+        seen["end"] = fastop.is_grad_enabled()
+
+    with fastop.no_grad():
+        thread = threading.Thread(target=worker)
+        thread.start()
+        inside.wait(5)
+        assert ops.sin(x).stop_gradient and not fastop.is_grad_enabled()
+    assert fastop.is_grad_enabled()                     # while the worker is in no_grad
+    assert not ops.sin(x).stop_gradient
+    release.set()
+    thread.join(5)
+    assert seen == {"start": True, "recorded": True, "end": True}
 
 
 def test_grad_mode_restored_after_exception(ops):

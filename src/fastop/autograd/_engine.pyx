@@ -35,7 +35,13 @@ __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "bac
 
 # --------------------------------------------------------------------------- grad mode
 
-cdef bint _grad_enabled = True
+cdef extern from *:
+    """
+    /* Grad mode is per thread, as in PyTorch: no_grad on one thread does not stop
+       another from recording, and a new thread starts with recording on. */
+    static _Thread_local int fastop_grad_enabled = 1;
+    """
+    bint _grad_enabled "fastop_grad_enabled"
 
 
 cdef bint grad_enabled() noexcept:
@@ -51,7 +57,7 @@ cdef class set_grad_enabled:
     """Turn recording on or off; restores the previous mode on exit.
 
     Usable as a context manager (``with set_grad_enabled(False): ...``) and as a
-    decorator. Grad mode is process-wide (not per thread).
+    decorator. Grad mode is per thread: it applies to the thread that set it.
     """
     cdef bint mode
     cdef list _saved
