@@ -292,3 +292,59 @@ def test_dense_tensor_subclasses_keep_their_type_in_views():
     t = storage.from_numpy(np.arange(6.0).reshape(2, 3), cls=Sub)
     assert type(t) is Sub
     assert type(t.transpose()) is Sub and type(t[0]) is Sub and type(t.copy()) is Sub
+
+
+# ----------------------------------------------------------------------- small-block cache
+
+def _address(t):
+    return np.asarray(t).__array_interface__["data"][0]
+
+
+@pytest.fixture
+def no_gc():
+    """No collection frees other tensors' blocks between a free and the next alloc."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize("nbytes", [0, 1, 63, 64, 65, 128, 200, 256])
+def test_small_buffers_are_recycled_and_aligned(nbytes, no_gc):
+    t = empty([nbytes], "bool")
+    first = _address(t)
+    assert first % 64 == 0
+    np.asarray(t)[:] = True
+    del t
+    u = zeros([nbytes], "bool")          # the same block again, and zeroed
+    assert _address(u) == first
+    assert not np.asarray(u).any()
+
+
+def test_buffers_above_256_bytes_are_not_cached(no_gc):
+    before = storage._small_block_counts()
+    t = empty([65], "float32")           # 260 bytes
+    assert _address(t) % 64 == 0
+    del t
+    assert storage._small_block_counts() == before
+
+
+def test_small_block_cache_is_bounded(no_gc):
+    held = [empty([4], "float32") for _ in range(1000)]
+    addresses = {_address(t) for t in held}
+    assert len(addresses) == 1000        # live tensors never share a block
+    del held
+    assert storage._small_block_counts()[0] == 256
+
+
+def test_views_and_borrowed_buffers_leave_the_cache_alone(no_gc):
+    owner = empty([8], "float32")
+    before = storage._small_block_counts()
+    view = owner.reshape([2, 4])
+    borrowed = from_numpy(np.zeros(8, "float32"))
+    del view, borrowed
+    assert storage._small_block_counts() == before
+    del owner
+    assert storage._small_block_counts()[0] == min(before[0] + 1, 256)

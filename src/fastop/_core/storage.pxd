@@ -74,6 +74,7 @@ cdef class DenseTensor:
     # owning DenseTensor, a held Py_buffer, or a DLPack capsule owner.
     cdef object owner
     cdef void* _alloc
+    cdef unsigned char _small_class   # 1 + size class of a recycled small block, else 0
     cdef readonly bint readonly
     cdef object __weakref__
 

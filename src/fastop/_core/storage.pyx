@@ -369,7 +369,10 @@ cdef class DenseTensor:
 
     def __dealloc__(self):
         if self._alloc is not NULL:
-            free(self._alloc)
+            if self._small_class:
+                _release_small(self._alloc, self._small_class - 1)
+            else:
+                free(self._alloc)
             self._alloc = NULL
 
     # -- metadata --------------------------------------------------------------
@@ -712,6 +715,47 @@ cpdef object as_ndarray(DenseTensor t):
     return arr
 
 
+# --------------------------------------------------------------------------- small blocks
+
+# Buffers of up to SMALL_CLASSES * SMALL_STEP bytes (a 64-element float32 tensor) are
+# recycled: in an eager chain of tiny ops, posix_memalign + free of each result's
+# buffer cost more than the op's arithmetic. Freed blocks wait in one stack per size
+# class (64, 128, 192, 256 bytes, 64-byte aligned), at most SMALL_KEEP each; the rest
+# go back to the C allocator. Only touched with the GIL held (allocation makes a Python
+# object; deallocation runs in tp_dealloc).
+cdef enum:
+    SMALL_STEP = 64
+    SMALL_CLASSES = 4
+    SMALL_KEEP = 256
+
+cdef void* _small_blocks[SMALL_CLASSES][SMALL_KEEP]
+cdef int _small_count[SMALL_CLASSES]
+
+
+cdef inline void* _take_small(int cls) noexcept:
+    """A 64-byte-aligned block of (cls + 1) * SMALL_STEP bytes; NULL if out of memory."""
+    cdef void* ptr = NULL
+    if _small_count[cls]:
+        _small_count[cls] -= 1
+        return _small_blocks[cls][_small_count[cls]]
+    if posix_memalign(&ptr, ALIGNMENT, (cls + 1) * SMALL_STEP) != 0:
+        return NULL
+    return ptr
+
+
+cdef inline void _release_small(void* ptr, int cls) noexcept:
+    if _small_count[cls] < SMALL_KEEP:
+        _small_blocks[cls][_small_count[cls]] = ptr
+        _small_count[cls] += 1
+    else:
+        free(ptr)
+
+
+def _small_block_counts() -> list:
+    """Free small blocks waiting per size class (64, 128, 192, 256 bytes): a test shim."""
+    return [_small_count[i] for i in range(SMALL_CLASSES)]
+
+
 # --------------------------------------------------------------------------- constructors
 
 cdef DenseTensor alloc_tensor(type cls, int ndim, const ptrdiff_t* shape, int dtype):
@@ -726,8 +770,13 @@ cdef DenseTensor alloc_tensor(type cls, int ndim, const ptrdiff_t* shape, int dt
     view_set_contiguous_strides(&out.view)
     cdef size_t nbytes = out.view.size * itemsize_of(dtype)
     cdef bint huge = nbytes >= HUGE_PAGE_THRESHOLD
-    if posix_memalign(&ptr, HUGE_PAGE if huge else ALIGNMENT,
-                      nbytes if nbytes > 0 else ALIGNMENT) != 0:
+    cdef int small = (nbytes - 1) // SMALL_STEP if nbytes > 0 else 0
+    if small < SMALL_CLASSES:
+        ptr = _take_small(small)
+        out._small_class = small + 1
+    elif posix_memalign(&ptr, HUGE_PAGE if huge else ALIGNMENT, nbytes) != 0:
+        ptr = NULL
+    if ptr is NULL:
         raise MemoryError(f"cannot allocate {nbytes} bytes for a tensor")
     if huge:
         madvise(ptr, nbytes, MADV_HUGEPAGE)  # advisory: failure only loses the speed-up
