@@ -18,7 +18,7 @@ import numpy as np
 
 from fastop._core.parallel import num_processors
 
-__all__ = ["CKernel", "set_num_threads", "get_num_threads"]
+__all__ = ["CKernel", "set_num_threads"]
 
 cdef enum:
     MAX_OPERANDS = 16

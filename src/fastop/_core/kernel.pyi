@@ -1,0 +1,35 @@
+"""The kernel ABI: a CKernel is one Cython kernel (C shape inference plus one C function
+per dtype of its dispatch input), callable from Python, eager dispatch and the executor."""
+from typing import Any
+
+from fastop._core.storage import DenseTensor
+
+def set_num_threads(n: int) -> None:
+    """Threads used by fastop's own kernels (elementwise, reductions); BLAS is set by
+    ``fastop._core.blas.set_num_threads``."""
+
+def _get_num_threads() -> int: ...
+
+class CKernel:
+    name: str
+    input_names: tuple[str, ...]
+    output_names: tuple[str, ...]
+    attr_names: tuple[str, ...]
+    dispatch_input: int
+    parallel_grain: int
+    @property
+    def n_in(self) -> int: ...
+    @property
+    def n_out(self) -> int: ...
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        """Names of the dtypes (of the dispatch input) this kernel accepts."""
+    def __call__(self, *inputs: Any, out: DenseTensor | None = None,
+                 **attrs: Any) -> DenseTensor | tuple[DenseTensor, ...]:
+        """Run on DenseTensors (numpy arrays and scalars are wrapped); with ``out=`` the
+        result is written there (in place when ``out`` is an input)."""
+    def run_py(self, inputs: tuple, attrs: dict, out_cls: type = ...) -> tuple:
+        """Run with an attrs dict; a tuple of outputs of type `out_cls`."""
+    def meta(self, *metas: tuple[Any, Any], **attrs: Any) -> list[tuple[list[int | None], Any]]:
+        """Output (shape, dtype) pairs from input (shape, dtype) pairs; unknown dims
+        (None or -1) come back as None."""
