@@ -348,3 +348,16 @@ def test_views_and_borrowed_buffers_leave_the_cache_alone(no_gc):
     assert storage._small_block_counts() == before
     del owner
     assert storage._small_block_counts()[0] == min(before[0] + 1, 256)
+
+
+def test_huge_requests_never_get_a_small_block(no_gc):
+    # 2**38 + 4 bytes: a size class computed in a narrower integer would wrap to 0
+    before = storage._small_block_counts()
+    try:
+        t = empty([(1 << 36) + 1], "float32")
+    except MemoryError:
+        pass
+    else:
+        assert t.nbytes == (1 << 38) + 4
+        del t
+    assert storage._small_block_counts() == before

@@ -2,6 +2,8 @@
 per dtype of its dispatch input), callable from Python, eager dispatch and the executor."""
 from typing import Any
 
+import numpy as np
+
 from fastop._core.storage import DenseTensor
 
 def set_num_threads(n: int) -> None:
@@ -11,12 +13,20 @@ def set_num_threads(n: int) -> None:
 def _get_num_threads() -> int: ...
 
 class CKernel:
-    name: str
-    input_names: tuple[str, ...]
-    output_names: tuple[str, ...]
-    attr_names: tuple[str, ...]
-    dispatch_input: int
-    parallel_grain: int
+    @property
+    def name(self) -> str: ...
+    @property
+    def input_names(self) -> tuple[str, ...]: ...
+    @property
+    def output_names(self) -> tuple[str, ...]: ...
+    @property
+    def attr_names(self) -> tuple[str, ...]: ...
+    @property
+    def dispatch_input(self) -> int:
+        """The input whose dtype selects the C function."""
+    @property
+    def parallel_grain(self) -> int:
+        """Elements from which a raw call releases the GIL."""
     @property
     def n_in(self) -> int: ...
     @property
@@ -24,7 +34,7 @@ class CKernel:
     @property
     def dtypes(self) -> tuple[str, ...]:
         """Names of the dtypes (of the dispatch input) this kernel accepts."""
-    def __call__(self, *inputs: Any, out: DenseTensor | None = None,
+    def __call__(self, *inputs: Any, out: DenseTensor | np.ndarray | None = None,
                  **attrs: Any) -> DenseTensor | tuple[DenseTensor, ...]:
         """Run on DenseTensors (numpy arrays and scalars are wrapped); with ``out=`` the
         result is written there (in place when ``out`` is an input)."""

@@ -10,10 +10,14 @@ MAX_NDIM: int
 
 class DType:
     """One of fastop's five dtypes; compares equal to its name and numpy dtype."""
-    code: int
-    name: str
-    itemsize: int
-    numpy_dtype: np.dtype
+    @property
+    def code(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def itemsize(self) -> int: ...
+    @property
+    def numpy_dtype(self) -> np.dtype: ...
     def __init__(self, code: int, name: str) -> None: ...
     @property
     def is_floating(self) -> bool: ...
@@ -29,7 +33,8 @@ def as_dtype(dtype: Any) -> DType:
 
 class DenseTensor:
     """A strided n-d array of one dtype; ``np.asarray(t)`` shares its memory."""
-    readonly: bool
+    @property
+    def readonly(self) -> bool: ...
     @property
     def shape(self) -> list[int]: ...
     @property

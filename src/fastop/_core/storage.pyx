@@ -770,8 +770,9 @@ cdef DenseTensor alloc_tensor(type cls, int ndim, const ptrdiff_t* shape, int dt
     view_set_contiguous_strides(&out.view)
     cdef size_t nbytes = out.view.size * itemsize_of(dtype)
     cdef bint huge = nbytes >= HUGE_PAGE_THRESHOLD
-    cdef int small = (nbytes - 1) // SMALL_STEP if nbytes > 0 else 0
-    if small < SMALL_CLASSES:
+    cdef int small
+    if nbytes <= SMALL_CLASSES * SMALL_STEP:
+        small = (<int>nbytes - 1) // SMALL_STEP if nbytes > 0 else 0
         ptr = _take_small(small)
         out._small_class = small + 1
     elif posix_memalign(&ptr, HUGE_PAGE if huge else ALIGNMENT, nbytes) != 0:
