@@ -46,6 +46,28 @@ def test_out_is_written_in_place():
     np.testing.assert_array_equal(np.asarray(x), [2, 3, 4])
 
 
+def test_out_sharing_memory_with_an_input_any_other_way_is_staged():
+    """out= overlapping an input is safe: elementwise kernels write the same elements in
+    place, anything else (a transposed or shifted view, a non-elementwise kernel) is
+    computed aside and copied, as numpy does."""
+    from fastop._core import linalg
+    a = np.arange(9.0).reshape(3, 3)
+    x = from_numpy(a.copy())
+    elementwise.add(x.transpose(1, 0), 0.0, out=x)
+    np.testing.assert_array_equal(np.asarray(x), a.T)
+    elementwise.add(x, x.transpose(1, 0), out=x)
+    np.testing.assert_array_equal(np.asarray(x), a.T + a)
+    m = from_numpy(a.copy())
+    linalg.matmul(m, m, out=m)
+    np.testing.assert_allclose(np.asarray(m), a @ a, rtol=1e-12)
+    v = from_numpy(np.arange(6.0))
+    shifted = from_numpy(np.asarray(v)[1:])
+    elementwise.multiply(from_numpy(np.asarray(v)[:5]), 2.0, out=shifted)
+    expected = np.arange(6.0)
+    expected[1:] = expected[:5] * 2                 # numpy buffers the overlap
+    np.testing.assert_array_equal(np.asarray(v), expected)
+
+
 def test_out_into_a_numpy_array():
     target = np.zeros(3, np.float32)
     elementwise.tanh(f32([0, 1, -1]), out=target)

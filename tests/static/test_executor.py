@@ -284,7 +284,8 @@ def test_feeds_of_lists_tensors_and_strided_arrays(chain, exe):
         np.array(rows, "float32"))}, fetch_list=[y])                        # a tensor
     (c,) = exe.run(main, feed={"x": np.array(rows, "float32").T.copy().T}, # F-ordered
                    fetch_list=[y])
-    for r in (a, b, c):
+    (d,) = exe.run(main, feed={"x": np.array(rows, ">f4")}, fetch_list=[y])  # big-endian
+    for r in (a, b, c, d):
         np.testing.assert_allclose(r, expected, rtol=1e-6)
 
 
@@ -302,3 +303,142 @@ def test_first_run_frees_temporaries_as_they_die(static_env, exe):
     (r,) = exe.run(main, feed={"x": np.zeros(3)}, fetch_list=[c])
     assert seen["alive"] is False
     np.testing.assert_array_equal(r, np.zeros(3))
+
+
+# ---------------------------------------------------------------- updates in place, aliasing
+
+def _append(main, op, inputs, outputs=None, **attrs):
+    return main.global_block().append_op(f"fastop::{op}", inputs, attrs, outputs=outputs)
+
+
+@needs_ops("fastop::exp", "fastop::tanh")
+def test_ops_updating_their_input_in_place(static_env, exe):
+    """An op whose output is one of its inputs reads the value the variable had: a feed
+    (the caller's array stays untouched), a rewritten temporary, a persistable and a
+    constant (every run starts from the constant again)."""
+    main, _, scope = static_env
+    y = static.data("y", [2, 3], "float64")
+    t = fastop.tanh(y)
+    _append(main, "exp", [y], outputs=y)
+    _append(main, "exp", [t], outputs=t)
+    p = static.create_global_var([2, 3], 0.5, "float64", persistable=True, name="p")
+    c = main.global_block()._constant(np.full((2, 3), 2.0), "float64")
+    _append(main, "multiply", [p, c], outputs=p)
+    _append(main, "multiply", [c, c], outputs=c)
+    w = fastop.tanh(y) + c
+    scope.set("p", np.full((2, 3), 0.5))
+    a = np.arange(6.0).reshape(2, 3) / 10
+    a0 = a.copy()
+    for run in range(1, 4):
+        ry, rw, rt, rc = exe.run(main, feed={"y": a}, fetch_list=[y, w, t, c])
+        np.testing.assert_allclose(ry, np.exp(a0), rtol=1e-12)
+        np.testing.assert_allclose(rt, np.exp(np.tanh(a0)), rtol=1e-12)
+        np.testing.assert_allclose(rw, np.tanh(np.exp(a0)) + 4.0, rtol=1e-12)
+        np.testing.assert_array_equal(rc, np.full((2, 3), 4.0))
+        np.testing.assert_array_equal(scope["p"], np.full((2, 3), 0.5 * 2.0 ** run))
+        np.testing.assert_array_equal(a, a0)
+
+
+@needs_ops("fastop::add")
+def test_writing_a_persistable_that_an_input_overlaps_is_staged(static_env, exe,
+                                                               transpose_view):
+    """A kernel writing a persistable whose memory an input shares (other than element
+    for element in an elementwise kernel) computes aside and copies: W = W @ W and
+    W = W.T + 0 give the mathematical result."""
+    main, _, scope = static_env
+    w = static.create_global_var([3, 3], 0.0, "float64", persistable=True, name="w")
+    v = static.create_global_var([3, 3], 0.0, "float64", persistable=True, name="v")
+    _append(main, "matmul", [w, w], outputs=w)
+    _append(main, "add", [transpose_view(v), np.zeros((3, 3))], outputs=v)
+    w0 = np.arange(9.0).reshape(3, 3) / 10
+    v0 = np.arange(9.0).reshape(3, 3)
+    scope.set("w", w0)
+    scope.set("v", v0)
+    exe.run(main)
+    np.testing.assert_allclose(scope["w"], w0 @ w0, rtol=1e-12)
+    np.testing.assert_array_equal(scope["v"], v0.T)
+    exe.run(main)
+    np.testing.assert_allclose(scope["w"], w0 @ w0 @ w0 @ w0, rtol=1e-12)
+    np.testing.assert_array_equal(scope["v"], v0)
+
+
+def test_python_results_stored_in_persistables_are_copies(static_env, exe):
+    """The scope owns its values: a Python op's result (its argument, a view of it, a
+    view of the persistable itself) is copied into the persistable."""
+    main, _, scope = static_env
+    x = static.data("x", [3, 3], "float64")
+    p = main.global_block().create_var(name="p", dtype="float64", shape=[3, 3],
+                                       persistable=True)
+    q = static.create_global_var([3, 3], 0.0, "float64", persistable=True, name="q")
+    r = static.create_global_var([3, 3], 0.0, "float64", persistable=True, name="r")
+    static.py_func(lambda t: t, x, p)                       # the feed itself
+    static.py_func(lambda t: np.asarray(t).T, q, q)          # a transposed view of q
+    static.py_func(lambda t: np.asarray(t)[::-1], r, r)      # an overlapping view of r
+    q0, r0 = np.arange(9.0).reshape(3, 3), np.arange(9.0).reshape(3, 3) + 10
+    scope.set("q", q0)
+    scope.set("r", r0)
+    xv = np.ones((3, 3))
+    exe.run(main, feed={"x": xv})
+    assert not np.shares_memory(scope["p"], xv)
+    xv[:] = 7
+    np.testing.assert_array_equal(scope["p"], np.ones((3, 3)))
+    np.testing.assert_array_equal(scope["q"], q0.T)
+    np.testing.assert_array_equal(scope["r"], r0[::-1])
+
+
+@needs_ops("fastop::add", "fastop::broadcast_to")
+def test_views_of_a_persistable_keep_the_value_before_its_update(static_env, exe,
+                                                                transpose_view):
+    """A view of a parameter read after an op updates the parameter in place still holds
+    the value it was computed from (value semantics, as in PaddlePaddle)."""
+    main, _, scope = static_env
+    w = static.create_global_var([2, 2], 0.0, "float64", persistable=True, name="w")
+    b = static.create_global_var([1, 2], 0.0, "float64", persistable=True, name="b")
+    t = transpose_view(w)                                    # a Python op's view
+    e = registry.get("fastop::broadcast_to")(b, shape=[2, 2])  # a C view kernel
+    _append(main, "add", [w, np.ones((2, 2))], outputs=w)
+    _append(main, "add", [b, np.ones((1, 2))], outputs=b)
+    s = t + e                                                # read after the updates
+    w0, b0 = np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([[10.0, 20.0]])
+    scope.set("w", w0)
+    scope.set("b", b0)
+    for run in range(2):
+        rs, rt = exe.run(main, fetch_list=[s, t])
+        np.testing.assert_array_equal(rs, (w0 + run).T + (b0 + run))
+        np.testing.assert_array_equal(rt, (w0 + run).T)
+    np.testing.assert_array_equal(scope["w"], w0 + 2)
+
+
+def test_python_op_with_many_outputs(static_env, exe):
+    main, _, _ = static_env
+    x = static.data("x", [2], "float64")
+    outs = [main.global_block().create_var(name=f"o{i}", dtype="float64", shape=[2])
+            for i in range(20)]
+    static.py_func(lambda t: [np.asarray(t) * i for i in range(20)], x, outs)
+    got = exe.run(main, feed={"x": np.array([1.0, 2.0])}, fetch_list=outs[::-1])
+    for i, r in zip(range(19, -1, -1), got):
+        np.testing.assert_array_equal(r, [i, 2.0 * i])
+
+
+@needs_ops("fastop::exp")
+def test_reading_a_variable_before_any_write(static_env, exe):
+    main, _, _ = static_env
+    x = static.data("x", [2], "float32")
+    t = main.global_block().create_var(name="t", dtype="float32", shape=[2])
+    _append(main, "exp", [t], outputs=t)
+    y = fastop.exp(x)
+    with pytest.raises(ValueError, match=r"variable 't' \(float32\[2\]\) is read by op "
+                                         r"#0 .*exp.* before any op writes it"):
+        exe.run(main, feed={"x": np.ones(2, "float32")}, fetch_list=[y])
+    main.global_block().ops.pop(0)
+    main._bump()
+    (r,) = exe.run(main, feed={"x": np.ones(2, "float32")}, fetch_list=[y])
+    np.testing.assert_allclose(r, np.exp(np.ones(2)), rtol=1e-6)
+
+
+def test_a_variable_fetched_twice_gives_two_arrays(chain, exe):
+    main, startup, scope, x, w, y = chain
+    exe.run(startup)
+    a, b = exe.run(main, feed={"x": np.ones((2, 3), "float32")}, fetch_list=[y, y])
+    assert not np.shares_memory(a, b)
+    np.testing.assert_array_equal(a, b)

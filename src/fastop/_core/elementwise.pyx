@@ -866,3 +866,12 @@ cast = make_kernel("cast", ("x",), ("out",), _infer_cast, _k_cast, _k_cast, _k_c
 full_like = make_kernel("full_like", ("x",), ("out",), _infer_same, _k_full_like,
                         _k_full_like, _k_full_like, _k_full_like, _k_full_like, 0,
                         ("fill_value",), _pack_fill)
+
+# Each kernel above computes out[i] from its inputs' element i alone, so an output may be
+# one of its inputs (an update in place); any other overlap is staged (CKernel.must_stage).
+for _kernel in (neg, abs, sign, square, relu, sqrt, exp, log, tanh, sigmoid, tanh_grad,
+                sigmoid_grad, relu_grad, sqrt_grad, add, subtract, multiply, divide, pow,
+                maximum, minimum, equal, not_equal, less_than, less_equal, greater_than,
+                greater_equal, where, cast, full_like):
+    (<CKernel>_kernel).inplace_safe = True
+del _kernel

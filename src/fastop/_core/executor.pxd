@@ -36,6 +36,8 @@ cdef struct OpRecord:
     int dispatch               # the input whose dtype selected fn (-1: none)
     int dtype                  # that dtype
     Py_ssize_t grain           # release the GIL when the first output has this many elements
+    bint reads_output          # an output slot is also an input slot (an update in place)
+    bint writes_persist        # an output is a persistable: its memory may be an input's
     fastop_attrs attrs
 
 
@@ -57,7 +59,9 @@ cdef class Plan:
                                   # for the arena)
     cdef list names               # per slot: the variable name
     cdef list py_calls            # per op: the Python callable (OP_PY) or the CKernel
-    cdef list py_ins              # per Python op: tuple of input slots (-1: None)
+    cdef list py_ins              # per Python or view op: tuple of input slots (-1: None)
+    cdef list py_outs             # per Python or view op: tuple of output slots
+    cdef dict consts              # const slot -> its bound DenseTensor
     cdef list feed_slots          # [(name, slot)]; planned[slot]: the fed dtype/shape
     cdef list persist_slots       # [(name, slot, must_exist)]
     cdef list fetch_slots

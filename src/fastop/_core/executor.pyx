@@ -17,7 +17,8 @@ Where a slot's memory comes from (``SlotKind``):
 * external — results of Python ops, kept in the memory they came in;
 * feed — the caller's arrays, borrowed without copying;
 * persist — the scope's tensors (parameters), read and updated in place;
-* const — constants, bound once;
+* const — constants, bound once (an op writing one gets a buffer of its own for that
+  run: every run starts from the constant);
 * view — outputs of view kernels (expand_as, broadcast_to): a view of the input's
   memory, set by a C function each run; the input's memory lives as long as the view.
 
@@ -30,8 +31,9 @@ from libc.stddef cimport ptrdiff_t
 from libc.string cimport memset
 
 from fastop._core.storage cimport (DenseTensor, fastop_view, fastop_attrs, FASTOP_BOOL,
-                                   FASTOP_NUM_DTYPES, alloc_tensor, as_dense, itemsize_of,
-                                   view_copy, view_set_contiguous_strides, dtype_from_code,
+                                   FASTOP_NUM_DTYPES, alloc_tensor, alloc_like, as_dense,
+                                   itemsize_of, view_copy, view_assign,
+                                   view_set_contiguous_strides, dtype_from_code,
                                    view_same_meta, view_shape, view_is_contiguous)
 from fastop._core.kernel cimport CKernel, K_OK
 from fastop._core.shape_ops cimport ViewKernel
@@ -83,6 +85,8 @@ cdef class Plan:
         self.objs = [None] * n
         self.py_calls = []
         self.py_ins = []
+        self.py_outs = []
+        self.consts = {}
         self.feed_slots = []
         self.persist_slots = []
         self.fetch_slots = []
@@ -111,10 +115,11 @@ cdef class Plan:
         memset(rec, 0, sizeof(OpRecord))
         rec.kind = kind
         rec.dispatch = -1
-        rec.n_in = len(ins) if kind != OP_PY else 0
+        rec.n_in = len(ins) if kind != OP_PY else 0     # Python ops: slots in py_ins/py_outs
         rec.n_out = len(outs)
-        if rec.n_out > MAX_OPERANDS or rec.n_in > MAX_OPERANDS:
-            raise ValueError(f"an op has more than {MAX_OPERANDS} operands")
+        if kind != OP_PY and (rec.n_out > MAX_OPERANDS or rec.n_in > MAX_OPERANDS):
+            raise ValueError(f"a kernel record holds at most {MAX_OPERANDS} inputs and "
+                             f"outputs, got {rec.n_in} and {rec.n_out}")
         for i in range(len(ins)):
             s = ins[i]
             if kind != OP_PY:
@@ -123,7 +128,10 @@ cdef class Plan:
                 self.last_use[s] = self.n_ops
         for i in range(rec.n_out):
             s = outs[i]
-            rec.outs[i] = s
+            if kind != OP_PY:
+                rec.outs[i] = s
+            rec.reads_output = rec.reads_output or s in ins
+            rec.writes_persist = rec.writes_persist or self.kinds[s] == SLOT_PERSIST
             if self.first_def[s] < 0:
                 self.first_def[s] = self.n_ops
             self.last_use[s] = self.n_ops
@@ -146,6 +154,7 @@ cdef class Plan:
         rec.attrs = packed
         self.py_calls.append(kernel)
         self.py_ins.append(None)
+        self.py_outs.append(None)
         self.n_ops += 1
 
     def add_view(self, ViewKernel kernel, list ins, int out, dict attrs) -> None:
@@ -160,6 +169,7 @@ cdef class Plan:
         rec.attrs = packed
         self.py_calls.append(kernel)
         self.py_ins.append(tuple(ins))
+        self.py_outs.append((out,))
         self.n_ops += 1
 
     def add_python(self, fn, list ins, list outs, tuple direct=None) -> None:
@@ -176,11 +186,13 @@ cdef class Plan:
             raise ValueError("a direct Python call has exactly one output")
         self.py_calls.append(fn if direct is None else direct)
         self.py_ins.append(tuple(ins))
+        self.py_outs.append(tuple(outs))
         self.n_ops += 1
 
     def set_const(self, int slot, DenseTensor value) -> None:
+        self.consts[slot] = value
         self.objs[slot] = value
-        self.views[slot] = value.view
+        self.views[slot] = self.planned[slot] = value.view
 
     def set_io(self, list feeds, list persists, list fetches) -> None:
         """Feeds ``[(name, slot, value)]`` (`value`: the fed array the plan was compiled
@@ -257,7 +269,10 @@ cdef class Plan:
                 value = feeds.get(name)
                 if not (type(value) is np.ndarray or isinstance(value, DenseTensor)):
                     return False
-                t = as_dense(value)
+                try:
+                    t = as_dense(value)
+                except TypeError:       # a dtype the front end converts (byte-swapped)
+                    return False
                 if not (view_same_meta(&t.view, &self.planned[s])
                         and view_is_contiguous(&t.view)):
                     return False
@@ -292,7 +307,11 @@ cdef class Plan:
                 self.views[s] = self.planned[s]
                 self.dirty[s] = 0
                 self.objs[s] = None
-            elif k != SLOT_CONST and k != SLOT_ARENA:
+            elif k == SLOT_CONST:
+                if self.views[s].data != self.planned[s].data:     # written this run
+                    self.views[s] = self.planned[s]
+                    self.objs[s] = self.consts[s]
+            elif k != SLOT_ARENA:
                 self.objs[s] = None
 
     cdef int _run_c(self, int i) except -1:
@@ -300,7 +319,9 @@ cdef class Plan:
         cdef fastop_view* ins[MAX_OPERANDS]
         cdef fastop_view* outs[MAX_OPERANDS]
         cdef fastop_view metas[MAX_OPERANDS]
+        cdef fastop_view previous[MAX_OPERANDS]
         cdef int j, s, status
+        cdef list kept = None, staging = None
         for j in range(rec.n_in):
             ins[j] = &self.views[rec.ins[j]]
         if rec.dispatch >= 0 and ins[rec.dispatch].dtype != rec.dtype:
@@ -312,12 +333,29 @@ cdef class Plan:
         status = rec.infer(ins, rec.n_in, metas, rec.n_out, &rec.attrs)
         if status != K_OK:
             self._kernel_error(i, status, ins)
+        if rec.reads_output:
+            # an output slot is also an input: the kernel reads the value the slot had
+            # (kept alive here) even when the slot gets a new buffer below
+            kept = [self.objs[rec.ins[j]] for j in range(rec.n_in)]
+            for j in range(rec.n_in):
+                previous[j] = self.views[rec.ins[j]]
+                ins[j] = &previous[j]
         for j in range(rec.n_out):
             s = rec.outs[j]
             if not (self.kinds[s] == SLOT_ARENA and self.traced and not self.dirty[s]
                     and view_same_meta(&metas[j], &self.views[s])):
                 self._provide(s, &metas[j])
             outs[j] = &self.views[s]
+        if rec.writes_persist:
+            # a persistable keeps its buffer; an input sharing it other than element
+            # for element with an in-place-safe kernel must not see half-written data
+            for j in range(rec.n_out):
+                if (<CKernel>self.py_calls[i]).must_stage(ins, rec.n_in, outs[j]):
+                    staged = alloc_like(DenseTensor, outs[j])
+                    if staging is None:
+                        staging = []
+                    staging.append((j, staged))
+                    outs[j] = &(<DenseTensor>staged).view
         if rec.n_out and outs[0].size >= rec.grain:
             with nogil:
                 status = rec.fn(ins, rec.n_in, outs, rec.n_out, &rec.attrs)
@@ -325,6 +363,9 @@ cdef class Plan:
             status = rec.fn(ins, rec.n_in, outs, rec.n_out, &rec.attrs)
         if status != K_OK:
             self._kernel_error(i, status, ins)
+        if staging is not None:
+            for j, staged in staging:
+                view_copy(&(<DenseTensor>staged).view, &self.views[rec.outs[j]])
         return 0
 
     cdef int _kernel_error(self, int i, int status, fastop_view** ins) except -1:
@@ -388,7 +429,6 @@ cdef class Plan:
         return 0
 
     cdef int _run_py(self, int i) except -1:
-        cdef OpRecord* rec = &self.ops[i]
         cdef tuple slots = <tuple>self.py_ins[i]
         cdef int n = len(slots), j, s
         cdef list args = [None] * n
@@ -402,15 +442,19 @@ cdef class Plan:
             results = _direct_call(<tuple>call, args)
         else:
             results = call(*args)
-        for j in range(rec.n_out):
-            s = rec.outs[j]
+        for j, s in enumerate(<tuple>self.py_outs[i]):
             t = <DenseTensor?>results[j]
             if self.kinds[s] == SLOT_PERSIST:
+                # the scope owns its values: copy (the result may be an input, a feed
+                # or a view into the arena), in place when the shape stays
                 dst = <DenseTensor?>self.objs[s] if self.objs[s] is not None else None
                 if dst is not None and view_same_meta(&t.view, &dst.view):
-                    if dst.view.data != t.view.data:
-                        view_copy(&t.view, &dst.view)
+                    if view_assign(&t.view, &dst.view) < 0:
+                        raise MemoryError()
                     continue
+                copied = alloc_like(DenseTensor, &t.view)
+                view_copy(&t.view, &(<DenseTensor>copied).view)
+                t = <DenseTensor>copied
                 self.scope[self.names[s]] = t
             elif self.kinds[s] == SLOT_ARENA:
                 self.dirty[s] = 1
@@ -420,10 +464,11 @@ cdef class Plan:
 
     cdef list _fetch(self):
         cdef list out = []
-        cdef int s
+        cdef int s, k
         cdef DenseTensor t
-        for s in self.fetch_slots:
-            if self.kinds[s] == SLOT_FRESH and self.objs[s] is not None:
+        for k, s in enumerate(self.fetch_slots):
+            if self.kinds[s] == SLOT_FRESH and self.objs[s] is not None \
+                    and s not in self.fetch_slots[:k]:        # a repeated fetch: a copy
                 out.append(self.objs[s])
             else:
                 t = alloc_tensor(DenseTensor, self.views[s].ndim, self.views[s].shape,
@@ -443,7 +488,7 @@ cdef class Plan:
             last_use[s] = self.n_ops
         for i in range(self.n_ops - 1, -1, -1):
             if self.ops[i].kind != OP_C and self.ops[i].n_out:
-                until = max([last_use[self.ops[i].outs[t]] for t in range(self.ops[i].n_out)])
+                until = max([last_use[s] for s in self.py_outs[i]])
                 for s in self.py_ins[i]:
                     if s >= 0 and last_use[s] < until:
                         last_use[s] = until

@@ -12,7 +12,8 @@ from libc.string cimport memset
 from fastop._core.storage cimport (DenseTensor, DType, fastop_view, fastop_attrs,
                                    FASTOP_MAX_NDIM, FASTOP_BOOL, FASTOP_NUM_DTYPES, alloc_tensor,
                                    as_dense, dtype_from_code, dtype_code, itemsize_of,
-                                   view_same_meta, view_shape)
+                                   view_same_meta, view_shape, view_copy, views_overlap,
+                                   view_same_layout)
 
 import numpy as np
 
@@ -177,6 +178,7 @@ cdef class CKernel:
         self.infer_views(in_views, n_in, out_meta, attrs)
         cdef kernel_fn fn = self.resolve(in_views[self.dispatch_input].dtype)
         cdef list results = []
+        cdef list staging = []
         if out is None:
             for i in range(n_out):
                 t = alloc_tensor(out_cls, out_meta[i].ndim, out_meta[i].shape, out_meta[i].dtype)
@@ -197,6 +199,13 @@ cdef class CKernel:
                         f"and dtype {t.dtype.name}")
                 results.append(t)
                 out_views[i] = &t.view
+            for i in range(n_out):
+                if self.must_stage(in_views, n_in, out_views[i]):
+                    # out shares memory with an input: compute aside, then copy
+                    staged = alloc_tensor(DenseTensor, out_meta[i].ndim, out_meta[i].shape,
+                                          out_meta[i].dtype)
+                    out_views[i] = &(<DenseTensor>staged).view
+                    staging.append((i, staged))
         if out_views[0].size >= self.parallel_grain:
             with nogil:
                 status = fn(in_views, n_in, out_views, n_out, attrs)
@@ -205,14 +214,27 @@ cdef class CKernel:
         if status != K_OK:
             self._raise(status, [(None, None) if inp is None else (inp.shape, inp.dtype.name)
                                  for inp in inputs])
+        for i, staged in staging:
+            view_copy(&(<DenseTensor>staged).view, &(<DenseTensor>results[i]).view)
         return tuple(results)
+
+    cdef bint must_stage(self, fastop_view** ins, int n_in, const fastop_view* out) noexcept nogil:
+        """Whether writing `out` directly could corrupt an input it shares memory with
+        (anything but the same elements of an in-place-safe kernel)."""
+        cdef int j
+        for j in range(n_in):
+            if ins[j] != NULL and views_overlap(ins[j], out) and not (
+                    self.inplace_safe and view_same_layout(ins[j], out)):
+                return True
+        return False
 
     # -- Python API ----------------------------------------------------------------
     def __call__(self, *inputs, out=None, **attrs):
         """Run the kernel on DenseTensors (numpy arrays and scalars are wrapped).
 
         Python scalars take the dtype of the dispatch input. With ``out=`` the result
-        is written there (in place when ``out`` is an input).
+        is written there (in place when ``out`` is an input; through a staging copy
+        when it shares memory with an input in any other way).
         """
         cdef fastop_attrs packed
         if not attrs and self.packer is None and type(out) is DenseTensor:
@@ -242,7 +264,9 @@ cdef class CKernel:
                 return None
             in_views[i] = &(<DenseTensor>x).view
         none.n_ints = 0
-        if self.infer(in_views, n_in, &meta, 1, &none) != K_OK or not view_same_meta(out_view, &meta):
+        if self.infer(in_views, n_in, &meta, 1, &none) != K_OK \
+                or not view_same_meta(out_view, &meta) \
+                or self.must_stage(in_views, n_in, out_view):
             return None
         fn = self.fns[in_views[self.dispatch_input].dtype]
         if fn is NULL:
@@ -353,9 +377,10 @@ cdef CKernel make_kernel(str name, tuple input_names, tuple output_names, infer_
                          kernel_fn f_bool, kernel_fn f_i32, kernel_fn f_i64,
                          kernel_fn f_f32, kernel_fn f_f64,
                          int dispatch_input=0, tuple attr_names=(), object packer=None,
-                         Py_ssize_t parallel_grain=4096):
+                         Py_ssize_t parallel_grain=4096, bint inplace_safe=False):
     """Describe a kernel: name, operand names, inference, one function per dtype
-    (NULL where unsupported), and how attributes pack into fastop_attrs."""
+    (NULL where unsupported), how attributes pack into fastop_attrs, and whether an
+    output may be one of the inputs (`inplace_safe`: elementwise and update kernels)."""
     cdef CKernel k = CKernel.__new__(CKernel)
     k.name = name
     k.input_names = input_names
@@ -370,4 +395,5 @@ cdef CKernel make_kernel(str name, tuple input_names, tuple output_names, infer_
     k.dispatch_input = dispatch_input
     k.packer = packer
     k.parallel_grain = parallel_grain
+    k.inplace_safe = inplace_safe
     return k

@@ -355,20 +355,20 @@ def _pack_adam(dict attrs):
 sgd = make_kernel(
     "fastop::sgd_update", ("param", "grad", "learning_rate"), ("param_out",),
     _sgd_infer, NULL, NULL, NULL, _sgd_kernel, _sgd_kernel,
-    0, ("weight_decay",), _pack_sgd, 0)
+    0, ("weight_decay",), _pack_sgd, 0, inplace_safe=True)
 
 momentum = make_kernel(
     "fastop::momentum_update", ("param", "grad", "velocity", "learning_rate"),
     ("param_out", "velocity_out"),
     _momentum_infer, NULL, NULL, NULL, _momentum_kernel, _momentum_kernel,
-    0, ("momentum", "use_nesterov", "weight_decay"), _pack_momentum, 0)
+    0, ("momentum", "use_nesterov", "weight_decay"), _pack_momentum, 0, inplace_safe=True)
 
 adam = make_kernel(
     "fastop::adam_update",
     ("param", "grad", "learning_rate", "moment1", "moment2", "beta1_pow", "beta2_pow"),
     ("param_out", "moment1_out", "moment2_out", "beta1_pow_out", "beta2_pow_out"),
     _adam_infer, NULL, NULL, NULL, _adam_kernel, _adam_kernel,
-    0, ("beta1", "beta2", "epsilon", "weight_decay"), _pack_adam, 0)
+    0, ("beta1", "beta2", "epsilon", "weight_decay"), _pack_adam, 0, inplace_safe=True)
 
 
 # --------------------------------------------------------------------------- eager path

@@ -172,6 +172,64 @@ cdef void view_set_contiguous_strides(fastop_view* v) noexcept nogil:
     v.size = size
 
 
+cdef void _extent(const fastop_view* v, char** lo, char** hi) noexcept nogil:
+    """The bytes a (non-empty) view touches: [lo, hi)."""
+    cdef int i
+    cdef ptrdiff_t step
+    lo[0] = v.data
+    hi[0] = v.data + itemsize_of(v.dtype)
+    for i in range(v.ndim):
+        step = (v.shape[i] - 1) * v.strides[i]
+        if step < 0:
+            lo[0] += step
+        else:
+            hi[0] += step
+
+
+cdef bint views_overlap(const fastop_view* a, const fastop_view* b) noexcept nogil:
+    """Whether two views may share bytes (their extents intersect)."""
+    cdef char* a_lo
+    cdef char* a_hi
+    cdef char* b_lo
+    cdef char* b_hi
+    if a.size == 0 or b.size == 0:
+        return False
+    _extent(a, &a_lo, &a_hi)
+    _extent(b, &b_lo, &b_hi)
+    return a_lo < b_hi and b_lo < a_hi
+
+
+cdef bint view_same_layout(const fastop_view* a, const fastop_view* b) noexcept nogil:
+    """Whether two views are the same elements: data pointer, dtype, shape, strides."""
+    cdef int i
+    if a.data != b.data or not view_same_meta(a, b):
+        return False
+    for i in range(a.ndim):
+        if a.shape[i] != 1 and a.strides[i] != b.strides[i]:
+            return False
+    return True
+
+
+cdef int view_assign(const fastop_view* src, fastop_view* dst) noexcept nogil:
+    """Copy src into dst (same shape and dtype) when their memory may overlap: nothing
+    for the same elements, a staging copy for any other overlap. -1: out of memory."""
+    cdef fastop_view staged
+    if view_same_layout(src, dst):
+        return 0
+    if not views_overlap(src, dst):
+        view_copy(src, dst)
+        return 0
+    staged = src[0]
+    view_set_contiguous_strides(&staged)
+    staged.data = <char*>malloc(staged.size * itemsize_of(staged.dtype))
+    if staged.data == NULL:
+        return -1
+    view_copy(src, &staged)
+    view_copy(&staged, dst)
+    free(staged.data)
+    return 0
+
+
 cdef void view_copy(const fastop_view* src, fastop_view* dst) noexcept nogil:
     """Copy src into dst element by element (same shape and dtype, any strides)."""
     cdef ptrdiff_t itemsize = itemsize_of(src.dtype)

@@ -273,16 +273,24 @@ def _python_call(op: Operator) -> Any:
 class _Folded:
     """Values of ops computed at compile time (all inputs constant) and those ops."""
 
-    def __init__(self) -> None:
+    def __init__(self, written: dict[str, int]) -> None:
         self.values: dict[str, DenseTensor] = {}
         self.ops: set[int] = set()
+        self.written = written
 
     def value(self, var: Variable) -> DenseTensor | None:
+        """The constant value of `var`: folded, or a program constant no op writes."""
         if var.name in self.values:
             return self.values[var.name]
-        if var.constant is not None:
+        if var.constant is not None and not self.written[var.name]:
             return from_numpy(np.asarray(var.constant, order="C"))
         return None
+
+    def bound(self, var: Variable) -> DenseTensor:
+        """The value a constant slot starts every run with."""
+        if var.name in self.values:
+            return self.values[var.name]
+        return from_numpy(np.asarray(var.constant, order="C"))
 
 
 def _fold_constants(ops: Sequence[Operator], order: Sequence[int],
@@ -291,11 +299,11 @@ def _fold_constants(ops: Sequence[Operator], order: Sequence[int],
     constants, such as the scaling of a gradient seed: their outputs become constants
     of the plan. Ops without inputs, ops writing persistable or fed variables, and ops
     that raise are left to run (and report) normally."""
-    folded = _Folded()
     written: dict[str, int] = defaultdict(int)
     for op in ops:
         for v in op.outputs:
             written[v.name] += 1
+    folded = _Folded(written)
     for i in order:
         op = ops[i]
         ins = op.input_vars()
@@ -317,6 +325,61 @@ def _fold_constants(ops: Sequence[Operator], order: Sequence[int],
     return folded
 
 
+def _copies_needed(ops: Sequence[Operator], order: Sequence[int], inline: Sequence[bool],
+                   fetch_names: Sequence[str]) -> set[int]:
+    """Positions (in `order`) of the view and Python ops whose outputs must be copies.
+
+    Such an op's output may share memory with its inputs (a reshape, a py_func
+    returning its argument). When the memory is a persistable's, and an op updates
+    that persistable in place (an optimizer step) while the output is still to be
+    read, the reader would see the new value instead of the one the program computed
+    from: the op then copies its outputs. `inline[k]`: the op at position k writes
+    fresh memory (a C kernel).
+    """
+    updates: dict[str, list[int]] = defaultdict(list)   # persistable -> positions writing it
+    for k, i in enumerate(order):
+        for v in ops[i].outputs:
+            if v.persistable:
+                updates[v.name].append(k)
+    if not updates:
+        return set()
+    shares: dict[str, tuple[frozenset[str], int]] = {}  # var -> (persistables, producer)
+    copies: set[int] = set()
+
+    def check(name: str, at: int) -> None:
+        roots, made = shares.get(name, (frozenset(), -1))
+        if any(made < u < at for p in roots for u in updates[p]):
+            copies.add(made)
+    for k, i in enumerate(order):
+        op = ops[i]
+        ins = op.input_vars()
+        for v in ins:
+            check(v.name, k)
+        roots: frozenset[str] = frozenset()
+        if not inline[k]:
+            roots = frozenset().union(
+                *(shares.get(v.name, (frozenset(),))[0] for v in ins),
+                (v.name for v in ins if v.name in updates))
+        for v in op.outputs:
+            if not v.persistable:
+                shares[v.name] = (roots, k)
+    for name in fetch_names:
+        check(name, len(order))
+    return copies
+
+
+class _Copying:
+    """A Python op's callable whose outputs are copied (see :func:`_copies_needed`)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def __call__(self, *tensors: Any) -> tuple:
+        return tuple(t.copy() for t in self.fn(*tensors))
+
+
 def _compile(program: Program, feeds: dict[str, Any],
              fetch_names: Sequence[str]) -> _Compiled:
     block = program.global_block()
@@ -335,6 +398,8 @@ def _compile(program: Program, feeds: dict[str, Any],
 
     views = [_view_kernel(ops[i]) for i in order]
     lowered = [None if v is not None else _c_kernel(ops[i]) for v, i in zip(views, order)]
+    copies = _copies_needed(ops, order, [c is not None for c in lowered], fetch_names)
+    views = [None if k in copies else v for k, v in enumerate(views)]
     writers: dict[str, list[int]] = defaultdict(list)
     first_access: dict[str, tuple[str, int]] = {}
     for k, i in enumerate(order):
@@ -369,6 +434,11 @@ def _compile(program: Program, feeds: dict[str, Any],
             access, k = first_access.get(name, ("read", -1))
             persists.append((name, slot[name], labels[k] if access == "read" and k >= 0
                              else "fetch_list" if access == "read" else None))
+        elif writers.get(name) and first_access[name][0] == "read":
+            k = first_access[name][1]
+            raise ValueError(f"variable '{name}' ({var.dtype.name}{var.shape}) is read by "
+                             f"{labels[k]} before any op writes it; feed it, or make it a "
+                             f"persistable or a constant")
         elif writers.get(name):
             if len(writers[name]) == 1 and views[writers[name][0]] is not None:
                 kinds.append("view")
@@ -388,7 +458,7 @@ def _compile(program: Program, feeds: dict[str, Any],
 
     plan = Plan(names, [SLOT_KINDS[k] for k in kinds])
     for name in consts:
-        plan.set_const(slot[name], folded.value(block.vars[name]))
+        plan.set_const(slot[name], folded.bound(block.vars[name]))
     for k, i in enumerate(order):
         op = ops[i]
         outs = [slot[v.name] for v in op.outputs]
@@ -403,9 +473,12 @@ def _compile(program: Program, feeds: dict[str, Any],
             continue
         ins = [-1 if v is None else slot[v.name] for v in _flat_inputs(op)]
         if isinstance(op.opdef, PyFuncOp):
-            plan.add_python(op.opdef.runner(), ins, outs, op.opdef.direct_call())
+            call, direct = op.opdef.runner(), op.opdef.direct_call()
         else:
-            plan.add_python(_python_call(op), ins, outs)
+            call, direct = _python_call(op), None
+        if k in copies:
+            call, direct = _Copying(call), None
+        plan.add_python(call, ins, outs, direct)
     plan.set_io([(name, slot[name], value) for name, value in feeds.items()],
                 persists, [slot[n] for n in fetch_names])
     return _Compiled(plan, labels)
@@ -435,8 +508,11 @@ def _check_feeds(block: Any, ops: Sequence[Operator], feeds: dict[str, Any]) -> 
 # ----------------------------------------------------------------------------- Executor
 
 def _feed_value(block: Any, name: str, value: Any) -> Any:
-    """A C-contiguous array or tensor for a fed value (lists take the variable's dtype)."""
+    """A C-contiguous array or tensor for a fed value (lists take the variable's dtype;
+    byte-swapped arrays are converted to native order)."""
     if isinstance(value, np.ndarray):
+        if not value.dtype.isnative:
+            return np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("="))
         return value if value.flags.c_contiguous else np.ascontiguousarray(value)
     if isinstance(value, DenseTensor):
         return value if value.is_contiguous() else value.contiguous()
