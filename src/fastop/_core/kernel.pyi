@@ -28,6 +28,9 @@ class CKernel:
     def parallel_grain(self) -> int:
         """Elements from which a raw call releases the GIL."""
     @property
+    def inplace_safe(self) -> bool:
+        """out[i] depends on the inputs' element i alone: an output may be an input."""
+    @property
     def n_in(self) -> int: ...
     @property
     def n_out(self) -> int: ...
