@@ -243,6 +243,27 @@ def test_mark_non_differentiable_outputs_get_zero_gradients():
     np.testing.assert_array_equal(x.grad.numpy(), expected)
 
 
+def test_non_tensor_outputs_get_none_as_gradient():
+    seen = []
+
+    class WithExtras(PyLayer):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2.0, None, "label"
+
+        @staticmethod
+        def backward(ctx, dy, d_none, d_label):
+            seen.append((d_none, d_label))
+            return dy * 2.0
+
+    x = leaf(X)
+    y, nothing, label = WithExtras.apply(x)
+    assert nothing is None and label == "label"
+    y.sum().backward()
+    assert seen == [(None, None)]
+    np.testing.assert_array_equal(x.grad.numpy(), np.full_like(X, 2.0))
+
+
 def test_set_materialize_grads_false_passes_none():
     x = leaf(X)
     values, _, _ = ValuesAndIndices.apply(x, materialize=False)

@@ -545,17 +545,30 @@ _dispatch.set_dispatcher("eager", eager_dispatch)
 # --------------------------------------------------------------------------- backward
 
 cdef Py_ssize_t _epoch = 0
+cdef int _walks = 0         # backward walks in progress (one inside a PyLayer's backward)
 
 
 cdef inline object _acc(object a, object b):
     return b if a is None else add_tensors(<Tensor>a, <Tensor>b)
 
 
-cdef inline void _visit(Node n, Py_ssize_t epoch, list stack, Py_ssize_t* top) except *:
+cdef inline void _visit(Node n, Py_ssize_t epoch, list stack, Py_ssize_t* top,
+                        list outer) except *:
+    """Start n's state for this walk. `outer` (a walk nested in another one's PyLayer
+    backward): remember the state the enclosing walk had, restored afterwards."""
+    if outer is not None:
+        outer.append((n, n.epoch, n.deps, n.buffer))
     n.epoch = epoch
     n.deps = 0
     n.buffer = [None] * n.n_out
     _push(stack, top, n)
+
+
+cdef void _restore(list outer):
+    cdef Node n
+    for item in reversed(outer):
+        n = <Node>item[0]
+        n.epoch, n.deps, n.buffer = item[1], item[2], item[3]
 
 
 # The walk's stacks are lists used as arrays with an explicit top: list.pop() shrinks
@@ -576,15 +589,32 @@ cdef inline Node _pop(list stack, Py_ssize_t* top):
     return n
 
 
-cdef Tensor _own(Tensor g, bint create_graph):
-    """g, or a copy of it when someone else may hold it (it becomes a leaf's .grad, which
-    optimizers may update in place). Like torch's AccumulateGrad, a gradient is taken
-    as is when only the walk refers to it (the result list, the local, the upstream
-    buffer: 3 references) and it is not a view of another tensor."""
-    if create_graph or (Py_REFCNT(g) <= 3 and
-                        (g._alloc is not NULL or not isinstance(g.owner, DenseTensor))):
+cdef Tensor _own(Tensor g, Py_ssize_t walk_refs, bint create_graph):
+    """g, or a copy of it when someone else may hold it or its memory (it becomes a
+    leaf's .grad, which the user and optimizers may change in place). Like torch's
+    AccumulateGrad, a gradient is taken as is when its only references are the
+    `walk_refs` the backward walk holds (-1: g is the walk's own) and it owns its memory
+    (or borrows an array nobody else refers to)."""
+    if create_graph or walk_refs < 0:
         return g
+    if Py_REFCNT(g) <= walk_refs:
+        if g._alloc is not NULL:
+            return g
+        owner = g.owner
+        if type(owner) is np.ndarray and Py_REFCNT(owner) == 2 \
+                and owner.base is None:         # referred to by g and the local alone
+            return g
     return <Tensor>g.copy()
+
+
+cdef inline Py_ssize_t _count(list items, object value):
+    """How many times `value` (by identity) is in `items`."""
+    cdef Py_ssize_t k, n = 0
+    if items is not None:
+        for k in range(len(items)):
+            if items[k] is value:
+                n += 1
+    return n
 
 
 cdef class _Walk:
@@ -592,14 +622,16 @@ cdef class _Walk:
     cdef dict leaf_pos            # id(leaf) -> positions in `captured`
     cdef dict node_pos            # id(node) -> [(output index, position)]
     cdef list captured
+    cdef set runs                 # fastop.grad: ids of the nodes that run (see _nodes_to_run)
     cdef bint create_graph
 
-    cdef void deliver_leaf(self, Tensor t, Tensor g) except *:
+    cdef void deliver_leaf(self, Tensor t, Tensor g, Py_ssize_t walk_refs) except *:
+        """Give leaf t the gradient g, which the walk refers to `walk_refs` times."""
         if self.captured is not None:
             for p in self.leaf_pos.get(id(t), ()):
                 self.captured[p] = _acc(self.captured[p], g)
         elif t.grad is None:
-            t.grad = _own(g, self.create_graph)
+            t.grad = _own(g, walk_refs, self.create_graph)
         else:
             t.grad = add_tensors(<Tensor>t.grad, g)
 
@@ -608,6 +640,66 @@ cdef list run_backward(tuple outputs, list grads, bint retain_graph, bint create
                        tuple inputs, bint allow_unused):
     """Backpropagate grads from outputs; with `inputs`, return their gradients instead of
     accumulating into leaves' ``.grad``."""
+    global _walks
+    cdef list outer = [] if _walks else None
+    _walks += 1
+    try:
+        return _walk(outputs, grads, retain_graph, create_graph, inputs, allow_unused, outer)
+    finally:
+        _walks -= 1
+        if outer is not None:
+            _restore(outer)
+
+
+cdef set _nodes_to_run(tuple outputs, _Walk walk):
+    """For ``fastop.grad``: the ids of the nodes on a path from the outputs to an input.
+    Only they are walked and run (and freed); the graph beyond the inputs is left as it
+    is, for later backward passes. Post-order DFS: a node runs if an edge leads to an
+    input leaf, an input's node, or a node that runs."""
+    cdef dict runs = {}             # id(node) -> whether it runs
+    cdef set keep = set()           # nodes that run or are inputs' nodes
+    cdef list stack
+    cdef Node n, m
+    cdef Py_ssize_t k
+    cdef bint go
+    for out in outputs:
+        n = (<Tensor>out)._node
+        if n is None or id(n) in runs:
+            continue
+        runs[id(n)] = False
+        stack = [(n, 0)]
+        while stack:
+            n, k = stack[len(stack) - 1]
+            edges = n.next or ()
+            while k < len(edges):
+                e = edges[k]
+                k += 1
+                if e is not None:
+                    m = (<Tensor>e)._node
+                    if m is not None and id(m) not in runs:
+                        stack[len(stack) - 1] = (n, k)
+                        runs[id(m)] = False
+                        stack.append((m, 0))
+                        break
+            else:
+                stack.pop()
+                go = False
+                for e in edges:
+                    if e is not None:
+                        m = (<Tensor>e)._node
+                        if m is None:
+                            go = go or id(e) in walk.leaf_pos
+                        else:
+                            go = go or id(m) in keep
+                runs[id(n)] = go
+                if go or id(n) in walk.node_pos:
+                    keep.add(id(n))
+    walk.runs = {key for key, value in runs.items() if value}
+    return keep
+
+
+cdef list _walk(tuple outputs, list grads, bint retain_graph, bint create_graph,
+                tuple inputs, bint allow_unused, list outer):
     global _epoch, _grad_enabled
     _epoch += 1
     cdef Py_ssize_t epoch = _epoch, i, p
@@ -615,6 +707,7 @@ cdef list run_backward(tuple outputs, list grads, bint retain_graph, bint create
     walk.create_graph = create_graph
     cdef Tensor t, g
     cdef Node n, m
+    cdef set keep = None            # fastop.grad: the nodes worth visiting
     if inputs is not None:
         walk.captured = [None] * len(inputs)
         walk.leaf_pos = {}
@@ -625,6 +718,9 @@ cdef list run_backward(tuple outputs, list grads, bint retain_graph, bint create
                 walk.leaf_pos.setdefault(id(t), []).append(p)
             else:
                 walk.node_pos.setdefault(id(t._node), []).append((t._out_index, p))
+        for i in range(len(outputs)):
+            _require_tensor(outputs[i], "outputs")
+        keep = _nodes_to_run(outputs, walk)
     cdef list stack = []
     cdef Py_ssize_t top = 0
     for i in range(len(outputs)):
@@ -635,24 +731,29 @@ cdef list run_backward(tuple outputs, list grads, bint retain_graph, bint create
                                f"stop_gradient=False on the inputs that need gradients")
         g = _root_grad(t, grads[i], i)
         if t._node is None:                       # a leaf: its own gradient
-            walk.deliver_leaf(t, g if grads[i] is None or create_graph else <Tensor>g.copy())
+            walk.deliver_leaf(t, g if grads[i] is None or create_graph else <Tensor>g.copy(),
+                              -1)
             continue
         n = t._node
+        if keep is not None and id(n) not in keep:
+            continue
         if n.epoch != epoch:
-            _visit(n, epoch, stack, &top)
+            _visit(n, epoch, stack, &top, outer)
         n.buffer[t._out_index] = _acc(n.buffer[t._out_index], g)
     while top:                                    # count in-edges of reachable nodes
         n = _pop(stack, &top)
+        if keep is not None and id(n) not in walk.runs:
+            continue
         for e in n.next or ():
             if e is not None:
                 m = (<Tensor>e)._node
-                if m is not None:
+                if m is not None and (keep is None or id(m) in keep):
                     if m.epoch != epoch:
-                        _visit(m, epoch, stack, &top)
+                        _visit(m, epoch, stack, &top, outer)
                     m.deps += 1
     for i in range(len(outputs)):                 # ready: the outputs' nodes that no
         n = (<Tensor>outputs[i])._node            # other reachable node feeds
-        if n is not None and n.deps == 0:
+        if n is not None and n.epoch == epoch and n.deps == 0:
             n.deps = -1                           # pushed once even if several outputs
             _push(stack, &top, n)
     cdef list node_grads, in_grads
@@ -667,6 +768,8 @@ cdef list run_backward(tuple outputs, list grads, bint retain_graph, bint create
             if walk.node_pos is not None and id(n) in walk.node_pos:
                 for idx, p in walk.node_pos[id(n)]:
                     walk.captured[p] = node_grads[idx]
+                if id(n) not in walk.runs:        # an input's node leading to no other
+                    continue
             in_grads = None
             for x in node_grads:
                 if x is not None:
@@ -685,9 +788,10 @@ cdef list run_backward(tuple outputs, list grads, bint retain_graph, bint create
                 x = None if in_grads is None else in_grads[i]
                 m = t._node
                 if m is None:
-                    if x is not None:
-                        walk.deliver_leaf(t, <Tensor>x)
-                else:
+                    if x is not None:         # refs: x, in_grads, a pass-through's buffer
+                        walk.deliver_leaf(t, <Tensor>x, 1 + _count(in_grads, x)
+                                          + _count(node_grads, x))
+                elif keep is None or id(m) in keep:
                     if x is not None:
                         m.buffer[t._out_index] = _acc(m.buffer[t._out_index], x)
                     m.deps -= 1
@@ -830,8 +934,8 @@ cdef class PyLayerNode(Node):
         global _grad_enabled
         cdef Py_ssize_t k
         if not self.no_materialize:
-            for k in range(self.n_out):
-                if grads[k] is None:
+            for k in range(self.n_out):                 # non-Tensor outputs get None
+                if grads[k] is None and self.out_meta[k] is not None:
                     grads[k] = _zeros_like_meta(self.out_meta[k])
         backward_fn = self.cls.backward
         cdef bint prev = _grad_enabled
