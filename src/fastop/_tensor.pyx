@@ -15,7 +15,7 @@ from libc.stddef cimport ptrdiff_t
 from libc.string cimport memcpy
 from fastop._core.storage cimport (DenseTensor, FASTOP_FLOAT32, FASTOP_FLOAT64,
                                    FASTOP_INT32, FASTOP_INT64, FASTOP_MAX_NDIM,
-                                   alloc_tensor, dtype_code)
+                                   alloc_tensor, bump_version, dtype_code)
 from fastop._core.kernel cimport CKernel
 from fastop.autograd._engine cimport (OpInfo, dispatch_eager, grad_enabled, op_info,
                                       record_op, run_backward)
@@ -152,7 +152,7 @@ cdef Tensor view_of(DenseTensor src):
     """A new Tensor (no autograd state) sharing src's memory."""
     cdef Tensor out = Tensor.__new__(Tensor)
     out.view = src.view
-    out.owner = src if src._alloc is not NULL or src.owner is None else src.owner
+    out.owner = src.owner if isinstance(src.owner, DenseTensor) else src
     out.readonly = src.readonly
     return out
 
@@ -349,6 +349,7 @@ cdef class Tensor(DenseTensor):
             raise ValueError(f"set_value: expected a value of shape {self.shape}, got "
                              f"{list(arr.shape)}")
         np.copyto(self.numpy(), arr, casting="same_kind")
+        bump_version(self)
 
     def astype(self, dtype) -> Tensor:
         """A copy converted to dtype (the op ``fastop::cast``)."""
@@ -393,6 +394,7 @@ cdef class Tensor(DenseTensor):
                                f"(shape {self.shape}) is not differentiable; do it under "
                                f"fastop.no_grad() or use set_value")
         self.numpy()[key] = value.numpy() if isinstance(value, DenseTensor) else value
+        bump_version(self)
 
     # -- operators -----------------------------------------------------------------
     def __add__(self, other):

@@ -325,6 +325,57 @@ def test_leaf_grad_is_never_a_tensor_someone_else_holds():
     np.testing.assert_array_equal(x.grad.numpy(), np.full(3, 4.0))
 
 
+@pytest.mark.requires_ops("multiply", "tanh", "add")
+def test_a_saved_tensor_modified_in_place_makes_backward_raise():
+    """Gradients from values changed after the forward pass would be silently wrong:
+    in-place writes (set_value, item assignment, optimizer steps) bump the memory's
+    version, and backward through an op that saved it raises, naming the op."""
+    x, c = leaf(X), fastop.to_tensor(np.cos(X))
+    y = x * c                                   # multiply saves x and c
+    c.set_value(np.zeros_like(X))
+    with pytest.raises(RuntimeError, match=r"op 'fastop::multiply'.*modified in place"):
+        y.sum().backward()
+    t = fastop.tanh(x)                          # tanh saves its output: the user's view
+    with fastop.no_grad():
+        t[0, 0] = 5.0
+    with pytest.raises(RuntimeError, match=r"op 'fastop::tanh'.*modified in place"):
+        t.sum().backward()
+    w = fastop.to_tensor(np.ones_like(X), stop_gradient=False)
+    z = w * c
+    w.grad = fastop.to_tensor(np.ones_like(X))
+    fastop.optimizer.SGD(0.1, parameters=[w]).step()
+    with pytest.raises(RuntimeError, match="modified in place"):
+        z.sum().backward()
+    s = x + c                                   # add saves nothing: no version to check
+    c.set_value(np.ones_like(X))
+    s.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones_like(X))
+    (x * c).sum().backward()                    # a new forward pass reads the new values
+    np.testing.assert_array_equal(x.grad.numpy(), 2 * np.ones_like(X))
+
+
+def test_a_pylayer_saved_tensor_modified_in_place_raises_in_saved_tensor():
+    from fastop.autograd import PyLayer
+
+    class Square(PyLayer):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return fastop.to_tensor(x.numpy() ** 2)
+
+        @staticmethod
+        def backward(ctx, dy):
+            (x,) = ctx.saved_tensor()
+            return fastop.to_tensor(2 * x.numpy() * dy.numpy())
+
+    x = leaf(X)
+    y = Square.apply(x)
+    with fastop.no_grad():
+        x[...] = 0.0
+    with pytest.raises(RuntimeError, match="PyLayer 'Square'.*modified in place"):
+        y.sum().backward()
+
+
 def test_grad_unused_input(ops):
     x, unused = leaf(X), leaf(X)
     with pytest.raises(RuntimeError, match="input 1 .* not used.*allow_unused=True"):

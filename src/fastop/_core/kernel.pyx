@@ -13,7 +13,7 @@ from fastop._core.storage cimport (DenseTensor, DType, fastop_view, fastop_attrs
                                    FASTOP_MAX_NDIM, FASTOP_BOOL, FASTOP_NUM_DTYPES, alloc_tensor,
                                    as_dense, dtype_from_code, dtype_code, itemsize_of,
                                    view_same_meta, view_shape, view_copy, views_overlap,
-                                   view_same_layout)
+                                   view_same_layout, bump_version)
 
 import numpy as np
 
@@ -199,6 +199,7 @@ cdef class CKernel:
                         f"and dtype {t.dtype.name}")
                 results.append(t)
                 out_views[i] = &t.view
+                bump_version(t)
             for i in range(n_out):
                 if self.must_stage(in_views, n_in, out_views[i]):
                     # out shares memory with an input: compute aside, then copy
@@ -271,6 +272,7 @@ cdef class CKernel:
         fn = self.fns[in_views[self.dispatch_input].dtype]
         if fn is NULL:
             return None
+        bump_version(out)
         if out_view.size >= self.parallel_grain:
             with nogil:
                 status = fn(in_views, n_in, &out_view, 1, &none)

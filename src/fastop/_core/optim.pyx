@@ -23,8 +23,8 @@ Formulas (``g = grad + weight_decay * param``)::
 from libc.math cimport sqrt
 
 from fastop._core.storage cimport (DenseTensor, fastop_view, fastop_attrs, floating_t,
-                                   view_copy, view_is_contiguous, FASTOP_FLOAT32,
-                                   FASTOP_FLOAT64)
+                                   bump_version, view_copy, view_is_contiguous,
+                                   FASTOP_FLOAT32, FASTOP_FLOAT64)
 from fastop._core.kernel cimport (CKernel, make_kernel, get_num_threads, use_threads,
                                   K_OK, K_ERR_DTYPE, K_ERR_SHAPE)
 from fastop._core.parallel cimport parallel_run
@@ -403,6 +403,7 @@ def sgd_step(DenseTensor param not None, DenseTensor grad not None, double lr,
     """``param -= lr * (grad + weight_decay * param)``, in place."""
     _check_param("fastop::sgd_update", param, grad)
     grad = grad.contiguous()
+    bump_version(param)
     with nogil:
         if param.view.dtype == FASTOP_FLOAT32:
             _sgd(<float*>param.view.data, <float*>grad.view.data, param.view.size,
@@ -419,6 +420,8 @@ def momentum_step(DenseTensor param not None, DenseTensor grad not None,
     _check_param("fastop::momentum_update", param, grad)
     _check_state("fastop::momentum_update", "velocity", param, velocity)
     grad = grad.contiguous()
+    bump_version(param)
+    bump_version(velocity)
     with nogil:
         if param.view.dtype == FASTOP_FLOAT32:
             _momentum(<float*>param.view.data, <float*>grad.view.data,
@@ -443,6 +446,9 @@ def adam_step(DenseTensor param not None, DenseTensor grad not None,
         raise ValueError(f"fastop::adam_update: beta1_pow and beta2_pow must be in [0, 1), "
                          f"got {beta1_pow} and {beta2_pow}")
     grad = grad.contiguous()
+    bump_version(param)
+    bump_version(moment1)
+    bump_version(moment2)
     with nogil:
         if param.view.dtype == FASTOP_FLOAT32:
             _adam(<float*>param.view.data, <float*>grad.view.data,

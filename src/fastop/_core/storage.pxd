@@ -78,11 +78,27 @@ cdef class DenseTensor:
     cdef object owner
     cdef void* _alloc
     cdef unsigned char _small_class   # 1 + size class of a recycled small block, else 0
+    cdef unsigned int _version        # in-place writes made through fastop to this memory;
+                                      # kept on the memory's root tensor (memory_root)
     cdef readonly bint readonly
     cdef object __weakref__
 
     cdef DenseTensor _new_view(self)
     cpdef DenseTensor contiguous(self)
+
+
+cdef inline DenseTensor memory_root(DenseTensor t):
+    """The tensor whose memory t views (t itself unless t is a view of another)."""
+    while isinstance(t.owner, DenseTensor):
+        t = <DenseTensor>t.owner
+    return t
+
+
+cdef inline void bump_version(DenseTensor t) noexcept:
+    """Record an in-place write to t's memory: the autograd engine refuses to use
+    values it saved before the write."""
+    cdef DenseTensor root = memory_root(t)
+    root._version += 1
 
 
 cdef DType dtype_from_code(int code)

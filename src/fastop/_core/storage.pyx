@@ -574,7 +574,7 @@ cdef class DenseTensor:
         """A new tensor of the same Python type sharing this one's memory."""
         cdef DenseTensor out = type(self).__new__(type(self))
         out.view = self.view
-        out.owner = self if self._alloc is not NULL or self.owner is None else self.owner
+        out.owner = self.owner if isinstance(self.owner, DenseTensor) else self
         out.readonly = self.readonly
         return out
 

@@ -34,6 +34,7 @@ cdef class OpInfo:
     cdef unsigned long long diff_mask   # the same as bits (inputs beyond 64: see diff)
     cdef unsigned long long save_mask   # bit k: the rule needs output k (saved, so the
                                         # user gets a view of it)
+    cdef bint check_versions      # the rule reads saved values (not only their shapes)
     cdef int ck_mask              # bit d set: `ck` computes dtype code d
 
 

@@ -17,7 +17,7 @@ from cpython.ref cimport Py_INCREF, Py_REFCNT
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stddef cimport ptrdiff_t
 from fastop._core.storage cimport (DenseTensor, FASTOP_FLOAT32, FASTOP_FLOAT64,
-                                   FASTOP_MAX_NDIM, fastop_attrs)
+                                   FASTOP_MAX_NDIM, fastop_attrs, memory_root)
 from fastop._core.kernel cimport CKernel
 from fastop._tensor cimport (Tensor, add_tensors, as_tensor, full_tensor, view_of,
                              wrap_dense)
@@ -160,6 +160,7 @@ cdef void _prepare_rule(OpInfo info, object rule):
     info.diff = tuple(n in diff for n in in_names)
     info.diff_mask = sum(1 << i for i, d in enumerate(info.diff) if d and i < 64)
     info.save_mask = sum(1 << k for k, n in enumerate(out_names) if n in rule.needs and k < 64)
+    info.check_versions = bool(info.needs) and rule.reads_values
     info.rule = rule
 
 
@@ -242,12 +243,38 @@ cdef Tensor _check_grad(object g, Tensor x, str who, object what):
     return t
 
 
+cdef unsigned long long _versions(tuple saved):
+    """The sum of the saved tensors' memory versions: it grows when any of them is
+    written in place (versions only increase), so one number checks them all."""
+    cdef unsigned long long total = 0
+    cdef DenseTensor root
+    for x in saved:
+        if isinstance(x, DenseTensor):
+            root = memory_root(<DenseTensor>x)
+            total += root._version
+        elif isinstance(x, (list, tuple)):
+            for e in x:
+                if isinstance(e, DenseTensor):
+                    root = memory_root(<DenseTensor>e)
+                    total += root._version
+    return total
+
+
+cdef object _modified_error(Node node):
+    return RuntimeError(
+        f"backward through {node.label()}: a tensor it saved for the gradient was "
+        f"modified in place after the forward pass (set_value, item assignment, an "
+        f"optimizer step or out=), so the gradient would be wrong; modify it after "
+        f"backward, or modify a copy")
+
+
 cdef class OpNode(Node):
     """A registry op: its backward is the op's gradient rule."""
     cdef OpInfo info
     cdef object rule
     cdef dict attrs
     cdef tuple saved              # needed forward values (raw outputs, not the user's views)
+    cdef unsigned long long saved_versions   # _versions(saved) when recorded
     cdef tuple layout             # per declared input: tensor count if variadic, else -1
     cdef tuple out_meta           # (shape, dtype) per output, for zero-filling missing grads
 
@@ -263,6 +290,8 @@ cdef class OpNode(Node):
         cdef OpInfo info = self.info
         cdef Tensor v
         cdef Py_ssize_t k
+        if self.info.check_versions and _versions(self.saved) != self.saved_versions:
+            raise _modified_error(self)
         needed = list(self.saved)
         if create_graph:   # saved outputs rejoin the graph so the rule is differentiable
             for k, (is_out, idx) in enumerate(info.needs):
@@ -409,6 +438,8 @@ cdef tuple _make_node(OpInfo info, object rule, tuple inputs, tuple outputs, dic
     node.n_out = n_out
     node.saved = tuple([outputs[idx] if is_out else inputs[idx]
                         for is_out, idx in info.needs]) if info.needs else ()
+    if info.check_versions:
+        node.saved_versions = _versions(node.saved)
     if n_out > 1:
         node.out_meta = tuple([_meta_of(<Tensor>o) for o in outputs])
     cdef list result = None if info.save_mask == 0 else list(outputs)
@@ -874,6 +905,7 @@ cdef class PyLayerNode(Node):
     """The context of one PyLayer call, and its node in the graph (see PyLayerContext)."""
     cdef object cls
     cdef tuple saved
+    cdef unsigned long long saved_versions   # _versions(saved) when saved
     cdef tuple saved_out          # per saved tensor: the output index it is, or -1
     cdef tuple non_diff           # outputs marked non-differentiable
     cdef tuple out_meta
@@ -895,6 +927,7 @@ cdef class PyLayerNode(Node):
         reference cycle.
         """
         self.saved = tensors
+        self.saved_versions = _versions(tensors)
 
     def saved_tensor(self):
         """The tensors given to :meth:`save_for_backward`, as a tuple (call in backward)."""
@@ -903,6 +936,8 @@ cdef class PyLayerNode(Node):
             raise _released_error(self)
         if self.saved is None:
             return ()
+        if _versions(self.saved) != self.saved_versions:
+            raise _modified_error(self)
         if not _grad_enabled or self.saved_out is None:
             return self.saved
         out = list(self.saved)                    # create_graph: outputs rejoin the graph

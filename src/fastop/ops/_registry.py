@@ -178,12 +178,17 @@ class GradRule:
     An output no gradient flows into gets zeros of its shape, unless
     ``materialize_grads`` is False: then it gets None, and the rule skips that output's
     term (an auxiliary output that is rarely used then costs nothing).
+
+    Eager backward refuses to run a rule whose needed values were modified in place
+    after the forward pass, unless ``reads_values`` is False: the rule reads only their
+    shapes and dtypes (add's, to sum a broadcast gradient back).
     """
 
     fn: Callable[..., Any]
     needs: tuple[str, ...]
     kernel_op: str | None = None  # set when made from a Python backward kernel
     materialize_grads: bool = True
+    reads_values: bool = True
 
 
 @dataclass
@@ -224,16 +229,18 @@ class OpDef:
             return fn
         return register
 
-    def grad(self, needs: Iterable[str] = (),
-             materialize_grads: bool = True) -> Callable[[Callable], Callable]:
+    def grad(self, needs: Iterable[str] = (), materialize_grads: bool = True,
+             reads_values: bool = True) -> Callable[[Callable], Callable]:
         """Register a composite gradient rule (see :class:`GradRule`); with
         ``materialize_grads=False`` it receives None for outputs no gradient flows into,
-        instead of zeros."""
+        instead of zeros; ``reads_values=False`` declares that it reads only the shapes
+        and dtypes of `needs`."""
         needs = tuple(needs)
 
         def register(fn: Callable) -> Callable:
             self._check_needs(needs, allow_grads=False)
-            self.grad_rule = GradRule(fn, needs, materialize_grads=materialize_grads)
+            self.grad_rule = GradRule(fn, needs, materialize_grads=materialize_grads,
+                                      reads_values=reads_values)
             return fn
         return register
 

@@ -159,11 +159,11 @@ def register(registry) -> None:
         return registry.define_ckernel(f"fastop::{name}", getattr(_kernels, name),
                                        doc=BINARY_DOCS[name])
 
-    @binary("add").grad(needs=("x", "y"))
+    @binary("add").grad(needs=("x", "y"), reads_values=False)
     def _(x, y, g):
         return unbroadcast(g, x), unbroadcast(g, y)
 
-    @binary("subtract").grad(needs=("x", "y"))
+    @binary("subtract").grad(needs=("x", "y"), reads_values=False)
     def _(x, y, g):
         return unbroadcast(g, x), unbroadcast(op("neg")(g), y)
 
@@ -218,7 +218,7 @@ def register(registry) -> None:
         "fastop::cast", _kernels.cast, attrs={"dtype": AttrSpec("dtype", DType)},
         doc="x converted to dtype (to bool: x != 0; float to int truncates).")
 
-    @cast.grad(needs=("x",))
+    @cast.grad(needs=("x",), reads_values=False)
     def _(x, g, dtype):
         return (op("cast")(g, dtype=x.dtype),)
 
