@@ -234,8 +234,19 @@ def to_tensor(data, dtype=None, place=None, stop_gradient=True) -> Tensor:
         PyBuffer_Release(&buf)
     else:
         np.copyto(t.numpy(), arr, casting="unsafe")
-    t.requires_grad = not stop_gradient
+    if not stop_gradient:
+        _require_grad(t, "to_tensor")
     return t
+
+
+cdef int _require_grad(Tensor t, str who) except -1:
+    """Make t take gradients: floating dtypes only (an integer gradient would be
+    truncated, as in PyTorch)."""
+    if t.view.dtype != FASTOP_FLOAT32 and t.view.dtype != FASTOP_FLOAT64:
+        raise TypeError(f"{who}: stop_gradient=False needs a float32 or float64 tensor, "
+                        f"got {t.dtype.name} (cast it first: x.astype('float32'))")
+    t.requires_grad = True
+    return 0
 
 
 def from_numpy_tensor(array, stop_gradient=True) -> Tensor:
@@ -243,7 +254,8 @@ def from_numpy_tensor(array, stop_gradient=True) -> Tensor:
     like ``torch.from_numpy``. For Python ops that compute with numpy."""
     cdef Tensor t = view_of(array) if isinstance(array, DenseTensor) else \
         <Tensor>from_numpy(array, Tensor)
-    t.requires_grad = not stop_gradient
+    if not stop_gradient:
+        _require_grad(t, "from_numpy")
     return t
 
 
@@ -274,7 +286,8 @@ cdef class Tensor(DenseTensor):
         self.view = src.view
         self.owner = src
         self.readonly = src.readonly
-        self.requires_grad = not stop_gradient
+        if not stop_gradient:
+            _require_grad(self, "Tensor")
 
     # -- autograd state ----------------------------------------------------------
     @property
@@ -285,7 +298,10 @@ cdef class Tensor(DenseTensor):
 
     @stop_gradient.setter
     def stop_gradient(self, bint value):
-        self.requires_grad = not value
+        if value:
+            self.requires_grad = False
+        elif not self.requires_grad:
+            _require_grad(self, "stop_gradient")
 
     @property
     def is_leaf(self) -> bool:

@@ -74,6 +74,74 @@ def test_grad_mode_is_per_thread(ops):
     assert seen == {"start": True, "recorded": True, "end": True}
 
 
+def test_one_no_grad_instance_shared_by_threads():
+    """Each thread entering the same no_grad object restores its own previous mode (the
+    main thread enters first and exits first)."""
+    shared = fastop.no_grad()
+    entered, release = threading.Event(), threading.Event()
+    seen = {}
+
+    def worker():
+        fastop.set_grad_enabled(True).__enter__()       # this thread's mode: on
+        with shared:
+            entered.set()
+            release.wait(5)
+        seen["after"] = fastop.is_grad_enabled()
+
+    thread = threading.Thread(target=worker)
+    with fastop.set_grad_enabled(False):                # this thread's mode: off
+        with shared:
+            thread.start()
+            entered.wait(5)
+        assert not fastop.is_grad_enabled()
+        release.set()
+        thread.join(5)
+    assert seen == {"after": True} and fastop.is_grad_enabled()
+
+
+def test_no_grad_on_a_generator_holds_while_its_code_runs(ops):
+    x = leaf(X)
+
+    @fastop.no_grad()
+    def batches(n):
+        for _ in range(n):
+            got = yield ops.sin(x)
+            assert got is None or got == "ping"
+        return "done"
+
+    gen = batches(2)
+    first = next(gen)
+    assert first.stop_gradient and fastop.is_grad_enabled()
+    assert not ops.sin(x).stop_gradient                 # the caller still records
+    assert gen.send("ping").stop_gradient
+    with pytest.raises(StopIteration) as stop:
+        next(gen)
+    assert stop.value.value == "done" and fastop.is_grad_enabled()
+    assert [t.stop_gradient for t in batches(3)] == [True] * 3
+
+
+def test_only_floating_tensors_take_gradients():
+    with pytest.raises(TypeError, match="to_tensor: stop_gradient=False needs a float32 "
+                                        "or float64 tensor, got int64"):
+        fastop.to_tensor([1, 2], stop_gradient=False)
+    t = fastop.to_tensor([1, 2])
+    with pytest.raises(TypeError, match="got int64"):
+        t.stop_gradient = False
+    assert t.stop_gradient
+    f = t.astype("float32")
+    f.stop_gradient = False
+    assert not f.stop_gradient
+
+
+def test_a_leaf_set_to_stop_gradient_after_recording_gets_no_grad(ops):
+    x, y = leaf(X), leaf(X)
+    out = ops.mul(x, y)
+    y.stop_gradient = True
+    out.backward()
+    assert y.grad is None
+    np.testing.assert_allclose(x.grad.numpy(), X)
+
+
 def test_grad_mode_restored_after_exception(ops):
     with pytest.raises(KeyError):
         with fastop.no_grad():

@@ -23,6 +23,8 @@ from fastop._tensor cimport (Tensor, add_tensors, as_tensor, full_tensor, view_o
                              wrap_dense)
 
 import functools
+import inspect
+from threading import get_ident
 
 import numpy as np
 
@@ -60,31 +62,64 @@ cdef class set_grad_enabled:
     decorator. Grad mode is per thread: it applies to the thread that set it.
     """
     cdef bint mode
-    cdef list _saved
+    cdef dict _saved              # thread id -> the modes to restore, innermost last
 
     def __init__(self, bint mode=True):
         self.mode = mode
-        self._saved = []
+        self._saved = {}
 
     def __enter__(self):
         global _grad_enabled
-        self._saved.append(_grad_enabled)
+        self._saved.setdefault(get_ident(), []).append(_grad_enabled)
         _grad_enabled = self.mode
         return self
 
     def __exit__(self, *exc_info):
         global _grad_enabled
-        _grad_enabled = self._saved.pop()
+        ident = get_ident()
+        stack = self._saved[ident]
+        _grad_enabled = stack.pop()
+        if not stack:
+            del self._saved[ident]
         return False
 
     def __call__(self, func):
         mode = self.mode
+        if inspect.isgeneratorfunction(func):
+            return _generator_in_mode(func, mode)
 
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
             with set_grad_enabled(mode):
                 return func(*args, **kwargs)
         return wrapper
+
+
+def _generator_in_mode(func, bint mode):
+    """A generator function decorated with a grad mode: the mode holds while the
+    generator's own code runs (each resumption), not while its caller's does."""
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        gen = func(*args, **kwargs)
+        try:
+            with set_grad_enabled(mode):
+                response = next(gen)
+            while True:
+                try:
+                    request = yield response
+                except GeneratorExit:
+                    with set_grad_enabled(mode):
+                        gen.close()
+                    raise
+                except BaseException as exc:
+                    with set_grad_enabled(mode):
+                        response = gen.throw(exc)
+                else:
+                    with set_grad_enabled(mode):
+                        response = gen.send(request)
+        except StopIteration as stop:
+            return stop.value
+    return wrapper
 
 
 class no_grad(set_grad_enabled):
@@ -661,6 +696,8 @@ cdef class _Walk:
         if self.captured is not None:
             for p in self.leaf_pos.get(id(t), ()):
                 self.captured[p] = _acc(self.captured[p], g)
+        elif not t.requires_grad:       # stop_gradient set after the graph was recorded
+            return
         elif t.grad is None:
             t.grad = _own(g, walk_refs, self.create_graph)
         else:
