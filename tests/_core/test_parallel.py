@@ -87,3 +87,71 @@ def test_pool_works_in_a_forked_child():
 def test_set_spin_us_validates():
     with pytest.raises(ValueError, match="parallel.set_spin_us: expected us >= 0, got -1"):
         parallel.set_spin_us(-1)
+
+
+WORKER_PLACEMENT = r"""
+import os
+import numpy as np
+from fastop._core import linalg, parallel
+from fastop._core.storage import from_numpy
+
+parallel.set_spin_us(10_000_000)      # the worker spins between jobs, never sleeps
+before = set(os.listdir("/proc/self/task"))
+parallel._run_counting(64, 2)                       # starts the pool's worker
+(worker,) = {int(t) for t in set(os.listdir("/proc/self/task")) - before}
+allowed = os.sched_getaffinity(0)
+here = min(allowed)
+os.sched_setaffinity(0, {here})                     # the caller (this thread) stays here
+os.sched_setaffinity(worker, {here})                # the worker is moved here too ...
+os.sched_setaffinity(worker, allowed)               # ... and left free to move again
+
+def last_cpu(tid):
+    with open(f"/proc/self/task/{tid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[36])
+
+a = from_numpy(np.ones((384, 384)))
+for _ in range(5):
+    linalg.matmul(a, a)
+print(here, last_cpu(worker))
+parallel.set_spin_us(0)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux and two allowed CPUs")
+def test_a_worker_found_on_the_callers_cpu_moves_off_it():
+    import subprocess
+    env = dict(os.environ, FASTOP_NUM_THREADS="2")
+    out = subprocess.run([sys.executable, "-c", WORKER_PLACEMENT], env=env, check=True,
+                         capture_output=True, text=True).stdout.split()
+    caller_cpu, worker_cpu = map(int, out)
+    assert worker_cpu != caller_cpu
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux and two allowed CPUs")
+def test_leave_cpu_moves_the_thread_and_keeps_its_affinity():
+    allowed = os.sched_getaffinity(0)
+    here = min(allowed)
+    seen = {}
+
+    def thread():
+        os.sched_setaffinity(0, {here})          # now running on `here` ...
+        os.sched_setaffinity(0, allowed)         # ... and free to stay there
+        seen["before"] = _cpu()
+        parallel._leave_cpu(here)
+        seen["after"] = _cpu()
+        seen["affinity"] = os.sched_getaffinity(0)
+
+    t = threading.Thread(target=thread)
+    t.start()
+    t.join()
+    assert seen["before"] == here
+    assert seen["after"] != here
+    assert seen["affinity"] == allowed
+
+
+def _cpu():
+    """The CPU the calling thread runs on."""
+    with open("/proc/thread-self/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[36])

@@ -8,7 +8,10 @@
  * worker has already started (spinning, then yielding the core, never sleeping: waking
  * a sleeping thread on an idle vCPU is slow). Idle workers spin for a bounded time
  * (FASTOP_SPIN_US, default 100 µs) and then sleep on a futex, so back-to-back calls
- * find them awake and an idle process leaves both cores alone.
+ * find them awake and an idle process leaves both cores alone. A worker that takes up a
+ * job on the CPU its caller runs on moves to another allowed CPU first (two spinning
+ * threads on one CPU run a call at one thread's speed, and the kernel's balancer may
+ * leave them together for milliseconds).
  *
  * One call runs at a time; a call made while another is running (another Python thread,
  * or from inside a piece) runs its pieces serially on its own thread. */
@@ -24,5 +27,8 @@ int fastop_parallel_run(fastop_piece_fn fn, void* ctx, int npieces, int nthreads
  * worker's piece, before it starts yielding). */
 void fastop_parallel_set_spin_us(long us);
 long fastop_parallel_get_spin_us(void);
+/* If the calling thread runs on `cpu` and may run elsewhere, move it elsewhere (Linux;
+ * elsewhere a no-op). A worker calls it with its caller's CPU on taking up a job. */
+void fastop_parallel_leave_cpu(int cpu);
 
 #endif

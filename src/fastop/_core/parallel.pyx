@@ -17,6 +17,7 @@ cdef extern from "parallel.h" nogil:
     int fastop_parallel_run(fastop_piece_fn fn, void* ctx, int npieces, int nthreads)
     void fastop_parallel_set_spin_us(long us)
     long fastop_parallel_get_spin_us()
+    void fastop_parallel_leave_cpu(int cpu)
 
 
 cdef int parallel_run(fastop_piece_fn fn, void* ctx, int npieces, int nthreads) noexcept nogil:
@@ -70,3 +71,8 @@ def _run_counting(int npieces, int nthreads):
     with nogil:
         offered = parallel_run(_record_piece, &view[0], npieces, nthreads)
     return counts[:npieces], offered
+
+
+def _leave_cpu(int cpu) -> None:
+    """Move the calling thread off `cpu` as a pool worker does (a test shim)."""
+    fastop_parallel_leave_cpu(cpu)
