@@ -151,6 +151,30 @@ def test_sgd_update_op_in_place(dtype):
     np.testing.assert_allclose(p, want, **TOL[dtype])
 
 
+def test_update_kernels_name_the_input_each_output_overwrites():
+    assert optim.sgd.updates == ("param",)
+    assert optim.momentum.updates == ("param", "velocity")
+    assert optim.adam.updates == ("param", "moment1", "moment2", "beta1_pow", "beta2_pow")
+    assert not optim.sgd.inplace_safe
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_update_written_over_another_input_reads_it_first(dtype):
+    # an output sharing memory with an input other than the one it updates is staged:
+    # the kernel copies param into param_out before reading grad
+    p, g, v = arrays((5,), dtype, 3)
+    lr = np.array([0.5], dtype)
+    want = ref_sgd(p.astype("float64"), g, 0.5, 0.0)
+    grad = g.copy()
+    optim.sgd(p, grad, lr, out=grad)
+    np.testing.assert_allclose(grad, want, **TOL[dtype])
+    want_p, want_v = ref_momentum(p.astype("float64"), g, v, 0.5, 0.9, False, 0.0)
+    param, grad = p.copy(), g.copy()
+    optim.momentum(param, grad, v.copy(), lr, out=(param, grad), momentum=0.9)
+    np.testing.assert_allclose(param, want_p, **TOL[dtype])
+    np.testing.assert_allclose(grad, want_v, **TOL[dtype])
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_momentum_update_op_out_of_place_leaves_inputs(dtype):
     p, g, v = arrays((4, 3), dtype, 3)

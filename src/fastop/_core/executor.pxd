@@ -1,11 +1,8 @@
 # The static executor's compiled plan: slot table, op records, arena. The Python front
 # end (fastop.static.executor) builds a Plan from a Program; Plan.run is the loop.
 from fastop._core.storage cimport fastop_view, fastop_attrs, DenseTensor
-from fastop._core.kernel cimport infer_fn, kernel_fn
+from fastop._core.kernel cimport infer_fn, kernel_fn, MAX_OPERANDS
 from fastop._core.shape_ops cimport view_fn
-
-cdef enum:
-    MAX_OPERANDS = 16
 
 # How an op is run: a Cython kernel called through its C pointers, a Python callable, or
 # a view kernel (shape_ops.pxd) that points its output into its first input's memory.

@@ -350,7 +350,7 @@ cdef class Plan:
             # a persistable keeps its buffer; an input sharing it other than element
             # for element with an in-place-safe kernel must not see half-written data
             for j in range(rec.n_out):
-                if (<CKernel>self.py_calls[i]).must_stage(ins, rec.n_in, outs[j]):
+                if (<CKernel>self.py_calls[i]).must_stage(ins, rec.n_in, outs[j], j):
                     staged = alloc_like(DenseTensor, outs[j])
                     if staging is None:
                         staging = []

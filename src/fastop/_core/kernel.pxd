@@ -22,6 +22,10 @@ ctypedef int (*kernel_fn)(fastop_view** ins, int n_in, fastop_view** outs, int n
                           const fastop_attrs* attrs) noexcept nogil
 
 
+cdef enum:
+    MAX_OPERANDS = 16                     # inputs, and outputs, of one kernel
+
+
 cdef class CKernel:
     cdef readonly str name
     cdef readonly tuple input_names
@@ -32,7 +36,9 @@ cdef class CKernel:
     cdef readonly int dispatch_input      # whose dtype selects fns[...]
     cdef readonly Py_ssize_t parallel_grain  # release the GIL at this many elements
     cdef readonly bint inplace_safe       # out[i] depends on the inputs' element i alone:
-                                          # an output may be an input (same elements)
+                                          # an output may be any input (same elements)
+    cdef signed char update_of[MAX_OPERANDS]  # update kernels: the input output j
+                                          # overwrites, the one input it may be (-1: none)
     cdef object packer                    # attrs dict -> (ints, floats); None: no attrs
 
     cdef int pack(self, dict attrs, fastop_attrs* out) except -1
@@ -40,7 +46,8 @@ cdef class CKernel:
     cdef int infer_views(self, fastop_view** ins, int n_in, fastop_view* outs,
                          const fastop_attrs* attrs) except -1
     cdef tuple run(self, tuple inputs, object out, const fastop_attrs* attrs, type out_cls)
-    cdef bint must_stage(self, fastop_view** ins, int n_in, const fastop_view* out) noexcept nogil
+    cdef bint must_stage(self, fastop_view** ins, int n_in, const fastop_view* out,
+                         int out_index) noexcept nogil
     cdef object _call_into(self, tuple inputs, DenseTensor out)
 
 
@@ -48,7 +55,8 @@ cdef CKernel make_kernel(str name, tuple input_names, tuple output_names, infer_
                          kernel_fn f_bool, kernel_fn f_i32, kernel_fn f_i64,
                          kernel_fn f_f32, kernel_fn f_f64,
                          int dispatch_input=*, tuple attr_names=*, object packer=*,
-                         Py_ssize_t parallel_grain=*, bint inplace_safe=*)
+                         Py_ssize_t parallel_grain=*, bint inplace_safe=*,
+                         tuple updates=*)
 
 cdef int get_num_threads() noexcept nogil
 cdef bint use_threads(Py_ssize_t work) noexcept nogil

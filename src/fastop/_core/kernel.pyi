@@ -29,7 +29,11 @@ class CKernel:
         """Elements from which a raw call releases the GIL."""
     @property
     def inplace_safe(self) -> bool:
-        """out[i] depends on the inputs' element i alone: an output may be an input."""
+        """out[i] depends on the inputs' element i alone: an output may be any input."""
+    @property
+    def updates(self) -> tuple[str | None, ...]:
+        """Per output, the input an update kernel overwrites with it (the one input it
+        may be), else None."""
     @property
     def n_in(self) -> int: ...
     @property

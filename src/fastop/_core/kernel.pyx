@@ -21,9 +21,6 @@ from fastop._core.parallel import num_processors
 
 __all__ = ["CKernel", "set_num_threads"]
 
-cdef enum:
-    MAX_OPERANDS = 16
-
 cdef int _num_threads = 1
 cdef Py_ssize_t _thread_threshold = 1 << 15
 
@@ -77,6 +74,13 @@ cdef class CKernel:
         self.infer = NULL
 
     # -- describing ------------------------------------------------------------
+    @property
+    def updates(self) -> tuple:
+        """Per output, the name of the input an update kernel overwrites with it (the
+        one input it may be), else None."""
+        return tuple(self.input_names[self.update_of[j]] if self.update_of[j] >= 0
+                     else None for j in range(len(self.output_names)))
+
     @property
     def n_in(self) -> int:
         return len(self.input_names)
@@ -201,7 +205,7 @@ cdef class CKernel:
                 out_views[i] = &t.view
                 bump_version(t)
             for i in range(n_out):
-                if self.must_stage(in_views, n_in, out_views[i]):
+                if self.must_stage(in_views, n_in, out_views[i], i):
                     # out shares memory with an input: compute aside, then copy
                     staged = alloc_tensor(DenseTensor, out_meta[i].ndim, out_meta[i].shape,
                                           out_meta[i].dtype)
@@ -219,13 +223,17 @@ cdef class CKernel:
             view_copy(&(<DenseTensor>staged).view, &(<DenseTensor>results[i]).view)
         return tuple(results)
 
-    cdef bint must_stage(self, fastop_view** ins, int n_in, const fastop_view* out) noexcept nogil:
-        """Whether writing `out` directly could corrupt an input it shares memory with
-        (anything but the same elements of an in-place-safe kernel)."""
+    cdef bint must_stage(self, fastop_view** ins, int n_in, const fastop_view* out,
+                         int out_index) noexcept nogil:
+        """Whether writing output `out_index` directly into `out` could corrupt an input
+        it shares memory with: anything but the same elements of an input it may be
+        (any input of an in-place-safe kernel; the input an update kernel's output
+        overwrites)."""
         cdef int j
         for j in range(n_in):
             if ins[j] != NULL and views_overlap(ins[j], out) and not (
-                    self.inplace_safe and view_same_layout(ins[j], out)):
+                    (self.inplace_safe or self.update_of[out_index] == j)
+                    and view_same_layout(ins[j], out)):
                 return True
         return False
 
@@ -267,7 +275,7 @@ cdef class CKernel:
         none.n_ints = 0
         if self.infer(in_views, n_in, &meta, 1, &none) != K_OK \
                 or not view_same_meta(out_view, &meta) \
-                or self.must_stage(in_views, n_in, out_view):
+                or self.must_stage(in_views, n_in, out_view, 0):
             return None
         fn = self.fns[in_views[self.dispatch_input].dtype]
         if fn is NULL:
@@ -379,11 +387,20 @@ cdef CKernel make_kernel(str name, tuple input_names, tuple output_names, infer_
                          kernel_fn f_bool, kernel_fn f_i32, kernel_fn f_i64,
                          kernel_fn f_f32, kernel_fn f_f64,
                          int dispatch_input=0, tuple attr_names=(), object packer=None,
-                         Py_ssize_t parallel_grain=4096, bint inplace_safe=False):
+                         Py_ssize_t parallel_grain=4096, bint inplace_safe=False,
+                         tuple updates=()):
     """Describe a kernel: name, operand names, inference, one function per dtype
-    (NULL where unsupported), how attributes pack into fastop_attrs, and whether an
-    output may be one of the inputs (`inplace_safe`: elementwise and update kernels)."""
+    (NULL where unsupported), how attributes pack into fastop_attrs, and which inputs
+    an output may be: any (`inplace_safe`: elementwise kernels), or for an update
+    kernel the input each output overwrites (`updates`, input names per output)."""
     cdef CKernel k = CKernel.__new__(CKernel)
+    cdef int j
+    if len(input_names) > MAX_OPERANDS or len(output_names) > MAX_OPERANDS:
+        raise ValueError(f"{name}: at most {MAX_OPERANDS} inputs and outputs")
+    for j in range(MAX_OPERANDS):
+        k.update_of[j] = -1
+    for j, updated in enumerate(updates):
+        k.update_of[j] = input_names.index(updated)
     k.name = name
     k.input_names = input_names
     k.output_names = output_names

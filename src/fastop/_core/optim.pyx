@@ -237,7 +237,9 @@ cdef bint _all_contiguous(fastop_view** views, int n) noexcept nogil:
 # Inputs in PaddlePaddle's order; outputs are the updated param and state, which the
 # caller passes as out= (the same tensors) to update in place. make_kernel's trailing
 # arguments: dispatch input 0 (param), attribute names, packer, parallel grain 0
-# (always release the GIL).
+# (always release the GIL), not elementwise, and the input each output overwrites: an
+# output may be that input (the kernels copy it in first, then update the output in
+# place); sharing memory with any other input stages the output (CKernel.must_stage).
 
 cdef int _sgd_infer(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
                     const fastop_attrs* attrs) noexcept nogil:
@@ -355,20 +357,22 @@ def _pack_adam(dict attrs):
 sgd = make_kernel(
     "fastop::sgd_update", ("param", "grad", "learning_rate"), ("param_out",),
     _sgd_infer, NULL, NULL, NULL, _sgd_kernel, _sgd_kernel,
-    0, ("weight_decay",), _pack_sgd, 0, inplace_safe=True)
+    0, ("weight_decay",), _pack_sgd, 0, False, ("param",))
 
 momentum = make_kernel(
     "fastop::momentum_update", ("param", "grad", "velocity", "learning_rate"),
     ("param_out", "velocity_out"),
     _momentum_infer, NULL, NULL, NULL, _momentum_kernel, _momentum_kernel,
-    0, ("momentum", "use_nesterov", "weight_decay"), _pack_momentum, 0, inplace_safe=True)
+    0, ("momentum", "use_nesterov", "weight_decay"), _pack_momentum, 0, False,
+    ("param", "velocity"))
 
 adam = make_kernel(
     "fastop::adam_update",
     ("param", "grad", "learning_rate", "moment1", "moment2", "beta1_pow", "beta2_pow"),
     ("param_out", "moment1_out", "moment2_out", "beta1_pow_out", "beta2_pow_out"),
     _adam_infer, NULL, NULL, NULL, _adam_kernel, _adam_kernel,
-    0, ("beta1", "beta2", "epsilon", "weight_decay"), _pack_adam, 0, inplace_safe=True)
+    0, ("beta1", "beta2", "epsilon", "weight_decay"), _pack_adam, 0, False,
+    ("param", "moment1", "moment2", "beta1_pow", "beta2_pow"))
 
 
 # --------------------------------------------------------------------------- eager path
