@@ -99,6 +99,30 @@ def test_one_no_grad_instance_shared_by_threads():
     assert seen == {"after": True} and fastop.is_grad_enabled()
 
 
+def test_a_no_grad_block_may_exit_on_another_thread():
+    """A with-block in a generator resumed on a worker thread (as thread-pool streaming
+    does) exits there: it restores the mode saved on entry instead of failing."""
+    def stream():
+        with fastop.no_grad():
+            yield fastop.is_grad_enabled()
+            yield fastop.is_grad_enabled()
+
+    it = stream()
+    assert next(it) is False                    # entered on this thread
+    seen = {}
+
+    def worker():
+        fastop.set_grad_enabled(False).__enter__()
+        seen["items"] = list(it)                # the block exits on this thread
+        seen["after"] = fastop.is_grad_enabled()
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join(5)
+    assert seen == {"items": [False], "after": True}
+    fastop.set_grad_enabled(True).__enter__()   # this thread's mode, left off by the block
+
+
 def test_no_grad_on_a_generator_holds_while_its_code_runs(ops):
     x = leaf(X)
 
@@ -420,6 +444,49 @@ def test_a_saved_tensor_modified_in_place_makes_backward_raise():
     np.testing.assert_array_equal(x.grad.numpy(), np.ones_like(X))
     (x * c).sum().backward()                    # a new forward pass reads the new values
     np.testing.assert_array_equal(x.grad.numpy(), 2 * np.ones_like(X))
+
+
+VIEW_MAKERS = {
+    "reshape": lambda a: a.reshape([3, 2]),
+    "transpose": lambda a: registry.get("fastop::transpose")(a, perm=[1, 0]),
+    "unsqueeze": lambda a: registry.get("fastop::unsqueeze")(a, axis=[0]),
+    "slice": lambda a: registry.get("fastop::slice")(a, axes=[1], starts=[0], ends=[2]),
+    "broadcast_to": lambda a: registry.get("fastop::broadcast_to")(a, shape=[4, 2, 3]),
+    "getitem": lambda a: a[1:],
+    "detach": lambda a: a.detach(),
+    "from_numpy": lambda a: fastop.from_numpy(a.numpy()),
+}
+
+
+@pytest.mark.parametrize("make_view", VIEW_MAKERS.values(), ids=VIEW_MAKERS.keys())
+def test_views_share_the_version_of_the_memory_they_view(make_view):
+    """A view made by any op (numpy-backed views included) and its base are one memory:
+    a write through either is seen by a node that saved the other."""
+    x = leaf(X)
+    v = make_view(x)
+    y = leaf(np.ones(v.shape)) * v              # saves the view
+    with fastop.no_grad():
+        x[0, 0] = 100.0                         # write the base
+    with pytest.raises(RuntimeError, match="modified in place"):
+        y.sum().backward()
+    x = leaf(X)
+    y = x * x                                   # saves the base
+    v = make_view(x)
+    if not v.numpy().flags.writeable:           # a broadcast view cannot be written
+        return
+    with fastop.no_grad():
+        v.set_value(np.zeros(v.shape))          # write the view
+    with pytest.raises(RuntimeError, match="modified in place"):
+        y.sum().backward()
+
+
+def test_a_raw_kernel_writing_a_tensors_numpy_array_bumps_its_version():
+    from fastop._core import elementwise
+    x = leaf(X)
+    y = x * x
+    elementwise.exp(X, out=x.numpy())
+    with pytest.raises(RuntimeError, match="modified in place"):
+        y.sum().backward()
 
 
 def test_a_pylayer_saved_tensor_modified_in_place_raises_in_saved_tensor():

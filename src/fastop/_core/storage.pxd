@@ -74,7 +74,8 @@ cdef class DType:
 cdef class DenseTensor:
     cdef fastop_view view
     # What keeps the memory alive: None when this tensor owns `_alloc`; otherwise the
-    # owning DenseTensor, a held Py_buffer, or a DLPack capsule owner.
+    # owning DenseTensor, a borrowed numpy array, a held Py_buffer, or a DLPack capsule
+    # owner.
     cdef object owner
     cdef void* _alloc
     cdef unsigned char _small_class   # 1 + size class of a recycled small block, else 0
@@ -87,11 +88,9 @@ cdef class DenseTensor:
     cpdef DenseTensor contiguous(self)
 
 
-cdef inline DenseTensor memory_root(DenseTensor t):
-    """The tensor whose memory t views (t itself unless t is a view of another)."""
-    while isinstance(t.owner, DenseTensor):
-        t = <DenseTensor>t.owner
-    return t
+# The tensor whose memory t views (t itself unless it views another, directly or
+# through numpy arrays of that tensor's memory): where the memory's version is kept.
+cdef DenseTensor memory_root(DenseTensor t)
 
 
 cdef inline void bump_version(DenseTensor t) noexcept:

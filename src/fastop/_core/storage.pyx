@@ -762,6 +762,26 @@ cdef int[5] _NPY_TYPES = [cnp.NPY_BOOL, cnp.NPY_INT32, cnp.NPY_INT64, cnp.NPY_FL
                          cnp.NPY_FLOAT64]
 
 
+cdef DenseTensor memory_root(DenseTensor t):
+    """The tensor whose memory t views, which keeps the memory's version: t itself
+    unless t views another tensor, directly or through a numpy array made from that
+    tensor (as_ndarray, np.asarray, or numpy views of those: numpy points a view's
+    base at the first object that is not an ndarray view)."""
+    cdef object owner
+    cdef PyObject* base
+    while True:
+        owner = t.owner
+        if isinstance(owner, DenseTensor):
+            t = <DenseTensor>owner
+            continue
+        if cnp.PyArray_Check(owner):
+            base = cnp.PyArray_BASE(<cnp.ndarray>owner)     # NULL: the array owns its data
+            if base != NULL and isinstance(<object>base, DenseTensor):
+                t = <DenseTensor>base
+                continue
+        return t
+
+
 cpdef object as_ndarray(DenseTensor t):
     """A numpy array viewing t's memory, made with numpy's C API (no memoryview, no
     format parsing: ~4x cheaper than ``np.asarray(memoryview(t))``); it keeps t alive."""

@@ -77,6 +77,12 @@ cdef class set_grad_enabled:
     def __exit__(self, *exc_info):
         global _grad_enabled
         ident = get_ident()
+        if ident not in self._saved:
+            # the block was entered on another thread (a generator resumed on a
+            # worker thread): restore the mode saved by the latest thread to enter
+            if not self._saved:
+                return False
+            ident = next(reversed(self._saved))
         stack = self._saved[ident]
         _grad_enabled = stack.pop()
         if not stack:
