@@ -336,6 +336,17 @@ def test_indexing_gradients_scatter_and_add_repeated_indices():
     assert gradcheck(lambda v: v[X > 0], [s])                      # boolean mask
 
 
+def test_indexing_gradient_goes_where_the_index_pointed_when_read():
+    # the index tensor or array written after the forward pass does not move the gradient
+    t = fastop.to_tensor(np.zeros(4), stop_gradient=False)
+    idx, arr = fastop.to_tensor(np.array([0, 1])), np.array([3])
+    y = t[idx].sum() + t[arr].sum()
+    idx.set_value(np.array([2, 3]))
+    arr[0] = 0
+    y.backward()
+    np.testing.assert_array_equal(t.grad.numpy(), [1, 1, 0, 1])
+
+
 def test_indexing_backward_twice_needs_retain_graph():
     t = fastop.to_tensor(X, stop_gradient=False)
     row = t[1]

@@ -433,7 +433,7 @@ def test_a_saved_tensor_modified_in_place_makes_backward_raise():
     with pytest.raises(RuntimeError, match=r"op 'fastop::tanh'.*modified in place"):
         t.sum().backward()
     w = fastop.to_tensor(np.ones_like(X), stop_gradient=False)
-    z = w * c
+    z = w * w
     w.grad = fastop.to_tensor(np.ones_like(X))
     fastop.optimizer.SGD(0.1, parameters=[w]).step()
     with pytest.raises(RuntimeError, match="modified in place"):
@@ -444,6 +444,36 @@ def test_a_saved_tensor_modified_in_place_makes_backward_raise():
     np.testing.assert_array_equal(x.grad.numpy(), np.ones_like(X))
     (x * c).sum().backward()                    # a new forward pass reads the new values
     np.testing.assert_array_equal(x.grad.numpy(), 2 * np.ones_like(X))
+
+
+@pytest.mark.requires_ops("matmul", "multiply", "gather", "fc")
+def test_a_value_no_needed_gradient_reads_may_change_before_backward():
+    """Only the values read by the gradients of inputs that take one are checked (as in
+    PyTorch): dW of x @ W reads x, not W; gather's gradient reads only the table's
+    shape; fc's db reads no input."""
+    rng = np.random.default_rng(0)
+    x = fastop.to_tensor(rng.standard_normal((3, 2)))
+    w = fastop.to_tensor(rng.standard_normal((2, 2)), stop_gradient=False)
+    y = fastop.matmul(x, w)
+    w.set_value(np.zeros((2, 2)))
+    y.sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), x.numpy().T @ np.ones((3, 2)))
+    table = fastop.to_tensor(np.arange(6.0).reshape(3, 2), stop_gradient=False)
+    idx = fastop.to_tensor(np.array([2, 0, 2]))
+    picked = registry.get("fastop::gather")(table, idx, axis=0)
+    table.set_value(np.zeros((3, 2)))
+    picked.sum().backward()
+    np.testing.assert_array_equal(table.grad.numpy(), [[1, 1], [0, 0], [2, 2]])
+    b = fastop.to_tensor(np.ones(2), stop_gradient=False)
+    out = registry.get("fastop::fc")(x, fastop.to_tensor(np.eye(2)), b)
+    b.set_value(np.zeros(2))
+    out.sum().backward()
+    np.testing.assert_array_equal(b.grad.numpy(), [3, 3])
+    x.stop_gradient = False                     # now dx reads W: W changing is refused
+    y = fastop.matmul(x, w)
+    w.set_value(np.ones((2, 2)))
+    with pytest.raises(RuntimeError, match="op 'fastop::matmul'.*modified in place"):
+        y.sum().backward()
 
 
 VIEW_MAKERS = {

@@ -211,6 +211,16 @@ def test_grad_needs_must_be_known(registry):
         op.grad(needs=["z"])(lambda z, dy: None)
 
 
+def test_grad_reads_must_name_differentiable_inputs_and_needed_values(registry):
+    op = define_scale(registry)
+    with pytest.raises(OpDefinitionError, match=r"reads declared for \['y'\].*\['x', 'bias'\]"):
+        op.grad(needs=["x"], reads={"y": ["x"]})(lambda x, dy: None)
+    with pytest.raises(OpDefinitionError, match=r"reads \['y'\], which the rule does not"):
+        op.grad(needs=["x"], reads={"x": ["y"]})(lambda x, dy: None)
+    op.grad(needs=["x", "y"], reads={"x": ["y"]})(lambda x, y, dy: (dy, None))
+    assert op.grad_rule.reads == {"x": ("y",)}
+
+
 def test_registry_version_changes_on_define_and_remove(registry):
     v0 = registry.version
     define_scale(registry)

@@ -34,7 +34,9 @@ cdef class OpInfo:
     cdef unsigned long long diff_mask   # the same as bits (inputs beyond 64: see diff)
     cdef unsigned long long save_mask   # bit k: the rule needs output k (saved, so the
                                         # user gets a view of it)
-    cdef bint check_versions      # the rule reads saved values (not only their shapes)
+    cdef tuple reads_masks        # per declared input: bit k set when its gradient reads
+                                  # the value of needs[k] (GradRule.reads)
+    cdef bint check_versions      # some gradient reads saved values (not only shapes)
     cdef int ck_mask              # bit d set: `ck` computes dtype code d
 
 

@@ -201,7 +201,15 @@ cdef void _prepare_rule(OpInfo info, object rule):
     info.diff = tuple(n in diff for n in in_names)
     info.diff_mask = sum(1 << i for i, d in enumerate(info.diff) if d and i < 64)
     info.save_mask = sum(1 << k for k, n in enumerate(out_names) if n in rule.needs and k < 64)
-    info.check_versions = bool(info.needs) and rule.reads_values
+    cdef unsigned long long every = ALL_SAVED if len(rule.needs) >= 64 else \
+        (1ULL << len(rule.needs)) - 1
+    if rule.reads is None:
+        info.reads_masks = tuple(every if d else 0 for d in info.diff)
+    else:
+        info.reads_masks = tuple(
+            sum(1 << k for k, n in enumerate(rule.needs) if k < 64 and n in rule.reads.get(x, ()))
+            for x in in_names)
+    info.check_versions = any(info.reads_masks)
     info.rule = rule
 
 
@@ -284,12 +292,20 @@ cdef Tensor _check_grad(object g, Tensor x, str who, object what):
     return t
 
 
-cdef unsigned long long _versions(tuple saved):
-    """The sum of the saved tensors' memory versions: it grows when any of them is
-    written in place (versions only increase), so one number checks them all."""
+cdef unsigned long long ALL_SAVED = 0xffffffffffffffff   # a version mask: every entry
+
+
+cdef unsigned long long _versions(tuple saved, unsigned long long mask):
+    """The sum of the memory versions of saved entries k with bit k of `mask` set (every
+    entry from the 64th on): it grows when any of them is written in place (versions
+    only increase), so one number checks them all."""
     cdef unsigned long long total = 0
     cdef DenseTensor root
+    cdef Py_ssize_t k = -1
     for x in saved:
+        k += 1
+        if k < 64 and not (mask >> k) & 1:
+            continue
         if isinstance(x, DenseTensor):
             root = memory_root(<DenseTensor>x)
             total += root._version
@@ -315,7 +331,8 @@ cdef class OpNode(Node):
     cdef object rule
     cdef dict attrs
     cdef tuple saved              # needed forward values (raw outputs, not the user's views)
-    cdef unsigned long long saved_versions   # _versions(saved) when recorded
+    cdef unsigned long long version_mask     # the saved entries the gradients read ...
+    cdef unsigned long long saved_versions   # ... and _versions of those when recorded
     cdef tuple layout             # per declared input: tensor count if variadic, else -1
     cdef tuple out_meta           # (shape, dtype) per output, for zero-filling missing grads
 
@@ -331,7 +348,8 @@ cdef class OpNode(Node):
         cdef OpInfo info = self.info
         cdef Tensor v
         cdef Py_ssize_t k
-        if self.info.check_versions and _versions(self.saved) != self.saved_versions:
+        if self.version_mask and \
+                _versions(self.saved, self.version_mask) != self.saved_versions:
             raise _modified_error(self)
         needed = list(self.saved)
         if create_graph:   # saved outputs rejoin the graph so the rule is differentiable
@@ -466,6 +484,26 @@ cdef inline object _edge(object x, unsigned long long differentiable):
     return None
 
 
+cdef unsigned long long _version_mask(OpInfo info, tuple next_, tuple layout):
+    """The saved entries read by the gradients of the inputs that take one (next_ holds
+    an edge per input tensor, None where no gradient is taken)."""
+    cdef unsigned long long mask = 0
+    cdef Py_ssize_t i, j, flat = 0, count
+    if layout is None:
+        for i in range(len(next_)):
+            if next_[i] is not None:
+                mask |= <unsigned long long>info.reads_masks[i]
+        return mask
+    for i in range(len(layout)):
+        count = layout[i] if layout[i] >= 0 else 1
+        for j in range(flat, flat + count):
+            if next_[j] is not None:
+                mask |= <unsigned long long>info.reads_masks[i]
+                break
+        flat += count
+    return mask
+
+
 cdef tuple _make_node(OpInfo info, object rule, tuple inputs, tuple outputs, dict attrs,
                       tuple next_, tuple layout):
     cdef OpNode node = OpNode.__new__(OpNode)
@@ -480,7 +518,9 @@ cdef tuple _make_node(OpInfo info, object rule, tuple inputs, tuple outputs, dic
     node.saved = tuple([outputs[idx] if is_out else inputs[idx]
                         for is_out, idx in info.needs]) if info.needs else ()
     if info.check_versions:
-        node.saved_versions = _versions(node.saved)
+        node.version_mask = _version_mask(info, next_, layout)
+        if node.version_mask:
+            node.saved_versions = _versions(node.saved, node.version_mask)
     if n_out > 1:
         node.out_meta = tuple([_meta_of(<Tensor>o) for o in outputs])
     cdef list result = None if info.save_mask == 0 else list(outputs)
@@ -970,7 +1010,7 @@ cdef class PyLayerNode(Node):
         reference cycle.
         """
         self.saved = tensors
-        self.saved_versions = _versions(tensors)
+        self.saved_versions = _versions(tensors, ALL_SAVED)
 
     def saved_tensor(self):
         """The tensors given to :meth:`save_for_backward`, as a tuple (call in backward)."""
@@ -979,7 +1019,7 @@ cdef class PyLayerNode(Node):
             raise _released_error(self)
         if self.saved is None:
             return ()
-        if _versions(self.saved) != self.saved_versions:
+        if _versions(self.saved, ALL_SAVED) != self.saved_versions:
             raise _modified_error(self)
         if not _grad_enabled or self.saved_out is None:
             return self.saved
@@ -1284,7 +1324,9 @@ def index(Tensor x, key):
         node = IndexNode.__new__(IndexNode)
         node.next = (x,)
         node.n_out = 1
-        node.key = nkey
+        # index arrays are copied: the gradient must scatter to the positions read now,
+        # whatever is later written into the caller's array or tensor
+        node.key = tuple([k.copy() if isinstance(k, np.ndarray) else k for k in nkey])
         node.meta = _meta_of(x)
         out.requires_grad = True
         out._node = node

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -180,15 +180,19 @@ class GradRule:
     term (an auxiliary output that is rarely used then costs nothing).
 
     Eager backward refuses to run a rule whose needed values were modified in place
-    after the forward pass, unless ``reads_values`` is False: the rule reads only their
-    shapes and dtypes (add's, to sum a broadcast gradient back).
+    after the forward pass. ``reads`` narrows that to the values a gradient really
+    reads: per differentiable input, the needed values its gradient reads (not only
+    their shapes and dtypes); an input left out reads none (add's gradients only sum a
+    broadcast back). Only the gradients of inputs that take one count, as in PyTorch:
+    for ``x @ W`` with only W taking a gradient, x may change, not W. None: every
+    gradient reads every needed value.
     """
 
     fn: Callable[..., Any]
     needs: tuple[str, ...]
     kernel_op: str | None = None  # set when made from a Python backward kernel
     materialize_grads: bool = True
-    reads_values: bool = True
+    reads: dict[str, tuple[str, ...]] | None = None
 
 
 @dataclass
@@ -230,17 +234,21 @@ class OpDef:
         return register
 
     def grad(self, needs: Iterable[str] = (), materialize_grads: bool = True,
-             reads_values: bool = True) -> Callable[[Callable], Callable]:
+             reads: Mapping[str, Iterable[str]] | None = None
+             ) -> Callable[[Callable], Callable]:
         """Register a composite gradient rule (see :class:`GradRule`); with
         ``materialize_grads=False`` it receives None for outputs no gradient flows into,
-        instead of zeros; ``reads_values=False`` declares that it reads only the shapes
-        and dtypes of `needs`."""
+        instead of zeros; ``reads`` maps a differentiable input to the needed values its
+        gradient reads (the rest only for shapes and dtypes)."""
         needs = tuple(needs)
+        reads = None if reads is None else {k: tuple(v) for k, v in reads.items()}
 
         def register(fn: Callable) -> Callable:
             self._check_needs(needs, allow_grads=False)
+            if reads is not None:
+                self._check_reads(needs, reads)
             self.grad_rule = GradRule(fn, needs, materialize_grads=materialize_grads,
-                                      reads_values=reads_values)
+                                      reads=reads)
             return fn
         return register
 
@@ -307,6 +315,17 @@ class OpDef:
         if bad:
             raise OpDefinitionError(f"{self.name}: gradient needs unknown value(s) {bad}; "
                                     f"choose from {sorted(known)}")
+
+    def _check_reads(self, needs: tuple[str, ...], reads: dict[str, tuple[str, ...]]) -> None:
+        diff = self.differentiable_inputs
+        bad = [k for k in reads if k not in diff]
+        if bad:
+            raise OpDefinitionError(f"{self.name}: gradient reads declared for {bad}, "
+                                    f"which take no gradient; choose from {list(diff)}")
+        bad = sorted({n for names in reads.values() for n in names if n not in needs})
+        if bad:
+            raise OpDefinitionError(f"{self.name}: a gradient reads {bad}, which the rule "
+                                    f"does not need; it needs {list(needs)}")
 
     # -- introspection -------------------------------------------------------------
     @property

@@ -159,26 +159,27 @@ def register(registry) -> None:
         return registry.define_ckernel(f"fastop::{name}", getattr(_kernels, name),
                                        doc=BINARY_DOCS[name])
 
-    @binary("add").grad(needs=("x", "y"), reads_values=False)
+    @binary("add").grad(needs=("x", "y"), reads={})
     def _(x, y, g):
         return unbroadcast(g, x), unbroadcast(g, y)
 
-    @binary("subtract").grad(needs=("x", "y"), reads_values=False)
+    @binary("subtract").grad(needs=("x", "y"), reads={})
     def _(x, y, g):
         return unbroadcast(g, x), unbroadcast(op("neg")(g), y)
 
-    @binary("multiply").grad(needs=("x", "y"))
+    @binary("multiply").grad(needs=("x", "y"), reads={"x": ("y",), "y": ("x",)})
     def _(x, y, g):
         mul = op("multiply")
         return unbroadcast(mul(g, y), x), unbroadcast(mul(g, x), y)
 
-    @binary("divide").grad(needs=("x", "y", "out"))
+    @binary("divide").grad(needs=("x", "y", "out"), reads={"x": ("y",), "y": ("y", "out")})
     def _(x, y, out, g):
         div = op("divide")
         return (unbroadcast(div(g, y), x),
                 unbroadcast(op("neg")(div(op("multiply")(g, out), y)), y))
 
-    @binary("pow").grad(needs=("x", "y", "out"))
+    @binary("pow").grad(needs=("x", "y", "out"),
+                        reads={"x": ("x", "y"), "y": ("x", "out")})
     def _(x, y, out, g):
         mul = op("multiply")
         dx = mul(g, mul(y, op("pow")(x, op("subtract")(y, 1))))
@@ -210,7 +211,8 @@ def register(registry) -> None:
         "fastop::where", _kernels.where, differentiable=("x", "y"),
         doc="x where condition (bool) holds, else y; all three broadcast together.")
 
-    @where.grad(needs=("condition", "x", "y"))
+    @where.grad(needs=("condition", "x", "y"),
+                reads={"x": ("condition",), "y": ("condition",)})
     def _(condition, x, y, g):
         return (None, *select_grads(condition, x, y, g))
 
@@ -218,7 +220,7 @@ def register(registry) -> None:
         "fastop::cast", _kernels.cast, attrs={"dtype": AttrSpec("dtype", DType)},
         doc="x converted to dtype (to bool: x != 0; float to int truncates).")
 
-    @cast.grad(needs=("x",), reads_values=False)
+    @cast.grad(needs=("x",), reads={})
     def _(x, g, dtype):
         return (op("cast")(g, dtype=x.dtype),)
 

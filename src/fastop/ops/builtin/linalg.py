@@ -23,7 +23,7 @@ def register(registry) -> None:
         doc="Matrix product of the last two dims (transposed as the flags say); a 1-D "
             "x is a row and a 1-D y a column vector; batch dims broadcast.")
 
-    @matmul.grad(needs=("x", "y"))
+    @matmul.grad(needs=("x", "y"), reads={"x": ("y",), "y": ("x",)})
     def _(x, y, dout, transpose_x, transpose_y):
         return _matmul_grad(registry, x, y, dout, transpose_x, transpose_y)
 
@@ -32,7 +32,8 @@ def register(registry) -> None:
         doc="act(x @ w + b) for x (..., K), w (K, N), optional b (N,); activation one "
             "of '', 'tanh', 'sigmoid', 'relu'; bias and activation fused into the GEMM.")
 
-    @fc.grad(needs=("x", "w", "b", "out"))
+    @fc.grad(needs=("x", "w", "b", "out"),
+             reads={"x": ("w", "out"), "w": ("x", "out"), "b": ("out",)})
     def _(x, w, b, out, dout, activation):
         return _fc_grad(registry, x, w, b, out, dout, activation)
 

@@ -73,7 +73,7 @@ def register(registry) -> None:
         doc="Sum over axes (all when axis is None or []) in x's dtype; floats are summed "
             "pairwise (error grows like log n).")
 
-    @sum_.grad(needs=("x",), reads_values=False)
+    @sum_.grad(needs=("x",), reads={})
     def _(x, dy, axis, keepdim):
         return (op("expand_as")(back_to(x, dy, axis, keepdim), x),)
 
@@ -81,7 +81,7 @@ def register(registry) -> None:
         "fastop::mean", _kernels.mean, attrs=dict(AXIS_ATTRS),
         doc="Mean over axes (all when axis is None or []); NaN over zero elements.")
 
-    @mean.grad(needs=("x",), reads_values=False)
+    @mean.grad(needs=("x",), reads={})
     def _(x, dy, axis, keepdim):
         dy = back_to(x, dy, axis, keepdim)
         dims = [x.shape[a] for a in reduced_axes(len(x.shape), axis)]
@@ -119,7 +119,7 @@ def register(registry) -> None:
         doc="Sum x down to `shape`, a shape x broadcasts from (the gradient of a "
             "broadcast); -1 in shape keeps x's dim.")
 
-    @sum_to_shape.grad(needs=("x",), reads_values=False)
+    @sum_to_shape.grad(needs=("x",), reads={})
     def _(x, dy, shape):
         return (op("expand_as")(dy, x),)
 
@@ -134,7 +134,7 @@ def register(registry) -> None:
 
     broadcast_to.kernel()(_views.broadcast_to)     # a C view kernel (fastop._core.shape_ops)
 
-    @broadcast_to.grad(needs=("x",), reads_values=False)
+    @broadcast_to.grad(needs=("x",), reads={})
     def _(x, dy, shape):
         return (op("sum_to_shape")(dy, shape=known_dims(x.shape)),)
 
@@ -162,6 +162,6 @@ def register(registry) -> None:
 
     expand_as.kernel()(_views.expand_as)           # a C view kernel (fastop._core.shape_ops)
 
-    @expand_as.grad(needs=("x",), reads_values=False)
+    @expand_as.grad(needs=("x",), reads={})
     def _(x, dy):
         return op("sum_to_shape")(dy, shape=known_dims(x.shape)), None

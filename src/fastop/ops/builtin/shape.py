@@ -151,7 +151,7 @@ def register(registry) -> None:
     def _(x, shape):
         return from_numpy(x).reshape(_reshape_target("fastop::reshape", x.shape, shape))
 
-    @reshape.grad(needs=("x",), reads_values=False)
+    @reshape.grad(needs=("x",), reads={})
     def _(x, dy, shape):
         return (op("reshape")(dy, shape=_dims(x.shape)),)
 
@@ -190,7 +190,7 @@ def register(registry) -> None:
         return from_numpy(x)[tuple(_slices("fastop::slice", x.shape, axes, starts, ends,
                                            strides))]
 
-    @slice_op.grad(needs=("x",), reads_values=False)
+    @slice_op.grad(needs=("x",), reads={})
     def _(x, dy, axes, starts, ends, strides):
         return (op("slice_grad")(x, dy, axes=axes, starts=starts, ends=ends,
                                  strides=strides),)
@@ -228,7 +228,7 @@ def register(registry) -> None:
         _concat_meta([TensorMeta(x.shape, x.dtype) for x in xs], axis)
         return np.concatenate(xs, axis=axis)
 
-    @concat.grad(needs=("xs",), reads_values=False)
+    @concat.grad(needs=("xs",), reads={})
     def _(xs, dy, axis):
         ax = axis + len(xs[0].shape) if axis < 0 else axis
         bounds = _concat_bounds([x.shape[ax] for x in xs], axis)
@@ -240,7 +240,7 @@ def register(registry) -> None:
         doc="Select entries of x along axis by an integer index array (numpy.take): "
             "out.shape = x.shape[:axis] + index.shape + x.shape[axis+1:].")
 
-    @gather.grad(needs=("x", "index"))
+    @gather.grad(needs=("x", "index"), reads={"x": ("index",)})
     def _(x, index, dy, axis):
         return op("gather_grad")(x, index, dy, axis=axis), None
 
@@ -267,7 +267,7 @@ def register(registry) -> None:
         drop = _squeezed("fastop::squeeze", x.shape, axis)
         return from_numpy(x)[tuple(0 if i in drop else slice(None) for i in range(x.ndim))]
 
-    @squeeze.grad(needs=("x",), reads_values=False)
+    @squeeze.grad(needs=("x",), reads={})
     def _(x, dy, axis):
         drop = _squeezed("fastop::squeeze", x.shape, axis)
         return (op("unsqueeze")(dy, axis=drop) if drop else dy,)
@@ -289,7 +289,7 @@ def register(registry) -> None:
         return from_numpy(x)[tuple(None if i in new else slice(None)
                                    for i in range(x.ndim + len(new)))]
 
-    @unsqueeze.grad(needs=("x",), reads_values=False)
+    @unsqueeze.grad(needs=("x",), reads={})
     def _(x, dy, axis):
         return (op("squeeze")(dy, axis=_inserted("fastop::unsqueeze", len(x.shape), axis)),)
 
