@@ -5,6 +5,7 @@ only check the structure of what comes out.
 """
 import json
 import os
+import platform
 import subprocess
 import sys
 import textwrap
@@ -270,7 +271,9 @@ def test_bench_runs_each_thread_count_in_its_own_process(tmp_path):
 
     report = json.loads(out.read_text())
     assert report["schema"] == benchmark.SCHEMA and report["threads"] == [1, 2]
-    assert {"cpu", "cores", "platform", "python"} <= set(report["machine"])
+    assert {"cpu", "simd", "cores", "platform", "python"} <= set(report["machine"])
+    if sys.platform.startswith("linux") and platform.machine() == "x86_64":
+        assert "sse4_2" in report["machine"]["simd"]
     assert report["versions"]["numpy"] and report["date"]
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
         else os.cpu_count()

@@ -462,17 +462,32 @@ def _run_threads(threads: int, args: argparse.Namespace, directory: Path
 
 
 # -- reporting -------------------------------------------------------------------------
+SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl")
+
+
 def machine_info() -> dict[str, Any]:
-    """CPU model, core counts, OS and Python versions."""
+    """CPU model (with family/model numbers and the SIMD extensions numpy and fastop
+    pick kernels by: ratios move with them), core counts, OS and Python versions."""
     cpu = platform.processor() or platform.machine()
+    fields: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f
-                        if line.startswith("model name")), cpu)
+            for line in f:
+                key, sep, value = line.partition(":")
+                key = key.strip()
+                if not sep or key in fields:
+                    continue
+                if key in ("model name", "cpu family", "model", "flags"):
+                    fields[key] = value.strip()     # the first processor's
     except OSError:
         pass
+    cpu = fields.get("model name", cpu)
+    if "cpu family" in fields:
+        cpu += f" (family {fields['cpu family']} model {fields.get('model', '?')})"
+    flags = set(fields.get("flags", "").split())
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    return {"cpu": cpu, "cores": os.cpu_count(), "usable_cores": usable,
+    return {"cpu": cpu, "simd": [f for f in SIMD_FLAGS if f in flags],
+            "cores": os.cpu_count(), "usable_cores": usable,
             "platform": platform.platform(), "python": platform.python_version()}
 
 
@@ -533,7 +548,8 @@ def format_markdown(report: dict[str, Any], results: list[Result]) -> str:
     """The results table in Markdown, headed by the command, date and machine."""
     m, v = report["machine"], report["versions"]
     lines = [f"`{report['command']}` — {report['date']}", "",
-             f"{m['cpu']}, {m['cores']} cores; Python {m['python']}, numpy {v['numpy']}, "
+             f"{m['cpu']}, {m['cores']} cores, {' '.join(m.get('simd') or ['no SIMD flags'])}; "
+             f"Python {m['python']}, numpy {v['numpy']}, "
              f"torch {v['torch'] or 'not installed'}, fastop {v['fastop']}; load average "
              f"{' → '.join(str(x) for x in report['load_average'])}", "",
              "| " + " | ".join(TABLE_HEADER) + " |",
