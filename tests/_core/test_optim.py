@@ -175,6 +175,33 @@ def test_update_written_over_another_input_reads_it_first(dtype):
     np.testing.assert_allclose(grad, want_v, **TOL[dtype])
 
 
+def test_outputs_sharing_memory_are_refused():
+    p, g, v = arrays((8,), "float64", 3)
+    buf = np.zeros(12)
+    with pytest.raises(ValueError, match="out 'velocity_out' shares memory with out "
+                                         "'param_out'; outputs must not overlap"):
+        optim.momentum(p, g, v, np.array([0.5]), out=(buf[0:8], buf[4:12]), momentum=0.9)
+    np.testing.assert_array_equal(buf, 0)       # nothing written
+
+
+@pytest.mark.parametrize("step, args", [
+    ("sgd_step", lambda p, g, s: (p, g, 0.1)),
+    ("momentum_step", lambda p, g, s: (p, g, s, 0.1)),
+    ("adam_step", lambda p, g, s: (p, g, s, np.zeros(8), 0.1, 0.9, 0.999, 1e-8, 0.0,
+                                   0.9, 0.999)),
+])
+def test_eager_steps_refuse_buffers_that_share_memory(step, args):
+    buf = np.arange(16.0)
+    p, g = np.ones(8), buf[0:8]
+    state = buf[1:9] if step != "sgd_step" else None
+    if step == "sgd_step":
+        p = buf[4:12]                           # the parameter overlaps the gradient
+    with pytest.raises(ValueError, match="shares memory with"):
+        getattr(optim, step)(*(from_numpy(a) if isinstance(a, np.ndarray) else a
+                               for a in args(p, g, state)))
+    np.testing.assert_array_equal(buf, np.arange(16.0))
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_momentum_update_op_out_of_place_leaves_inputs(dtype):
     p, g, v = arrays((4, 3), dtype, 3)

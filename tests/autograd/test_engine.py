@@ -9,6 +9,7 @@ import pytest
 
 import fastop
 from fastop.autograd import GradcheckError, gradcheck, gradgradcheck
+from fastop._core import storage
 from fastop.ops import registry
 
 
@@ -120,6 +121,45 @@ def test_a_no_grad_block_may_exit_on_another_thread():
     thread.start()
     thread.join(5)
     assert seen == {"items": [False], "after": True}
+    fastop.set_grad_enabled(True).__enter__()   # this thread's mode, left off by the block
+
+
+def test_an_exit_on_a_thread_that_did_not_enter_is_refused_when_ambiguous():
+    """With two threads inside one shared grad-mode object, an exit on a third thread
+    cannot know whose mode to restore: it raises, and the others keep their own."""
+    shared = fastop.set_grad_enabled(False)
+
+    def stream():
+        with shared:
+            yield 1
+            yield 2
+
+    it = stream()
+    next(it)                                    # entered on this thread
+    inside, done = threading.Event(), threading.Event()
+    seen = {}
+
+    def other():
+        with shared:                            # a second thread inside the object
+            inside.set()
+            done.wait(5)
+        seen["other after"] = fastop.is_grad_enabled()
+
+    def resumer():
+        inside.wait(5)
+        try:
+            list(it)                            # the generator's block exits here
+        except RuntimeError as exc:
+            seen["error"] = str(exc)
+        done.set()
+
+    threads = [threading.Thread(target=other), threading.Thread(target=resumer)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert "did not enter it while 2 threads are inside it" in seen["error"]
+    assert seen["other after"] is True
     fastop.set_grad_enabled(True).__enter__()   # this thread's mode, left off by the block
 
 
@@ -476,6 +516,18 @@ def test_a_value_no_needed_gradient_reads_may_change_before_backward():
         y.sum().backward()
 
 
+@pytest.mark.requires_ops("multiply")
+def test_a_read_value_past_the_64th_needed_one_is_checked(ops):
+    x0 = leaf(np.ones(3))
+    rest = [fastop.to_tensor(np.full(3, 2.0)) for _ in range(69)]
+    y = ops.wide(x0, *rest)
+    rest[-1].set_value(np.full(3, 5.0))         # x69: what dx0 reads
+    with pytest.raises(RuntimeError, match="op 'eagertest::wide'.*modified in place"):
+        y.sum().backward()
+    ops.wide(x0, *rest).sum().backward()         # unchanged since the forward pass
+    np.testing.assert_array_equal(x0.grad.numpy(), [5, 5, 5])
+
+
 VIEW_MAKERS = {
     "reshape": lambda a: a.reshape([3, 2]),
     "transpose": lambda a: registry.get("fastop::transpose")(a, perm=[1, 0]),
@@ -485,6 +537,9 @@ VIEW_MAKERS = {
     "getitem": lambda a: a[1:],
     "detach": lambda a: a.detach(),
     "from_numpy": lambda a: fastop.from_numpy(a.numpy()),
+    "memoryview": lambda a: fastop.from_numpy(memoryview(a)),
+    "frombuffer": lambda a: fastop.from_numpy(np.frombuffer(a).reshape(a.shape)),
+    "numpy_from_dlpack": lambda a: fastop.from_numpy(np.from_dlpack(a)),
 }
 
 
@@ -510,11 +565,14 @@ def test_views_share_the_version_of_the_memory_they_view(make_view):
         y.sum().backward()
 
 
-def test_a_raw_kernel_writing_a_tensors_numpy_array_bumps_its_version():
+@pytest.mark.parametrize("alias", [lambda t: t.numpy(), memoryview,
+                                   lambda t: storage.from_dlpack(t)],
+                         ids=["numpy", "memoryview", "from_dlpack"])
+def test_a_raw_kernel_writing_a_tensors_memory_bumps_its_version(alias):
     from fastop._core import elementwise
     x = leaf(X)
     y = x * x
-    elementwise.exp(X, out=x.numpy())
+    elementwise.exp(X, out=alias(x))
     with pytest.raises(RuntimeError, match="modified in place"):
         y.sum().backward()
 

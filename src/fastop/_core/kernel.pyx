@@ -201,10 +201,15 @@ cdef class CKernel:
                         f"{view_shape(&out_meta[i])} and dtype "
                         f"{dtype_from_code(out_meta[i].dtype).name}, got shape {t.shape} "
                         f"and dtype {t.dtype.name}")
+                for j in range(i):
+                    if views_overlap(out_views[j], &t.view):
+                        raise ValueError(
+                            f"{self.name}: out '{self.output_names[i]}' shares memory "
+                            f"with out '{self.output_names[j]}'; outputs must not overlap")
                 results.append(t)
                 out_views[i] = &t.view
-                bump_version(t)
             for i in range(n_out):
+                bump_version(<DenseTensor>results[i])
                 if self.must_stage(in_views, n_in, out_views[i], i):
                     # out shares memory with an input: compute aside, then copy
                     staged = alloc_tensor(DenseTensor, out_meta[i].ndim, out_meta[i].shape,
@@ -397,6 +402,9 @@ cdef CKernel make_kernel(str name, tuple input_names, tuple output_names, infer_
     cdef int j
     if len(input_names) > MAX_OPERANDS or len(output_names) > MAX_OPERANDS:
         raise ValueError(f"{name}: at most {MAX_OPERANDS} inputs and outputs")
+    if len(updates) > len(output_names):
+        raise ValueError(f"{name}: updates names {len(updates)} inputs for "
+                         f"{len(output_names)} outputs")
     for j in range(MAX_OPERANDS):
         k.update_of[j] = -1
     for j, updated in enumerate(updates):

@@ -24,7 +24,7 @@ from libc.math cimport sqrt
 
 from fastop._core.storage cimport (DenseTensor, fastop_view, fastop_attrs, floating_t,
                                    bump_version, view_copy, view_is_contiguous,
-                                   FASTOP_FLOAT32, FASTOP_FLOAT64)
+                                   views_overlap, FASTOP_FLOAT32, FASTOP_FLOAT64)
 from fastop._core.kernel cimport (CKernel, make_kernel, get_num_threads, use_threads,
                                   K_OK, K_ERR_DTYPE, K_ERR_SHAPE)
 from fastop._core.parallel cimport parallel_run
@@ -402,11 +402,25 @@ cdef int _check_param(str op, DenseTensor param, DenseTensor grad) except -1:
     return 0
 
 
+cdef int _check_separate(str op, tuple names, tuple tensors) except -1:
+    """The update loops read and write their buffers as non-overlapping (restrict): no
+    two of them may share memory."""
+    cdef Py_ssize_t i, j
+    for i in range(len(tensors)):
+        for j in range(i):
+            if views_overlap(&(<DenseTensor>tensors[j]).view, &(<DenseTensor>tensors[i]).view):
+                raise ValueError(f"{op}: {names[i]} shares memory with {names[j]}; the "
+                                 f"parameter, its gradient and its state must be separate "
+                                 f"buffers")
+    return 0
+
+
 def sgd_step(DenseTensor param not None, DenseTensor grad not None, double lr,
              double weight_decay=0.0) -> None:
     """``param -= lr * (grad + weight_decay * param)``, in place."""
     _check_param("fastop::sgd_update", param, grad)
     grad = grad.contiguous()
+    _check_separate("fastop::sgd_update", ("param", "grad"), (param, grad))
     bump_version(param)
     with nogil:
         if param.view.dtype == FASTOP_FLOAT32:
@@ -424,6 +438,8 @@ def momentum_step(DenseTensor param not None, DenseTensor grad not None,
     _check_param("fastop::momentum_update", param, grad)
     _check_state("fastop::momentum_update", "velocity", param, velocity)
     grad = grad.contiguous()
+    _check_separate("fastop::momentum_update", ("param", "grad", "velocity"),
+                    (param, grad, velocity))
     bump_version(param)
     bump_version(velocity)
     with nogil:
@@ -450,6 +466,8 @@ def adam_step(DenseTensor param not None, DenseTensor grad not None,
         raise ValueError(f"fastop::adam_update: beta1_pow and beta2_pow must be in [0, 1), "
                          f"got {beta1_pow} and {beta2_pow}")
     grad = grad.contiguous()
+    _check_separate("fastop::adam_update", ("param", "grad", "moment1", "moment2"),
+                    (param, grad, moment1, moment2))
     bump_version(param)
     bump_version(moment1)
     bump_version(moment2)

@@ -12,7 +12,7 @@ from cpython.buffer cimport (PyBUF_C_CONTIGUOUS, PyBUF_F_CONTIGUOUS, PyBUF_ANY_C
                              PyBUF_RECORDS, PyBUF_RECORDS_RO, PyObject_GetBuffer,
                              PyBuffer_Release)
 from cpython.pycapsule cimport (PyCapsule_New, PyCapsule_GetPointer, PyCapsule_IsValid,
-                                PyCapsule_SetName)
+                                PyCapsule_SetName, PyCapsule_GetName, PyCapsule_CheckExact)
 from cpython.ref cimport Py_INCREF, Py_DECREF, PyObject
 from libc.stdint cimport int64_t, uint8_t, uint16_t, int32_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
@@ -376,6 +376,14 @@ cdef class _DLPackOwner:
     """Calls the producer's deleter when the last consumer view dies."""
     cdef DLManagedTensor* managed
     cdef DLManagedTensorVersioned* versioned
+
+    cdef object fastop_source(self):
+        """The DenseTensor that exported the capsule when fastop did, else None."""
+        if self.managed is not NULL and self.managed.deleter == _dlpack_deleter:
+            return <object>self.managed.manager_ctx
+        if self.versioned is not NULL and self.versioned.deleter == _dlpack_deleter_versioned:
+            return <object>self.versioned.manager_ctx
+        return None
 
     def __dealloc__(self):
         if self.managed is not NULL and self.managed.deleter is not NULL:
@@ -764,22 +772,45 @@ cdef int[5] _NPY_TYPES = [cnp.NPY_BOOL, cnp.NPY_INT32, cnp.NPY_INT64, cnp.NPY_FL
 
 cdef DenseTensor memory_root(DenseTensor t):
     """The tensor whose memory t views, which keeps the memory's version: t itself
-    unless t views another tensor, directly or through a numpy array made from that
-    tensor (as_ndarray, np.asarray, or numpy views of those: numpy points a view's
-    base at the first object that is not an ndarray view)."""
-    cdef object owner
+    unless t views another tensor, directly or through what t borrows from it — numpy
+    arrays (as_ndarray, np.asarray, numpy views of those), memoryviews and other buffer
+    exports, or fastop's own DLPack capsules."""
+    cdef object owner = t.owner
     cdef PyObject* base
-    while True:
-        owner = t.owner
+    while owner is not None:
         if isinstance(owner, DenseTensor):
             t = <DenseTensor>owner
-            continue
-        if cnp.PyArray_Check(owner):
+            owner = t.owner
+        elif cnp.PyArray_Check(owner):
             base = cnp.PyArray_BASE(<cnp.ndarray>owner)     # NULL: the array owns its data
-            if base != NULL and isinstance(<object>base, DenseTensor):
-                t = <DenseTensor>base
-                continue
-        return t
+            owner = <object>base if base != NULL else None
+        elif isinstance(owner, memoryview):
+            owner = owner.obj
+        elif isinstance(owner, _HeldBuffer):
+            base = <PyObject*>(<_HeldBuffer>owner).buf.obj
+            owner = <object>base if base != NULL else None
+        elif isinstance(owner, _DLPackOwner):
+            owner = (<_DLPackOwner>owner).fastop_source()
+        elif PyCapsule_CheckExact(owner):
+            owner = _capsule_source(owner)
+        else:
+            break
+    return t
+
+
+cdef object _capsule_source(object capsule):
+    """The DenseTensor that exported a DLPack capsule another library consumed (numpy
+    keeps it as an array's base), when fastop made it; else None."""
+    cdef const char* name = PyCapsule_GetName(capsule)
+    if name == NULL or b"dltensor" not in <bytes>name:
+        return None
+    cdef void* ptr = PyCapsule_GetPointer(capsule, name)
+    if b"versioned" in <bytes>name:
+        if (<DLManagedTensorVersioned*>ptr).deleter == _dlpack_deleter_versioned:
+            return <object>(<DLManagedTensorVersioned*>ptr).manager_ctx
+    elif (<DLManagedTensor*>ptr).deleter == _dlpack_deleter:
+        return <object>(<DLManagedTensor*>ptr).manager_ctx
+    return None
 
 
 cpdef object as_ndarray(DenseTensor t):

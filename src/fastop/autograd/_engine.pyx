@@ -78,11 +78,14 @@ cdef class set_grad_enabled:
         global _grad_enabled
         ident = get_ident()
         if ident not in self._saved:
-            # the block was entered on another thread (a generator resumed on a
-            # worker thread): restore the mode saved by the latest thread to enter
-            if not self._saved:
-                return False
-            ident = next(reversed(self._saved))
+            # the block was entered on another thread (a generator resumed on a worker
+            # thread): restore the mode saved there, when that thread is known
+            if len(self._saved) != 1:
+                raise RuntimeError(
+                    f"{type(self).__name__}: exited on a thread that did not enter it "
+                    f"while {len(self._saved)} threads are inside it; use one grad-mode "
+                    f"object per thread")
+            ident = next(iter(self._saved))
         stack = self._saved[ident]
         _grad_enabled = stack.pop()
         if not stack:
@@ -191,6 +194,9 @@ cdef OpInfo op_info(object op):
     return info
 
 
+cdef unsigned long long ALL_SAVED = 0xffffffffffffffff   # a version mask: every entry
+
+
 cdef void _prepare_rule(OpInfo info, object rule):
     op = info.op
     in_names = [a.name for a in op.inputs]
@@ -206,11 +212,22 @@ cdef void _prepare_rule(OpInfo info, object rule):
     if rule.reads is None:
         info.reads_masks = tuple(every if d else 0 for d in info.diff)
     else:
-        info.reads_masks = tuple(
-            sum(1 << k for k, n in enumerate(rule.needs) if k < 64 and n in rule.reads.get(x, ()))
-            for x in in_names)
+        info.reads_masks = tuple(_reads_mask(rule.needs, rule.reads.get(x, ()))
+                                 for x in in_names)
     info.check_versions = any(info.reads_masks)
     info.rule = rule
+
+
+cdef unsigned long long _reads_mask(tuple needs, tuple reads):
+    """Bit k set when `reads` names needs[k]; every bit when it names one from the 64th
+    on (those entries are always checked)."""
+    cdef unsigned long long mask = 0
+    for k, n in enumerate(needs):
+        if n in reads:
+            if k >= 64:
+                return ALL_SAVED
+            mask |= 1ULL << k
+    return mask
 
 
 cdef inline bint _is_float(DenseTensor t):
@@ -290,9 +307,6 @@ cdef Tensor _check_grad(object g, Tensor x, str who, object what):
         raise TypeError(f"{who}: the gradient for {what} has dtype {t.dtype.name}, "
                         f"expected {x.dtype.name} (the input's dtype)")
     return t
-
-
-cdef unsigned long long ALL_SAVED = 0xffffffffffffffff   # a version mask: every entry
 
 
 cdef unsigned long long _versions(tuple saved, unsigned long long mask):
