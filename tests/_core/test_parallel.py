@@ -90,12 +90,12 @@ def test_set_spin_us_validates():
 
 
 WORKER_PLACEMENT = r"""
-import os
+import os, sys, time
 import numpy as np
 from fastop._core import linalg, parallel
 from fastop._core.storage import from_numpy
 
-parallel.set_spin_us(10_000_000)      # the worker spins between jobs, never sleeps
+parallel.set_spin_us(int(sys.argv[1]))    # 0: the worker sleeps between jobs; else spins
 before = set(os.listdir("/proc/self/task"))
 parallel._run_counting(64, 2)                       # starts the pool's worker
 (worker,) = {int(t) for t in set(os.listdir("/proc/self/task")) - before}
@@ -104,6 +104,7 @@ here = min(allowed)
 os.sched_setaffinity(0, {here})                     # the caller (this thread) stays here
 os.sched_setaffinity(worker, {here})                # the worker is moved here too ...
 os.sched_setaffinity(worker, allowed)               # ... and left free to move again
+time.sleep(0.01)
 
 def last_cpu(tid):
     with open(f"/proc/self/task/{tid}/stat") as f:
@@ -112,20 +113,23 @@ def last_cpu(tid):
 a = from_numpy(np.ones((384, 384)))
 for _ in range(5):
     linalg.matmul(a, a)
-print(here, last_cpu(worker))
+print(here, last_cpu(worker), sorted(os.sched_getaffinity(worker)) == sorted(allowed))
 parallel.set_spin_us(0)
 """
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,
                     reason="needs Linux and two allowed CPUs")
-def test_a_worker_found_on_the_callers_cpu_moves_off_it():
+@pytest.mark.parametrize("spin_us", [0, 10_000_000], ids=["sleeping", "spinning"])
+def test_a_worker_runs_off_its_callers_cpu_and_keeps_its_affinity(spin_us):
+    """A sleeping worker is woken with the caller's CPU taken out of its affinity (then
+    restored); a spinning one found there moves off it."""
     import subprocess
     env = dict(os.environ, FASTOP_NUM_THREADS="2")
-    out = subprocess.run([sys.executable, "-c", WORKER_PLACEMENT], env=env, check=True,
-                         capture_output=True, text=True).stdout.split()
-    caller_cpu, worker_cpu = map(int, out)
-    assert worker_cpu != caller_cpu
+    out = subprocess.run([sys.executable, "-c", WORKER_PLACEMENT, str(spin_us)], env=env,
+                         check=True, capture_output=True, text=True).stdout.split()
+    caller_cpu, worker_cpu, restored = int(out[0]), int(out[1]), out[2]
+    assert worker_cpu != caller_cpu and restored == "True"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,

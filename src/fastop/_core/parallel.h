@@ -8,10 +8,11 @@
  * worker has already started (spinning, then yielding the core, never sleeping: waking
  * a sleeping thread on an idle vCPU is slow). Idle workers spin for a bounded time
  * (FASTOP_SPIN_US, default 100 µs) and then sleep on a futex, so back-to-back calls
- * find them awake and an idle process leaves both cores alone. A worker that takes up a
- * job on the CPU its caller runs on moves to another allowed CPU first (two spinning
- * threads on one CPU run a call at one thread's speed, and the kernel's balancer may
- * leave them together for milliseconds).
+ * find them awake and an idle process leaves both cores alone. Workers are kept off the
+ * caller's CPU (two threads on one CPU run a call at one thread's speed, and the
+ * kernel's balancer may leave them together for milliseconds): sleeping workers are
+ * woken with that CPU taken out of their affinity (restored once awake), and a worker
+ * that takes up a job on the caller's CPU anyway moves to another allowed CPU first.
  *
  * One call runs at a time; a call made while another is running (another Python thread,
  * or from inside a piece) runs its pieces serially on its own thread. */
