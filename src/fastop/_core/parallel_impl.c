@@ -89,10 +89,10 @@ static int spin_while(_Atomic uint32_t* word, uint32_t value) {
 }
 
 /* Move the calling worker off `cpu` (the CPU the job's caller runs on), if it is there
- * and the process may run elsewhere. A worker woken by the caller is often placed on
- * the caller's own CPU (in a VM the kernel counts an idle vCPU as preempted, so not
- * available) and the balancer leaves two busy, cache-hot threads together for
- * milliseconds: the call then runs at one thread's speed. Measured on the 2-vCPU
+ * and the process may run elsewhere. A worker woken by the caller was often placed on
+ * the caller's own CPU (in this VM; likely because the kernel counts an idle vCPU as
+ * preempted, so not available) and the balancer left the two busy, cache-hot threads
+ * together for milliseconds: the call then ran at one thread's speed. Measured on the 2-vCPU
  * development VM, matmul 256 float32 after an idle gap: 320-390 µs per call in the
  * samples where this happened, 190-210 µs otherwise. Narrowing the affinity migrates
  * the thread at once; restoring it keeps the worker free to move later. */
