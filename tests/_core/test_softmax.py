@@ -393,3 +393,16 @@ def test_inference_propagates_unknown_dims():
     for combo in itertools.product([None, 4], repeat=2):
         shapes = K.softmax_cross_entropy.meta(([combo[0], 3], f32), ([combo[1], 1], i64))
         assert shapes[1][0] == [combo[0], 3]
+
+
+def test_outputs_interleaved_in_one_buffer_are_accepted_overlapping_ones_refused():
+    # the outputs' address ranges intersect, their elements do not: no staging needed
+    rng = np.random.default_rng(3)
+    x, label = logits((4, 3), np.float64, rng), np.array([0, 2, 1, 0])
+    buf = np.zeros((4, 4))
+    K.softmax_cross_entropy(x, label, out=(buf[:, :1], buf[:, 1:]))
+    want_loss, want_sm = ref.softmax_cross_entropy(x, label)
+    assert_close(buf[:, :1], want_loss, np.float64)
+    assert_close(buf[:, 1:], want_sm, np.float64)
+    with pytest.raises(ValueError, match="out 'softmax' shares memory with out 'loss'"):
+        K.softmax_cross_entropy(x, label, out=(buf[:, :1], buf[:, :3]))

@@ -13,7 +13,7 @@ from fastop._core.storage cimport (DenseTensor, DType, fastop_view, fastop_attrs
                                    FASTOP_MAX_NDIM, FASTOP_BOOL, FASTOP_NUM_DTYPES, alloc_tensor,
                                    as_dense, dtype_from_code, dtype_code, itemsize_of,
                                    view_same_meta, view_shape, view_copy, views_overlap,
-                                   view_same_layout, bump_version)
+                                   view_same_layout, bump_version, as_ndarray)
 
 import numpy as np
 
@@ -202,7 +202,9 @@ cdef class CKernel:
                         f"{dtype_from_code(out_meta[i].dtype).name}, got shape {t.shape} "
                         f"and dtype {t.dtype.name}")
                 for j in range(i):
-                    if views_overlap(out_views[j], &t.view):
+                    # address ranges first (cheap); elements only when they intersect
+                    if views_overlap(out_views[j], &t.view) and np.shares_memory(
+                            as_ndarray(<DenseTensor>results[j]), as_ndarray(t)):
                         raise ValueError(
                             f"{self.name}: out '{self.output_names[i]}' shares memory "
                             f"with out '{self.output_names[j]}'; outputs must not overlap")

@@ -37,9 +37,14 @@ static fastop_piece_fn job_fn;
 static void* job_ctx;
 #ifdef __linux__
 static _Atomic pid_t worker_tid[MAX_WORKERS];   /* 0 until the worker has started */
-static _Atomic int steered[MAX_WORKERS];        /* woken with its affinity narrowed ... */
-static cpu_set_t steer_restore[MAX_WORKERS];    /* ... to restore to this (written while
-                                                   steered is 0, read once it is 1) */
+/* Who may touch worker i's affinity, steered[i]: the caller steering it
+ * (AFFINITY_CALLER_BUSY) or the worker moving itself (AFFINITY_WORKER_BUSY) claims it
+ * from AFFINITY_FREE with a compare-and-swap. AFFINITY_STEERED: narrowed by the caller,
+ * steer_restore[i] holds the set to restore; it is written only by the caller holding
+ * AFFINITY_CALLER_BUSY and read only by the worker while it is AFFINITY_STEERED. */
+enum { AFFINITY_FREE, AFFINITY_STEERED, AFFINITY_CALLER_BUSY, AFFINITY_WORKER_BUSY };
+static _Atomic int steered[MAX_WORKERS];
+static cpu_set_t steer_restore[MAX_WORKERS];
 #endif
 static _Atomic int job_cpu = -1;                 /* the caller's CPU when it posted the job */
 
@@ -128,15 +133,18 @@ static void steer_sleepers(int cpu, int helpers) {
     if (cpu < 0 || cpu >= CPU_SETSIZE)
         return;
     for (i = 0; i < helpers; i++) {
+        int expected = AFFINITY_FREE, state = AFFINITY_FREE;
         tid = atomic_load(&worker_tid[i]);
-        if (tid == 0 || atomic_load(&steered[i]) ||
-                sched_getaffinity(tid, sizeof steer_restore[i], &steer_restore[i]) != 0 ||
-                !CPU_ISSET(cpu, &steer_restore[i]) || CPU_COUNT(&steer_restore[i]) < 2)
+        if (tid == 0 || !atomic_compare_exchange_strong(&steered[i], &expected, AFFINITY_CALLER_BUSY))
             continue;
-        elsewhere = steer_restore[i];
-        CPU_CLR(cpu, &elsewhere);
-        if (sched_setaffinity(tid, sizeof elsewhere, &elsewhere) == 0)
-            atomic_store(&steered[i], 1);
+        if (sched_getaffinity(tid, sizeof steer_restore[i], &steer_restore[i]) == 0 &&
+                CPU_ISSET(cpu, &steer_restore[i]) && CPU_COUNT(&steer_restore[i]) >= 2) {
+            elsewhere = steer_restore[i];
+            CPU_CLR(cpu, &elsewhere);
+            if (sched_setaffinity(tid, sizeof elsewhere, &elsewhere) == 0)
+                state = AFFINITY_STEERED;
+        }
+        atomic_store(&steered[i], state);
     }
 #else
     (void)cpu;
@@ -147,10 +155,32 @@ static void steer_sleepers(int cpu, int helpers) {
 /* A steered worker, awake: free to run anywhere it may again. */
 static void unsteer(int index) {
 #ifdef __linux__
-    if (atomic_exchange(&steered[index], 0))
-        sched_setaffinity(0, sizeof steer_restore[index], &steer_restore[index]);
+    cpu_set_t restore;
+    int state;
+    while ((state = atomic_load(&steered[index])) == AFFINITY_CALLER_BUSY)
+        cpu_relax();                      /* a few system calls away from AFFINITY_STEERED/AFFINITY_FREE */
+    if (state == AFFINITY_STEERED) {
+        restore = steer_restore[index];
+        atomic_store(&steered[index], AFFINITY_FREE);
+        sched_setaffinity(0, sizeof restore, &restore);
+    }
 #else
     (void)index;
+#endif
+}
+
+/* Worker `index` moves itself off the caller's CPU (fastop_parallel_leave_cpu) unless
+ * the caller is steering it right now. */
+static void worker_leave_cpu(int index, int cpu) {
+#ifdef __linux__
+    int expected = AFFINITY_FREE;
+    if (!atomic_compare_exchange_strong(&steered[index], &expected, AFFINITY_WORKER_BUSY))
+        return;
+    fastop_parallel_leave_cpu(cpu);
+    atomic_store(&steered[index], AFFINITY_FREE);
+#else
+    (void)index;
+    fastop_parallel_leave_cpu(cpu);
 #endif
 }
 
@@ -187,7 +217,7 @@ static void* worker_main(void* arg) {
         seen = atomic_load(&generation);
         unsteer(index);
         if (index < atomic_load_explicit(&job_helpers, memory_order_relaxed)) {
-            fastop_parallel_leave_cpu(atomic_load_explicit(&job_cpu, memory_order_relaxed));
+            worker_leave_cpu(index, atomic_load_explicit(&job_cpu, memory_order_relaxed));
             run_pieces(seen);
         }
     }
@@ -200,10 +230,14 @@ static void after_fork_in_child(void) {
     pthread_mutex_init(&pool_lock, NULL);
     n_workers = 0;
     atomic_store(&workers_sleeping, 0);
+    /* a job the parent was running must not look open to the child's new workers */
+    atomic_store(&ticket, 0);
+    atomic_store(&remaining, 0);
+    atomic_store(&job_helpers, 0);
 #ifdef __linux__
     for (int i = 0; i < MAX_WORKERS; i++) {
         atomic_store(&worker_tid[i], 0);
-        atomic_store(&steered[i], 0);
+        atomic_store(&steered[i], AFFINITY_FREE);
     }
 #endif
 }

@@ -785,7 +785,10 @@ cdef DenseTensor memory_root(DenseTensor t):
             base = cnp.PyArray_BASE(<cnp.ndarray>owner)     # NULL: the array owns its data
             owner = <object>base if base != NULL else None
         elif isinstance(owner, memoryview):
-            owner = owner.obj
+            try:
+                owner = owner.obj
+            except ValueError:                # released: nothing further to follow
+                break
         elif isinstance(owner, _HeldBuffer):
             base = <PyObject*>(<_HeldBuffer>owner).buf.obj
             owner = <object>base if base != NULL else None
@@ -800,10 +803,22 @@ cdef DenseTensor memory_root(DenseTensor t):
 
 cdef object _capsule_source(object capsule):
     """The DenseTensor that exported a DLPack capsule another library consumed (numpy
-    keeps it as an array's base), when fastop made it; else None."""
+    keeps it as an array's base), when fastop made it; else None. Only capsules named as
+    DLPack (and numpy) name them are read."""
     cdef const char* name = PyCapsule_GetName(capsule)
-    if name == NULL or b"dltensor" not in <bytes>name:
+    if name == NULL:
         return None
+    cdef bytes key = <bytes>name
+    cdef void* ptr
+    if key in (b"dltensor_versioned", b"used_dltensor_versioned", b"numpy_dltensor_versioned"):
+        ptr = PyCapsule_GetPointer(capsule, name)
+        if ptr != NULL and (<DLManagedTensorVersioned*>ptr).deleter == _dlpack_deleter_versioned:
+            return <object>(<DLManagedTensorVersioned*>ptr).manager_ctx
+    elif key in (b"dltensor", b"used_dltensor", b"numpy_dltensor"):
+        ptr = PyCapsule_GetPointer(capsule, name)
+        if ptr != NULL and (<DLManagedTensor*>ptr).deleter == _dlpack_deleter:
+            return <object>(<DLManagedTensor*>ptr).manager_ctx
+    return None
     cdef void* ptr = PyCapsule_GetPointer(capsule, name)
     if b"versioned" in <bytes>name:
         if (<DLManagedTensorVersioned*>ptr).deleter == _dlpack_deleter_versioned:

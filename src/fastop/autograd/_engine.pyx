@@ -77,9 +77,11 @@ cdef class set_grad_enabled:
     def __exit__(self, *exc_info):
         global _grad_enabled
         ident = get_ident()
-        if ident not in self._saved:
+        cdef bint here = ident in self._saved
+        if not here:
             # the block was entered on another thread (a generator resumed on a worker
-            # thread): restore the mode saved there, when that thread is known
+            # thread): its mode was set there, so this thread's mode (maybe its own
+            # block's) stays; the entering thread's record is dropped when it is known
             if len(self._saved) != 1:
                 raise RuntimeError(
                     f"{type(self).__name__}: exited on a thread that did not enter it "
@@ -87,7 +89,9 @@ cdef class set_grad_enabled:
                     f"object per thread")
             ident = next(iter(self._saved))
         stack = self._saved[ident]
-        _grad_enabled = stack.pop()
+        mode = stack.pop()
+        if here:
+            _grad_enabled = mode
         if not stack:
             del self._saved[ident]
         return False
