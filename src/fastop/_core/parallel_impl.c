@@ -46,7 +46,7 @@ enum { AFFINITY_FREE, AFFINITY_STEERED, AFFINITY_CALLER_BUSY, AFFINITY_WORKER_BU
 static _Atomic int steered[MAX_WORKERS];
 static cpu_set_t steer_restore[MAX_WORKERS];
 #endif
-static _Atomic int job_cpu = -1;                 /* the caller's CPU when it posted the job */
+static _Atomic int job_cpu = -1;         /* the caller's CPU when it posted the job */
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -93,25 +93,33 @@ static int spin_while(_Atomic uint32_t* word, uint32_t value) {
     }
 }
 
+#ifdef __linux__
+/* Take `cpu` out of thread `tid`'s affinity (0: the calling thread) when it is in it and
+ * another CPU is too; `allowed` receives the affinity it had. Whether it was narrowed. */
+static int narrow_off(pid_t tid, int cpu, cpu_set_t* allowed) {
+    cpu_set_t elsewhere;
+    if (cpu < 0 || cpu >= CPU_SETSIZE ||
+            sched_getaffinity(tid, sizeof *allowed, allowed) != 0 ||
+            !CPU_ISSET(cpu, allowed) || CPU_COUNT(allowed) < 2)
+        return 0;
+    elsewhere = *allowed;
+    CPU_CLR(cpu, &elsewhere);
+    return sched_setaffinity(tid, sizeof elsewhere, &elsewhere) == 0;
+}
+#endif
+
 /* Move the calling worker off `cpu` (the CPU the job's caller runs on), if it is there
  * and the process may run elsewhere. A worker woken by the caller was often placed on
  * the caller's own CPU (in this VM; likely because the kernel counts an idle vCPU as
  * preempted, so not available) and the balancer left the two busy, cache-hot threads
- * together for milliseconds: the call then ran at one thread's speed. Measured on the 2-vCPU
- * development VM, matmul 256 float32 after an idle gap: 320-390 µs per call in the
- * samples where this happened, 190-210 µs otherwise. Narrowing the affinity migrates
+ * together for milliseconds: the call then ran at one thread's speed. Measured on the
+ * 2-vCPU development VM, matmul 256 float32 after an idle gap: 320-390 µs per call in
+ * the samples where this happened, 190-210 µs otherwise. Narrowing the affinity migrates
  * the thread at once; restoring it keeps the worker free to move later. */
 void fastop_parallel_leave_cpu(int cpu) {
 #ifdef __linux__
-    cpu_set_t allowed, elsewhere;
-    if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getcpu() != cpu)
-        return;
-    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || !CPU_ISSET(cpu, &allowed)
-            || CPU_COUNT(&allowed) < 2)
-        return;
-    elsewhere = allowed;
-    CPU_CLR(cpu, &elsewhere);
-    if (sched_setaffinity(0, sizeof elsewhere, &elsewhere) == 0)
+    cpu_set_t allowed;
+    if (cpu >= 0 && sched_getcpu() == cpu && narrow_off(0, cpu, &allowed))
         sched_setaffinity(0, sizeof allowed, &allowed);
 #else
     (void)cpu;
@@ -127,24 +135,16 @@ void fastop_parallel_leave_cpu(int cpu) {
  * worker restores its affinity once awake. */
 static void steer_sleepers(int cpu, int helpers) {
 #ifdef __linux__
-    cpu_set_t elsewhere;
     int i;
     pid_t tid;
-    if (cpu < 0 || cpu >= CPU_SETSIZE)
-        return;
     for (i = 0; i < helpers; i++) {
-        int expected = AFFINITY_FREE, state = AFFINITY_FREE;
+        int expected = AFFINITY_FREE;
         tid = atomic_load(&worker_tid[i]);
-        if (tid == 0 || !atomic_compare_exchange_strong(&steered[i], &expected, AFFINITY_CALLER_BUSY))
+        if (tid == 0 || !atomic_compare_exchange_strong(&steered[i], &expected,
+                                                        AFFINITY_CALLER_BUSY))
             continue;
-        if (sched_getaffinity(tid, sizeof steer_restore[i], &steer_restore[i]) == 0 &&
-                CPU_ISSET(cpu, &steer_restore[i]) && CPU_COUNT(&steer_restore[i]) >= 2) {
-            elsewhere = steer_restore[i];
-            CPU_CLR(cpu, &elsewhere);
-            if (sched_setaffinity(tid, sizeof elsewhere, &elsewhere) == 0)
-                state = AFFINITY_STEERED;
-        }
-        atomic_store(&steered[i], state);
+        atomic_store(&steered[i], narrow_off(tid, cpu, &steer_restore[i]) ? AFFINITY_STEERED
+                                                                          : AFFINITY_FREE);
     }
 #else
     (void)cpu;
@@ -158,7 +158,7 @@ static void unsteer(int index) {
     cpu_set_t restore;
     int state;
     while ((state = atomic_load(&steered[index])) == AFFINITY_CALLER_BUSY)
-        cpu_relax();                      /* a few system calls away from AFFINITY_STEERED/AFFINITY_FREE */
+        cpu_relax();                      /* the caller is a few system calls from done */
     if (state == AFFINITY_STEERED) {
         restore = steer_restore[index];
         atomic_store(&steered[index], AFFINITY_FREE);

@@ -379,11 +379,7 @@ cdef class _DLPackOwner:
 
     cdef object fastop_source(self):
         """The DenseTensor that exported the capsule when fastop did, else None."""
-        if self.managed is not NULL and self.managed.deleter == _dlpack_deleter:
-            return <object>self.managed.manager_ctx
-        if self.versioned is not NULL and self.versioned.deleter == _dlpack_deleter_versioned:
-            return <object>self.versioned.manager_ctx
-        return None
+        return _fastop_exporter(self.managed, self.versioned)
 
     def __dealloc__(self):
         if self.managed is not NULL and self.managed.deleter is not NULL:
@@ -809,8 +805,27 @@ cdef object _capsule_source(object capsule):
     if name == NULL:
         return None
     cdef bytes key = <bytes>name
+    if key in (b"dltensor_versioned", b"used_dltensor_versioned",
+               b"numpy_dltensor_versioned"):
+        return _fastop_exporter(
+            NULL, <DLManagedTensorVersioned*>PyCapsule_GetPointer(capsule, name))
+    if key in (b"dltensor", b"used_dltensor", b"numpy_dltensor"):
+        return _fastop_exporter(<DLManagedTensor*>PyCapsule_GetPointer(capsule, name), NULL)
+    return None
+
+
+cdef object _fastop_exporter(DLManagedTensor* managed, DLManagedTensorVersioned* versioned):
+    """The DenseTensor behind a managed DLPack tensor (either version, NULL for the
+    other) when fastop's deleter says fastop exported it, else None."""
+    if managed is not NULL and managed.deleter == _dlpack_deleter:
+        return <object>managed.manager_ctx
+    if versioned is not NULL and versioned.deleter == _dlpack_deleter_versioned:
+        return <object>versioned.manager_ctx
+    return None
+    cdef bytes key = <bytes>name
     cdef void* ptr
-    if key in (b"dltensor_versioned", b"used_dltensor_versioned", b"numpy_dltensor_versioned"):
+    if key in (b"dltensor_versioned", b"used_dltensor_versioned",
+               b"numpy_dltensor_versioned"):
         ptr = PyCapsule_GetPointer(capsule, name)
         if ptr != NULL and (<DLManagedTensorVersioned*>ptr).deleter == _dlpack_deleter_versioned:
             return <object>(<DLManagedTensorVersioned*>ptr).manager_ctx

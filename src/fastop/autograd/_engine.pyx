@@ -211,10 +211,9 @@ cdef void _prepare_rule(OpInfo info, object rule):
     info.diff = tuple(n in diff for n in in_names)
     info.diff_mask = sum(1 << i for i, d in enumerate(info.diff) if d and i < 64)
     info.save_mask = sum(1 << k for k, n in enumerate(out_names) if n in rule.needs and k < 64)
-    cdef unsigned long long every = ALL_SAVED if len(rule.needs) >= 64 else \
-        (1ULL << len(rule.needs)) - 1
-    if rule.reads is None:
-        info.reads_masks = tuple(every if d else 0 for d in info.diff)
+    if rule.reads is None:                # every gradient reads every needed value
+        info.reads_masks = tuple(_reads_mask(rule.needs, rule.needs) if d else 0
+                                 for d in info.diff)
     else:
         info.reads_masks = tuple(_reads_mask(rule.needs, rule.reads.get(x, ()))
                                  for x in in_names)
