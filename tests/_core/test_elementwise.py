@@ -465,6 +465,36 @@ def test_large_results_use_streaming_stores_correctly(rng):
     np.testing.assert_allclose(odd, np.exp(x), rtol=4e-7)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: np.dtype(d).name)
+def test_streamed_binary_results_at_every_alignment(dtype, threads, rng):
+    """A binary result of 8 MB or more is streamed out in chunks aligned to the output's
+    cache lines: at every element offset within a 64-byte line, out of place and in place
+    on either operand, it equals numpy exactly and writes nothing outside the output."""
+    item = np.dtype(dtype).itemsize
+    n = (8 << 20) // item + 1237                # not a multiple of the chunk or a line
+    a = values((n,), dtype, rng)
+    b = values((n,), dtype, rng)
+    want = a * b
+    saved = _get_num_threads()
+    set_num_threads(threads)
+    try:
+        for shift in range(64 // item):
+            block = np.full(n + 64 // item + 2, 7, dtype)
+            out = block[shift + 1:shift + 1 + n]
+            K.multiply(a, b, out=out)
+            np.testing.assert_array_equal(out, want)
+            assert (block[:shift + 1] == 7).all() and (block[shift + 1 + n:] == 7).all()
+            out[:] = a                               # in place: y = y * b
+            K.multiply(out, b, out=out)
+            np.testing.assert_array_equal(out, want)
+            out[:] = b                               # y = a * y
+            K.multiply(a, out, out=out)
+            np.testing.assert_array_equal(out, want)
+    finally:
+        set_num_threads(saved)
+
+
 # --------------------------------------------------------------------------- backward kernels
 
 FORWARD_OF = {"tanh_grad": "tanh", "sigmoid_grad": "sigmoid", "relu_grad": "relu",

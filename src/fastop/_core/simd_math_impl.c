@@ -346,8 +346,11 @@ static int isa_level(void)
  * they would not stay in cache anyway, and a streaming store skips reading each line
  * before writing it (a third of the memory traffic of y = f(x)). Unary functions
  * stream each vector as it is computed, so computing overlaps the memory traffic;
- * binary ones (little computing) go through an L1 buffer of STREAM_CHUNK elements. */
-#define STREAM_CHUNK 2048
+ * binary ones (little computing) go through an L1 buffer of STREAM_CHUNK_BYTES. The
+ * chunk is kept short so that loading the inputs and streaming the result interleave:
+ * with 8 KB chunks (reads, then a burst of writes) y = a + b at 1e7 float32 took
+ * 2.45-2.6 ms on one Zen 5 core, with 2 KB chunks 2.0-2.15 ms (plain stores: 2.5 ms). */
+#define STREAM_CHUNK_BYTES 2048
 
 TARGET_V4 static void stream_copy_v4(char *dst, const char *src, ptrdiff_t bytes)
 {
@@ -444,18 +447,32 @@ TARGET_V4 INLINE void tail_store_v4(void *y, const void *buf, ptrdiff_t bytes)
     { BINARY_BODY(T) }                                                              \
     static void name##_base(int op, const T *a, const T *b, T *y, ptrdiff_t n)      \
     { BINARY_BODY(T) }                                                              \
+    /* The elements before y's first cache line boundary are stored as usual, so   \
+     * every chunk after them streams whole lines (a chunk ending inside a line    \
+     * made its neighbours write that line with plain stores, reading it first:    \
+     * 2.9 ms instead of 2.0 for 1e7 float32 at numpy's 16-byte alignment). */     \
+    TARGET_V4 static void name##_v4_stream(int op, const T *a, const T *b, T *y,   \
+                                           ptrdiff_t n)                             \
+    {                                                                               \
+        enum { CHUNK = STREAM_CHUNK_BYTES / sizeof(T) };                            \
+        T buf[CHUNK] __attribute__((aligned(64)));                                  \
+        ptrdiff_t head = (ptrdiff_t)(((64 - ((uintptr_t)y & 63)) & 63) / sizeof(T)); \
+        if (head > n)                                                               \
+            head = n;                                                               \
+        name##_v4(op, a, b, y, head);                                               \
+        for (ptrdiff_t i = head; i < n; i += CHUNK) {                               \
+            ptrdiff_t m = n - i < CHUNK ? n - i : CHUNK;                            \
+            name##_v4(op, a + i, b + i, buf, m);                                    \
+            stream_copy_v4((char *)(y + i), (const char *)buf, m * (ptrdiff_t)sizeof(T)); \
+        }                                                                           \
+        _mm_sfence();                                                               \
+    }                                                                               \
     void name(int op, const T *a, const T *b, T *y, ptrdiff_t n)                    \
     {                                                                               \
         int level = isa_level();                                                    \
-        if (level == 2 && n * (ptrdiff_t)sizeof(T) >= FASTOP_STREAM_MIN_BYTES) {    \
-            T buf[STREAM_CHUNK] __attribute__((aligned(64)));                       \
-            for (ptrdiff_t i = 0; i < n; i += STREAM_CHUNK) {                       \
-                ptrdiff_t m = n - i < STREAM_CHUNK ? n - i : STREAM_CHUNK;          \
-                name##_v4(op, a + i, b + i, buf, m);                                \
-                stream_copy_v4((char *)(y + i), (const char *)buf, m * (ptrdiff_t)sizeof(T)); \
-            }                                                                       \
-            _mm_sfence();                                                           \
-        }                                                                           \
+        if (level == 2 && n * (ptrdiff_t)sizeof(T) >= FASTOP_STREAM_MIN_BYTES       \
+                && (uintptr_t)y % sizeof(T) == 0)                                   \
+            name##_v4_stream(op, a, b, y, n);                                       \
         else if (level == 2) name##_v4(op, a, b, y, n);                             \
         else if (level == 1) name##_v3(op, a, b, y, n);                             \
         else name##_base(op, a, b, y, n);                                           \
