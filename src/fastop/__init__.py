@@ -12,7 +12,8 @@ from fastop.plugins import load_builtin_plugin as _load_builtin_plugin
 
 _load_builtin_plugin()
 
-from fastop._core.storage import (DType, bool_, float32, float64, int32, int64)
+from fastop._core.storage import (DType, bool_, empty_cache, float32, float64, int32,
+                                  int64)
 from fastop._threads import set_num_threads, get_num_threads
 from fastop.tensor import *  # noqa: F401,F403  (eager: Tensor, creation, math, grad)
 from fastop.tensor import __all__ as _tensor_all
@@ -44,5 +45,5 @@ def __dir__():
 
 __all__ = ["hookimpl", "ops", "autograd", "static", "nn", "optimizer", "save", "load",
            "DType", "bool", "float32", "float64", "int32", "int64", "set_num_threads",
-           "get_num_threads", "CPUPlace", "enable_static", "disable_static",
+           "get_num_threads", "empty_cache", "CPUPlace", "enable_static", "disable_static",
            "in_dynamic_mode", "__version__", *_tensor_all]

@@ -361,3 +361,97 @@ def test_huge_requests_never_get_a_small_block(no_gc):
         assert t.nbytes == (1 << 38) + 4
         del t
     assert storage._small_block_counts() == before
+
+
+# --------------------------------------------------------------------------- large blocks
+
+LARGE = 4 << 20          # the smallest request that takes a large block (4 MiB)
+HUGE_PAGE = 2 << 20
+
+
+@pytest.fixture
+def empty_large_cache(no_gc):
+    storage.empty_cache()
+    yield
+    storage.empty_cache()
+
+
+def test_freed_large_blocks_are_reused_for_the_same_size(empty_large_cache):
+    t = empty([LARGE // 4 + 1], "float32")     # 4 MiB + 4 bytes: three huge pages
+    first = t.data_ptr
+    assert first % HUGE_PAGE == 0
+    np.asarray(t)[:] = 1
+    del t
+    assert storage._large_block_sizes() == [3 * HUGE_PAGE]
+    other = empty([LARGE // 4], "float32")     # two huge pages: not that block
+    assert other.data_ptr != first and storage._large_block_sizes() == [3 * HUGE_PAGE]
+    again = zeros([LARGE // 8 + 1000], "float64")   # also three huge pages: reused, zeroed
+    assert again.data_ptr == first and storage._large_block_sizes() == []
+    assert not np.asarray(again).any()
+
+
+def test_live_tensors_never_share_a_large_block(empty_large_cache):
+    held = [empty([LARGE // 4], "float32") for _ in range(3)]
+    del held[1]
+    fresh = [empty([LARGE // 4], "float32") for _ in range(3)]
+    addresses = [t.data_ptr for t in held + fresh]
+    assert len(set(addresses)) == 5
+    assert storage._large_block_sizes() == []
+
+
+def test_large_block_cache_is_bounded_in_count_and_bytes(empty_large_cache):
+    held = [empty([LARGE // 4], "float32") for _ in range(20)]
+    del held
+    assert storage._large_block_sizes() == [LARGE] * 8             # the newest 8 kept
+    big = [empty([(64 << 20) // 4], "float32") for _ in range(5)]  # 64 MiB each
+    del big
+    assert sum(storage._large_block_sizes()) <= 256 << 20
+    assert storage._large_block_sizes()[-1] == 64 << 20
+    huge = empty([(300 << 20) // 4], "float32")                     # above the limit
+    before = storage._large_block_sizes()
+    del huge
+    assert storage._large_block_sizes() == before                  # freed, not cached
+
+
+def test_views_and_borrowed_memory_leave_the_large_cache_alone(empty_large_cache):
+    owner = empty([LARGE // 4], "float32")
+    view = owner.reshape([1024, -1])[::2]
+    borrowed = from_numpy(np.zeros(LARGE // 4, "float32"))
+    del view, borrowed
+    assert storage._large_block_sizes() == []
+    del owner
+    assert storage._large_block_sizes() == [LARGE]
+
+
+def test_empty_cache_releases_large_and_small_blocks(no_gc):
+    small, large = empty([4], "float32"), empty([LARGE // 4], "float32")
+    del small, large
+    assert storage._large_block_sizes() and storage._small_block_counts()[0]
+    storage.empty_cache()
+    assert storage._large_block_sizes() == [] and storage._small_block_counts() == [0] * 4
+
+
+def test_empty_cache_is_public_api():
+    import fastop
+    assert fastop.empty_cache is storage.empty_cache and "empty_cache" in fastop.__all__
+
+
+@pytest.mark.parametrize("value, cached", [("0", False), ("16", True), ("-1", None),
+                                           ("lots", None)])
+def test_large_cache_limit_comes_from_the_environment(value, cached):
+    import os
+    import subprocess
+    import sys
+    code = ("from fastop._core.storage import empty, _large_block_sizes\n"
+            "t = empty([(8 << 20) // 4], 'float32'); del t\n"
+            "print(_large_block_sizes())")
+    env = dict(os.environ, FASTOP_LARGE_CACHE_MB=value)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True)
+    if cached is None:
+        assert proc.returncode != 0
+        assert "FASTOP_LARGE_CACHE_MB must be a whole number of megabytes" in proc.stderr
+        assert repr(value) in proc.stderr
+    else:
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == ("[8388608]" if cached else "[]")

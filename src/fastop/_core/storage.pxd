@@ -79,6 +79,7 @@ cdef class DenseTensor:
     cdef object owner
     cdef void* _alloc
     cdef unsigned char _small_class   # 1 + size class of a recycled small block, else 0
+    cdef size_t _large_bytes          # capacity of a large block kept for reuse when freed
     cdef unsigned int _version        # in-place writes made through fastop to this memory;
                                       # kept on the memory's root tensor (memory_root)
     cdef readonly bint readonly

@@ -94,5 +94,10 @@ def from_numpy(array: Any, cls: type[_T] = ...) -> _T:
 def from_dlpack(obj: Any, cls: type[_T] = ...) -> _T:
     """Import a DLPack producer without copying."""
 
+def empty_cache() -> None:
+    """Give the freed blocks fastop keeps for reuse back to the C allocator (and so the
+    large ones to the system). Live tensors are untouched."""
+def _large_block_sizes() -> list[int]:
+    """Sizes of the freed large blocks waiting for reuse, oldest first: a test shim."""
 def _small_block_counts() -> list[int]:
     """Free small blocks waiting per size class (64, 128, 192, 256 bytes): a test shim."""
