@@ -455,3 +455,26 @@ def test_large_cache_limit_comes_from_the_environment(value, cached):
     else:
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.strip() == ("[8388608]" if cached else "[]")
+
+
+def test_out_of_memory_gives_cached_blocks_back_and_retries():
+    # Under an address-space limit that leaves room for a new block only once the
+    # cached blocks (of other sizes) are unmapped, the allocation must still succeed.
+    import subprocess
+    import sys
+    code = """
+import resource
+from fastop._core.storage import empty, _large_block_sizes
+MiB = 1 << 20
+blocks = [empty([n * MiB // 4], 'float32') for n in (40, 42, 44)]
+del blocks
+assert len(_large_block_sizes()) == 3, _large_block_sizes()
+size = int(open('/proc/self/statm').read().split()[0]) * resource.getpagesize()
+resource.setrlimit(resource.RLIMIT_AS, (size + 24 * MiB, resource.RLIM_INFINITY))
+t = empty([64 * MiB // 4], 'float32')
+t.numpy()[:] = 1.0
+print(_large_block_sizes(), float(t.numpy().sum()))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["[]", str(float(16 * (1 << 20)))]

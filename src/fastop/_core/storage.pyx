@@ -891,7 +891,8 @@ def _small_block_counts() -> list:
 # fills it. In a VM that reports free memory to its host (virtio-balloon free page
 # reporting), a freed block's pages can also be handed back to the host and faulted in
 # again one 4 KiB page at a time: eager tanh on 1e7 float32 with two threads took
-# 5-18 ms in some processes instead of 2. Same rule as the small blocks: only touched
+# 5-18 ms in some processes instead of 2. A request the C allocator refuses gives the
+# cached blocks back and is tried once more. Same rule as the small blocks: only touched
 # with the GIL held.
 cdef enum:
     LARGE_KEEP = 8
@@ -933,6 +934,13 @@ cdef void _drop_large(int i) noexcept:
         _large_sizes[i] = _large_sizes[i + 1]
 
 
+cdef void _free_large_blocks() noexcept:
+    """Give every cached large block back to the C allocator."""
+    while _large_count:
+        free(_large_blocks[0])
+        _drop_large(0)
+
+
 cdef void* _take_large(size_t capacity) noexcept:
     """A 2 MiB-aligned block of `capacity` bytes (whole huge pages); NULL if out of memory."""
     cdef void* ptr = NULL
@@ -943,7 +951,12 @@ cdef void* _take_large(size_t capacity) noexcept:
             _drop_large(i)
             return ptr
     if posix_memalign(&ptr, HUGE_PAGE, capacity) != 0:
-        return NULL
+        # out of memory with blocks of other sizes kept: give them back and try again
+        if _large_count == 0:
+            return NULL
+        _free_large_blocks()
+        if posix_memalign(&ptr, HUGE_PAGE, capacity) != 0:
+            return NULL
     madvise(ptr, capacity, MADV_HUGEPAGE)   # advisory: failure only loses the speed-up
     return ptr
 
@@ -966,9 +979,7 @@ def empty_cache() -> None:
     """Give the freed blocks fastop keeps for reuse back to the C allocator (and so the
     large ones to the system). Live tensors are untouched."""
     cdef int cls
-    while _large_count:
-        free(_large_blocks[0])
-        _drop_large(0)
+    _free_large_blocks()
     for cls in range(SMALL_CLASSES):
         while _small_count[cls]:
             _small_count[cls] -= 1
