@@ -891,8 +891,8 @@ def _small_block_counts() -> list:
 # fills it. In a VM that reports free memory to its host (virtio-balloon free page
 # reporting), a freed block's pages can also be handed back to the host and faulted in
 # again one 4 KiB page at a time: eager tanh on 1e7 float32 with two threads took
-# 5-18 ms in some processes instead of 2. A request the C allocator refuses gives the
-# cached blocks back and is tried once more. Same rule as the small blocks: only touched
+# 5-18 ms in some processes instead of 2. An allocation the C allocator refuses gives
+# the cached blocks back and is tried once more. Same rule as the small blocks: only touched
 # with the GIL held.
 cdef enum:
     LARGE_KEEP = 8
@@ -951,12 +951,7 @@ cdef void* _take_large(size_t capacity) noexcept:
             _drop_large(i)
             return ptr
     if posix_memalign(&ptr, HUGE_PAGE, capacity) != 0:
-        # out of memory with blocks of other sizes kept: give them back and try again
-        if _large_count == 0:
-            return NULL
-        _free_large_blocks()
-        if posix_memalign(&ptr, HUGE_PAGE, capacity) != 0:
-            return NULL
+        return NULL
     madvise(ptr, capacity, MADV_HUGEPAGE)   # advisory: failure only loses the speed-up
     return ptr
 
@@ -993,28 +988,41 @@ def _large_block_sizes() -> list:
 
 # --------------------------------------------------------------------------- constructors
 
+cdef void* _take_block(DenseTensor out, size_t nbytes) noexcept:
+    """A 64-byte-aligned block of `nbytes` for `out`, from the cache of its size class
+    (recorded in `out`, to give it back there); NULL if out of memory."""
+    cdef void* ptr = NULL
+    cdef int small
+    if nbytes <= SMALL_CLASSES * SMALL_STEP:
+        small = (<int>nbytes - 1) // SMALL_STEP if nbytes > 0 else 0
+        out._small_class = small + 1
+        return _take_small(small)
+    if nbytes >= HUGE_PAGE_THRESHOLD:
+        if nbytes > (<size_t>-1) - HUGE_PAGE:        # rounding up would wrap
+            return NULL
+        out._large_bytes = _large_capacity(nbytes)
+        return _take_large(out._large_bytes)
+    if posix_memalign(&ptr, ALIGNMENT, nbytes) != 0:
+        return NULL
+    return ptr
+
+
 cdef DenseTensor alloc_tensor(type cls, int ndim, const ptrdiff_t* shape, int dtype):
     """A new C-contiguous, 64-byte-aligned tensor of type `cls` (uninitialized)."""
     cdef DenseTensor out = cls.__new__(cls)
     cdef int i
-    cdef void* ptr = NULL
+    cdef void* ptr
     out.view.ndim = ndim
     out.view.dtype = dtype
     for i in range(ndim):
         out.view.shape[i] = shape[i]
     view_set_contiguous_strides(&out.view)
     cdef size_t nbytes = out.view.size * itemsize_of(dtype)
-    cdef int small
-    if nbytes <= SMALL_CLASSES * SMALL_STEP:
-        small = (<int>nbytes - 1) // SMALL_STEP if nbytes > 0 else 0
-        ptr = _take_small(small)
-        out._small_class = small + 1
-    elif nbytes >= HUGE_PAGE_THRESHOLD:
-        if nbytes <= (<size_t>-1) - HUGE_PAGE:        # else rounding up would wrap
-            ptr = _take_large(_large_capacity(nbytes))
-            out._large_bytes = _large_capacity(nbytes)
-    elif posix_memalign(&ptr, ALIGNMENT, nbytes) != 0:
-        ptr = NULL
+    ptr = _take_block(out, nbytes)
+    if ptr is NULL and _large_count:
+        # out of memory while freed large blocks stay mapped: give them back, try again
+        _free_large_blocks()
+        ptr = _take_block(out, nbytes)
     if ptr is NULL:
         out._small_class = 0
         out._large_bytes = 0
