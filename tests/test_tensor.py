@@ -32,6 +32,29 @@ def test_to_tensor_dtypes(data, dtype):
     np.testing.assert_array_equal(t.numpy(), np.asarray(data).astype(dtype))
 
 
+@pytest.mark.parametrize("data", [
+    np.array([1.5 + 2j]), np.array([1.7, 2.2], dtype=object), np.array(["12", "7"]),
+    np.array(["2020-01-01"], dtype="datetime64[D]"), None,
+], ids=["complex", "object", "str", "datetime", "None"])
+def test_to_tensor_refuses_what_is_not_numbers(data):
+    # these used to become int64 through an unsafe cast: [1.5+2j] gave [1]
+    with pytest.raises(TypeError, match="to_tensor: 'data' must hold numbers"):
+        fastop.to_tensor(data)
+
+
+def test_to_tensor_refuses_a_uint64_that_int64_cannot_hold():
+    with pytest.raises(OverflowError, match="uint64 value 9223372036854775813"):
+        fastop.to_tensor(np.array([2**63 + 5], np.uint64))
+    assert fastop.to_tensor(np.array([5], np.uint64)).numpy().tolist() == [5]
+
+
+def test_creation_shapes_must_be_integers():
+    with pytest.raises(TypeError, match="shape must hold integers, got \\[2.5\\]"):
+        fastop.zeros([2.5])
+    assert fastop.ones(np.int64(3)).shape == [3]
+    assert fastop.zeros(fastop.to_tensor([2, 3])).shape == [2, 3]
+
+
 def test_to_tensor_copies_and_converts():
     src = X.copy()
     t = fastop.to_tensor(src, dtype="float32", stop_gradient=False)
@@ -186,10 +209,15 @@ def test_binary_operators_with_scalars_and_broadcasting(name, op):
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
 
 
-@needs("add", "cast")
-def test_integer_tensor_with_float_scalar_computes_in_float32():
-    out = fastop.to_tensor([1, 2]) + 0.5
+@needs("add", "multiply", "cast")
+@pytest.mark.parametrize("scalar", [0.5, np.float64(0.5), np.float32(0.5)],
+                         ids=["float", "np.float64", "np.float32"])
+def test_integer_tensor_with_float_scalar_computes_in_float32(scalar):
+    # np.float32 is no Python float: it used to take the tensor's dtype (0.5 -> 0)
+    ints = fastop.to_tensor(np.array([1, 2], np.int32))
+    out = ints + scalar
     assert out.dtype == fastop.float32 and out.numpy().tolist() == [1.5, 2.5]
+    assert (scalar * ints).numpy().tolist() == [0.5, 1.0]
 
 
 @needs("divide", "cast")

@@ -117,12 +117,17 @@ cdef Tensor _promote(Tensor t):
     return t.astype("float32")
 
 
+cdef inline bint _is_float_scalar(object v):
+    """A Python float or a numpy floating scalar (np.float32 is not a Python float)."""
+    return PyFloat_Check(v) or isinstance(v, np.floating)
+
+
 cdef object _binary(int which, object a, object b):
     """`a OP b` where at least one side is a Tensor."""
     cdef Tensor x, y
     if isinstance(a, Tensor):
         x = <Tensor>a
-        if PyFloat_Check(b) and x.view.dtype < FASTOP_FLOAT32:
+        if x.view.dtype < FASTOP_FLOAT32 and _is_float_scalar(b):
             x = _promote(x)
         other = _operand(b, x)
         if other is None:
@@ -130,7 +135,7 @@ cdef object _binary(int which, object a, object b):
         y = <Tensor>other
     else:
         y = <Tensor>b
-        if PyFloat_Check(a) and y.view.dtype < FASTOP_FLOAT32:
+        if y.view.dtype < FASTOP_FLOAT32 and _is_float_scalar(a):
             y = _promote(y)
         other = _operand(a, y)
         if other is None:
@@ -217,9 +222,18 @@ def to_tensor(data, dtype=None, place=None, stop_gradient=True) -> Tensor:
         arr = np.asarray(data)
         if arr.dtype.kind == "f":
             arr = arr.astype(np.float32)
+    if arr.dtype.kind not in "biuf":
+        got = (f"a numpy array of dtype {arr.dtype}" if isinstance(data, np.ndarray)
+               else f"{type(data).__name__} (numpy reads it as dtype {arr.dtype})")
+        raise TypeError(f"to_tensor: 'data' must hold numbers (bool, integers or floats), "
+                        f"got {got}")
     cdef int code = dtype_code(dtype) if dtype is not None else _NUMPY_CODES.get(arr.dtype, -1)
     if code < 0:       # other numpy types: float16 -> float32, small/unsigned ints -> int64
         code = FASTOP_FLOAT32 if arr.dtype.kind == "f" else FASTOP_INT64
+        if arr.dtype == np.uint64 and arr.size and arr.max() > np.iinfo(np.int64).max:
+            raise OverflowError(f"to_tensor: 'data' holds the uint64 value {arr.max()}, "
+                                f"which does not fit the int64 it would become; pass "
+                                f"dtype= to convert explicitly")
     cdef ptrdiff_t shape[FASTOP_MAX_NDIM]
     cdef int i, nd = arr.ndim
     if nd > FASTOP_MAX_NDIM:

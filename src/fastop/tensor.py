@@ -11,6 +11,7 @@ place with ``Tensor.set_value(array)``.
 """
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any, Union
 
@@ -52,11 +53,18 @@ def _op(name: str) -> Any:
 
 
 def _shape(shape: Any) -> list[int]:
+    """A shape argument (an int, a sequence of ints or an integer Tensor) as a list;
+    a float dim is refused, not truncated."""
     if isinstance(shape, Tensor):
-        return [int(d) for d in shape.numpy().reshape(-1)]
-    if isinstance(shape, (int, np.integer)):
-        return [int(shape)]
-    return [int(d) for d in shape]
+        dims = shape.numpy().reshape(-1).tolist()
+    elif isinstance(shape, (int, np.integer)):
+        dims = [shape]
+    else:
+        dims = list(shape)
+    try:
+        return [operator.index(d) for d in dims]
+    except TypeError:
+        raise TypeError(f"shape must hold integers, got {shape!r}") from None
 
 
 def _float_dtype(dtype: Any) -> np.dtype:

@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from fastop._core import elementwise, kernel, reduce
+from fastop._core import elementwise, kernel, reduce, shape_ops, softmax
 from fastop._core.storage import DenseTensor, empty, from_numpy
 
 
@@ -107,6 +107,35 @@ def test_attributes_pack_and_are_validated():
         reduce.sum(x, axes=[1])
     with pytest.raises(TypeError, match="add: takes no attributes"):
         elementwise.add(x, x, axis=1)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda x: reduce.sum(x, axis=1.5), "sum: attribute 'axis' must be an integer"),
+    (lambda x: reduce.sum(x, axis=[0, 1.0]), "sum: attribute 'axis' must be an integer"),
+    (lambda x: reduce.sum(x, keepdim="no"), "sum: attribute 'keepdim' must be a bool"),
+    (lambda x: reduce.argmax(x, axis=[0, 1]), "argmax: attribute 'axis' must be an integer"),
+    (lambda x: softmax.softmax(x, axis=True), "softmax: attribute 'axis' must be an integer"),
+    (lambda x: softmax.softmax_cross_entropy(x, np.array([0, 1]), ignore_index=1.5),
+     "softmax_cross_entropy: attribute 'ignore_index' must be an integer"),
+    (lambda x: shape_ops.broadcast_to(x, shape=[2, 3.0]),
+     "broadcast_to: attribute 'shape' must be an integer"),
+])
+def test_attribute_values_of_the_wrong_kind_are_refused_not_truncated(call, message):
+    # axis=1.5 used to run on axis 1, keepdim="no" to keep the dims
+    x = from_numpy(np.arange(6.0).reshape(2, 3))
+    with pytest.raises(TypeError, match=message):
+        call(x)
+    np.testing.assert_array_equal(np.asarray(reduce.sum(x, axis=np.int64(1))), [3, 12])
+
+
+def test_an_output_too_big_to_address_is_refused_naming_the_op():
+    # the element count used to wrap around to a tiny allocation (a crash on writing)
+    one = from_numpy(np.ones(1, np.float32))
+    a, b = one.broadcast_to([1 << 31, 1]), one.broadcast_to([1, 1 << 31])
+    with pytest.raises(ValueError, match=r"fastop::add: output 'out' would have shape "
+                                         r"\[2147483648, 2147483648\]"):
+        elementwise.add(a, b)
+    np.testing.assert_array_equal(np.asarray(elementwise.add(one, one)), [2.0])
 
 
 def test_meta_propagates_unknown_dims():

@@ -62,6 +62,26 @@ def test_bad_shapes_raise():
         empty([2, -3])
     with pytest.raises(ValueError, match="at most 8 dimensions"):
         empty([1] * 9)
+    with pytest.raises(TypeError, match="dimensions must be integers, got 2.5"):
+        empty([2.5, 3])
+    with pytest.raises(TypeError, match="dimensions must be integers"):
+        zeros([6]).reshape([2.0, 3])
+    assert empty(np.int64(3)).shape == [3]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: empty([1 << 62]),                     # bytes wrap to 0 (float32)
+    lambda: empty([1 << 32, 1 << 32]),            # elements wrap to 0
+    lambda: zeros([0]).reshape([1 << 32, 1 << 32]),
+    lambda: empty([1]).broadcast_to([1 << 32, 1 << 32]),
+], ids=["bytes", "elements", "reshape", "broadcast_to"])
+def test_shapes_whose_size_overflows_raise(make):
+    # the wrapped product used to give a tiny buffer (or size 0) with a huge shape,
+    # and writing through it ran past the allocation
+    with pytest.raises(ValueError, match="too big"):
+        make()
+    assert zeros([0]).reshape([3, 0]).shape == [3, 0]   # zero-size shapes stay fine
+    assert empty([1]).broadcast_to([1 << 31, 1]).shape == [1 << 31, 1]
 
 
 # ----------------------------------------------------------------------------- zero copy
@@ -166,6 +186,20 @@ def test_dlpack_of_transposed_view_and_read_only_flag():
     np.testing.assert_array_equal(np.from_dlpack(t), np.arange(6.0).reshape(2, 3).T)
     bt = from_numpy(np.arange(3.0)).broadcast_to([2, 3])
     assert not np.from_dlpack(bt).flags.writeable
+
+
+def test_read_only_tensor_refuses_the_legacy_capsule():
+    # an unversioned capsule has no read-only flag: its consumer could write through
+    frozen = np.zeros(3, np.float32)
+    frozen.flags.writeable = False
+    t = from_numpy(frozen)
+    with pytest.raises(BufferError, match="read-only"):
+        t.__dlpack__()
+    with pytest.raises(BufferError, match="read-only"):
+        from_numpy(np.arange(3.0)).broadcast_to([2, 3]).__dlpack__()
+    assert from_dlpack(t.__dlpack__(max_version=(1, 0))).readonly
+    copied = from_dlpack(t.__dlpack__(copy=True))
+    assert not copied.readonly and not np.shares_memory(np.asarray(copied), frozen)
 
 
 def test_dlpack_capsule_is_consumed_once():
@@ -275,6 +309,18 @@ def test_basic_indexing_matches_numpy(arr, key):
     np.testing.assert_array_equal(np.asarray(got), expected)
     if expected.size:
         assert np.shares_memory(np.asarray(got), arr)
+
+
+def test_indexing_past_the_dimension_limit_raises():
+    # new axes used to be written past the view's 8 dims (a crash when freed)
+    x = zeros([2] * 7)
+    with pytest.raises(IndexError, match="would give 9 dims; at most 8"):
+        x[None, None]
+    with pytest.raises(IndexError, match="at most 8"):
+        zeros([1] * 8)[None]
+    assert x[None].shape == [1] + [2] * 7
+    assert x[0, None, None].shape == [1, 1] + [2] * 6
+
 
 
 @settings(max_examples=100, deadline=None)

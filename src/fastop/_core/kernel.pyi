@@ -12,6 +12,13 @@ def set_num_threads(n: int) -> None:
 
 def _get_num_threads() -> int: ...
 
+def int_attr(attrs: dict, name: str, default: Any) -> int:
+    """attrs[name] (else `default`) as an int; floats, strings and bools are refused."""
+def bool_attr(attrs: dict, name: str, default: Any) -> bool:
+    """attrs[name] (else `default`) as a bool: True/False (or 0/1)."""
+def ints_attr(attrs: dict, name: str, default: Any = None) -> list[int]:
+    """attrs[name] (else `default`) as a list of ints: None gives [], one int gives [it]."""
+
 class CKernel:
     @property
     def name(self) -> str: ...

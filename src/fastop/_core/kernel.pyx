@@ -13,13 +13,15 @@ from fastop._core.storage cimport (DenseTensor, DType, fastop_view, fastop_attrs
                                    FASTOP_MAX_NDIM, FASTOP_BOOL, FASTOP_NUM_DTYPES, alloc_tensor,
                                    as_dense, dtype_from_code, dtype_code, itemsize_of,
                                    view_same_meta, view_shape, view_copy, views_overlap,
-                                   view_same_layout, bump_version, as_ndarray)
+                                   view_same_layout, bump_version, as_ndarray, shape_fits)
+
+import operator
 
 import numpy as np
 
 from fastop._core.parallel import num_processors
 
-__all__ = ["CKernel", "set_num_threads"]
+__all__ = ["CKernel", "set_num_threads", "int_attr", "bool_attr", "ints_attr"]
 
 cdef int _num_threads = 1
 cdef Py_ssize_t _thread_threshold = 1 << 15
@@ -36,6 +38,45 @@ def set_num_threads(int n) -> None:
 
 def _get_num_threads() -> int:
     return _num_threads
+
+
+# -- attribute readers for the packers: a value of the wrong kind is refused, never
+# truncated (axis=1.5 must not run on axis 1). The CKernel prefixes the op's name.
+
+def int_attr(dict attrs, str name, default):
+    """attrs[name] (else `default`) as an int; floats, strings and bools are refused."""
+    value = attrs.get(name, default)
+    if not isinstance(value, (bool, np.bool_)):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise TypeError(f"attribute '{name}' must be an integer, got {value!r}")
+
+
+def bool_attr(dict attrs, str name, default):
+    """attrs[name] (else `default`) as a bool: True/False (or 0/1)."""
+    value = attrs.get(name, default)
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer))
+                                               and value in (0, 1)):
+        return bool(value)
+    raise TypeError(f"attribute '{name}' must be a bool, got {value!r}")
+
+
+def ints_attr(dict attrs, str name, default=None):
+    """attrs[name] (else `default`) as a list of ints: None gives [], one int gives [it]."""
+    value = attrs.get(name, default)
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple, np.ndarray)):
+        items = list(value)
+    else:
+        items = [value]
+    try:
+        return [int_attr({name: v}, name, None) for v in items]
+    except TypeError:
+        raise TypeError(f"attribute '{name}' must be an integer or a sequence of "
+                        f"integers, got {value!r}") from None
 
 
 cdef int get_num_threads() noexcept nogil:
@@ -114,7 +155,12 @@ cdef class CKernel:
         if unknown:
             raise TypeError(f"{self.name}: unknown attribute(s) {sorted(unknown)}; "
                             f"expected some of {list(self.attr_names)}")
-        ints, floats = self.packer(attrs)
+        try:
+            ints, floats = self.packer(attrs)
+        except (TypeError, ValueError) as e:
+            if str(e).startswith(self.name):
+                raise
+            raise type(e)(f"{self.name}: {e}") from None
         if len(ints) > 2 * FASTOP_MAX_NDIM or len(floats) > 4:
             raise ValueError(f"{self.name}: too many attribute values")
         out.n_ints = len(ints)
@@ -134,11 +180,19 @@ cdef class CKernel:
 
     cdef int infer_views(self, fastop_view** ins, int n_in, fastop_view* outs,
                          const fastop_attrs* attrs) except -1:
-        cdef int status = self.infer(ins, n_in, outs, len(self.output_names), attrs)
+        cdef int status = self.infer(ins, n_in, outs, len(self.output_names), attrs), i
         if status != K_OK:
             self._raise(status, [(None, None) if ins[i] is NULL else
                                  (view_shape(ins[i]), dtype_from_code(ins[i].dtype).name)
                                  for i in range(n_in)])
+        for i in range(len(self.output_names)):
+            if not shape_fits(outs[i].ndim, outs[i].shape, outs[i].dtype):
+                described = ", ".join(
+                    f"{self.input_names[j].rstrip('?')}: shape {view_shape(ins[j])}"
+                    for j in range(n_in) if ins[j] is not NULL)
+                raise ValueError(f"{self.name}: output '{self.output_names[i]}' would have "
+                                 f"shape {view_shape(&outs[i])}, more than PY_SSIZE_T_MAX "
+                                 f"bytes; got {described}")
         return 0
 
     def _check_count(self, int given):

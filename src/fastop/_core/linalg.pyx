@@ -33,6 +33,7 @@ from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_DTYPE,
 from fastop._core.blas cimport (ensure_loaded, gemm, gemm_batch_strided, gemm_serial,
                                 threads_for, Split, split_for, piece_bounds)
 from fastop._core.parallel cimport parallel_run
+from fastop._core.kernel import bool_attr
 
 from fastop._core.simd_math cimport (fastop_vtanh_f32, fastop_vtanh_f64,
                                      fastop_vsigmoid_f32, fastop_vsigmoid_f64,
@@ -740,8 +741,8 @@ cdef int fc_fn(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
 # --------------------------------------------------------------------------- kernels
 
 def _pack_matmul(dict attrs):
-    return (1 if attrs.get("transpose_x", False) else 0,
-            1 if attrs.get("transpose_y", False) else 0), ()
+    return (int(bool_attr(attrs, "transpose_x", False)),
+            int(bool_attr(attrs, "transpose_y", False))), ()
 
 
 def _pack_fc(dict attrs):

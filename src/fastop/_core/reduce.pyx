@@ -28,6 +28,7 @@ from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, F
 from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_ATTR, K_ERR_SHAPE,
                                   get_num_threads, use_threads)
 from fastop._core.parallel cimport parallel_run
+from fastop._core.kernel import bool_attr, int_attr, ints_attr
 
 from fastop._core.reduce_impl cimport (fastop_sum_f32, fastop_sum_f64, fastop_max_f32,
                                        fastop_max_f64, fastop_addto_f32,
@@ -568,9 +569,7 @@ cdef int _max_kernel(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
 
 
 def _pack_axes(attrs):
-    axis = attrs.get("axis")
-    axes = [] if axis is None else [axis] if isinstance(axis, int) else list(axis)
-    return [int(bool(attrs.get("keepdim", False))), *axes], []
+    return [int(bool_attr(attrs, "keepdim", False)), *ints_attr(attrs, "axis")], []
 
 
 # --------------------------------------------------------------------------- sum_to_shape
@@ -611,7 +610,9 @@ cdef int _sum_to_shape_kernel(fastop_view** ins, int n_in, fastop_view** outs, i
 
 
 def _pack_shape(attrs):
-    return [int(d) for d in attrs["shape"]], []
+    if "shape" not in attrs:
+        raise TypeError("missing attribute 'shape'")
+    return ints_attr(attrs, "shape"), []
 
 
 # --------------------------------------------------------------------------- argmax
@@ -731,8 +732,8 @@ cdef int _argmax_kernel(fastop_view** ins, int n_in, fastop_view** outs, int n_o
 
 def _pack_argmax(attrs):
     axis = attrs.get("axis")
-    return [int(bool(attrs.get("keepdim", False))), int(axis is not None),
-            0 if axis is None else int(axis)], []
+    return [int(bool_attr(attrs, "keepdim", False)), int(axis is not None),
+            0 if axis is None else int_attr(attrs, "axis", None)], []
 
 
 # --------------------------------------------------------------------------- kernels

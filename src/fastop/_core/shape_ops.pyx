@@ -20,10 +20,11 @@ from libc.string cimport memcpy, memset
 from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, FASTOP_INT32,
                                    FASTOP_INT64, FASTOP_FLOAT32, floating_t, itemsize_of,
                                    view_is_contiguous, view_shape, DenseTensor, as_dense,
-                                   dtype_from_code)
+                                   dtype_from_code, shape_fits)
 from fastop._core.kernel cimport (make_kernel, K_OK, K_ERR_ATTR, K_ERR_BROADCAST, K_ERR_DTYPE,
                                   K_ERR_SHAPE, K_ERR_VALUE, get_num_threads, use_threads)
 from fastop._core.parallel cimport parallel_run
+from fastop._core.kernel import int_attr, ints_attr
 
 __all__ = ["gather", "gather_grad", "ViewKernel", "expand_as", "broadcast_to"]
 
@@ -309,7 +310,7 @@ cdef int _gather_grad_kernel(fastop_view** ins, int n_in, fastop_view** outs, in
 
 
 def _pack_axis(attrs):
-    return [int(attrs.get("axis", 0))], []
+    return [int_attr(attrs, "axis", 0)], []
 
 
 gather = make_kernel("fastop::gather", ("x", "index"), ("out",), _infer_gather,
@@ -338,7 +339,10 @@ cdef class ViewKernel:
         out.n_ints = 0
         if self.packer is None:
             return 0
-        ints = self.packer(attrs)
+        try:
+            ints = self.packer(attrs)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"{self.name}: {e}") from None
         if len(ints) > 2 * FASTOP_MAX_NDIM:
             raise ValueError(f"{self.name}: at most {FASTOP_MAX_NDIM} dims, got {list(ints)}")
         for i, v in enumerate(ints):
@@ -371,6 +375,10 @@ cdef class ViewKernel:
         if status != K_OK:
             raise self.error(status, [view_shape(views[i]) for i in range(n)],
                              [packed.ints[i] for i in range(packed.n_ints)])
+        if not shape_fits(out.view.ndim, out.view.shape, out.view.dtype):
+            raise ValueError(f"{self.name}: shape {view_shape(&out.view)} is too big "
+                             f"(more than PY_SSIZE_T_MAX bytes) for x of shape "
+                             f"{view_shape(views[0])}")
         out.readonly = True
         return out
 
@@ -428,7 +436,9 @@ cdef int _broadcast_to_view(fastop_view** ins, int n_in, fastop_view* out,
 
 
 def _pack_shape(attrs):
-    return [int(d) for d in attrs["shape"]]
+    if "shape" not in attrs:
+        raise TypeError("missing attribute 'shape'")
+    return ints_attr(attrs, "shape")
 
 
 expand_as = _view_kernel("fastop::expand_as", ("x", "y"), _expand_as_view, None)

@@ -30,6 +30,7 @@ from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, F
 from fastop._core.kernel cimport (make_kernel, K_OK, K_ERR_ATTR, K_ERR_DTYPE, K_ERR_SHAPE,
                                   K_ERR_VALUE, get_num_threads, use_threads)
 from fastop._core.parallel cimport parallel_run
+from fastop._core.kernel import int_attr
 
 from fastop._core.simd_math cimport (FASTOP_STREAM_MIN_BYTES, fastop_vexp_f32, fastop_vexp_f64,
                                      fastop_vexp_shift_sum_f32, fastop_vexp_shift_sum_f64,
@@ -456,7 +457,7 @@ cdef int _log_softmax_grad_kernel(fastop_view** ins, int n_in, fastop_view** out
 
 
 def _pack_axis(attrs):
-    return [int(attrs.get("axis", -1))], []
+    return [int_attr(attrs, "axis", -1)], []
 
 
 # --------------------------------------------------------------------------- cross-entropy
@@ -517,7 +518,7 @@ cdef int _ce_grad_kernel(fastop_view** ins, int n_in, fastop_view** outs, int n_
 
 
 def _pack_ignore_index(attrs):
-    return [int(attrs.get("ignore_index", -100))], []
+    return [int_attr(attrs, "ignore_index", -100)], []
 
 
 # --------------------------------------------------------------------------- kernels

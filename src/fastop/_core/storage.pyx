@@ -14,6 +14,7 @@ from cpython.buffer cimport (PyBUF_C_CONTIGUOUS, PyBUF_F_CONTIGUOUS, PyBUF_ANY_C
 from cpython.pycapsule cimport (PyCapsule_New, PyCapsule_GetPointer, PyCapsule_IsValid,
                                 PyCapsule_SetName, PyCapsule_GetName, PyCapsule_CheckExact)
 from cpython.ref cimport Py_INCREF, Py_DECREF, PyObject
+from cpython.pyport cimport PY_SSIZE_T_MAX
 from libc.stdint cimport int64_t, uint8_t, uint16_t, int32_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 
@@ -30,6 +31,8 @@ cdef extern from "sys/mman.h" nogil:
 cdef size_t HUGE_PAGE = 2 << 20
 cdef size_t HUGE_PAGE_THRESHOLD = 4 << 20
 from libc.string cimport memcpy, memset
+
+import operator
 
 import numpy as np
 cimport numpy as cnp
@@ -174,6 +177,33 @@ cdef void view_set_contiguous_strides(fastop_view* v) noexcept nogil:
     v.size = size
 
 
+cdef bint shape_fits(int ndim, const ptrdiff_t* shape, int dtype) noexcept nogil:
+    """Whether a tensor of `shape` takes at most PY_SSIZE_T_MAX bytes (checked on the
+    nonzero dims, as numpy does): beyond, the product of the dims wraps around to a
+    small size and indexing runs past the buffer."""
+    cdef ptrdiff_t limit = PY_SSIZE_T_MAX // itemsize_of(dtype), nonzero = 1
+    cdef int i
+    for i in range(ndim):
+        if shape[i] > 0:
+            if nonzero > limit // shape[i]:
+                return False
+            nonzero *= shape[i]
+    return True
+
+
+cdef ptrdiff_t checked_size(int ndim, const ptrdiff_t* shape, int dtype) except -1:
+    """The element count of `shape`; ValueError when it does not fit (shape_fits)."""
+    cdef ptrdiff_t size = 1
+    cdef int i
+    if not shape_fits(ndim, shape, dtype):
+        raise ValueError(f"shape {[shape[i] for i in range(ndim)]} of "
+                         f"{dtype_from_code(dtype).name} is too big: more than "
+                         f"{PY_SSIZE_T_MAX} bytes")
+    for i in range(ndim):
+        size *= shape[i]
+    return size
+
+
 cdef void _extent(const fastop_view* v, char** lo, char** hi) noexcept nogil:
     """The bytes a (non-empty) view touches: [lo, hi)."""
     cdef int i
@@ -281,14 +311,18 @@ cdef void view_copy(const fastop_view* src, fastop_view* dst) noexcept nogil:
 
 cdef int _normalize_shape(object shape, ptrdiff_t* out, ptrdiff_t known_size=-1) except -1:
     """Read a shape (int or sequence, one -1 allowed when known_size is given)."""
-    if isinstance(shape, int):
+    if isinstance(shape, (int, np.integer)):
         shape = (shape,)
     cdef int ndim = len(shape), i, infer = -1
     cdef ptrdiff_t prod = 1
     if ndim > FASTOP_MAX_NDIM:
         raise ValueError(f"at most {FASTOP_MAX_NDIM} dimensions are supported, got {ndim}")
     for i in range(ndim):
-        out[i] = shape[i]
+        try:
+            out[i] = operator.index(shape[i])
+        except TypeError:
+            raise TypeError(f"invalid shape {list(shape)}: dimensions must be integers, "
+                            f"got {shape[i]!r}") from None
         if out[i] == -1 and known_size >= 0 and infer < 0:
             infer = i
         elif out[i] < 0:
@@ -547,6 +581,11 @@ cdef class DenseTensor:
             raise BufferError("fastop tensors live on the CPU")
         source = self.copy() if copy else self
         cdef bint versioned = max_version is not None and max_version[0] >= 1
+        if not versioned and (<DenseTensor>source).readonly:
+            # the legacy capsule has no read-only flag: its consumer would write through
+            raise BufferError("__dlpack__: a read-only tensor cannot be exported as a "
+                              "legacy (unversioned) DLPack capsule; pass "
+                              "max_version=(1, 0) or copy=True")
         cdef int nd = self.view.ndim
         cdef size_t head = sizeof(DLManagedTensorVersioned) if versioned else sizeof(DLManagedTensor)
         cdef char* block = <char*>malloc(head + 2 * (nd + 1) * sizeof(int64_t))
@@ -593,10 +632,7 @@ cdef class DenseTensor:
         cdef DenseTensor src = self if view_is_contiguous(&self.view) else self.contiguous()
         cdef ptrdiff_t dims[FASTOP_MAX_NDIM]
         cdef int nd = _normalize_shape(shape, dims, src.view.size), i
-        cdef ptrdiff_t prod = 1
-        for i in range(nd):
-            prod *= dims[i]
-        if prod != src.view.size:
+        if checked_size(nd, dims, src.view.dtype) != src.view.size:
             raise ValueError(f"cannot reshape a tensor of shape {self.shape} "
                              f"({self.view.size} elements) into shape {list(shape)}")
         cdef DenseTensor out = src._new_view()
@@ -650,9 +686,7 @@ cdef class DenseTensor:
                 out.view.strides[i] = 0
             else:
                 raise ValueError(f"cannot broadcast shape {self.shape} to {list(shape)}")
-        out.view.size = 1
-        for i in range(nd):
-            out.view.size *= dims[i]
+        out.view.size = checked_size(nd, dims, self.view.dtype)
         out.readonly = True
         return out
 
@@ -674,6 +708,13 @@ cdef class DenseTensor:
                 n_specified = self.view.ndim
             else:
                 expanded.append(k)
+        cdef int n_new = sum(1 for k in expanded if k is None)
+        cdef int n_dropped = sum(1 for k in expanded
+                                 if isinstance(k, (int, np.integer)) and not isinstance(k, bool))
+        if self.view.ndim + n_new - n_dropped > FASTOP_MAX_NDIM:
+            raise IndexError(f"indexing a tensor of shape {self.shape} with {key!r} would "
+                             f"give {self.view.ndim + n_new - n_dropped} dims; at most "
+                             f"{FASTOP_MAX_NDIM} are supported")
         cdef DenseTensor out = self._new_view()
         cdef int src_axis = 0, nd = 0
         cdef ptrdiff_t start, stop, step, length, idx
@@ -704,8 +745,6 @@ cdef class DenseTensor:
             else:
                 raise IndexError(f"unsupported index {k!r}: DenseTensor takes ints, "
                                  f"slices, None and Ellipsis")
-            if nd > FASTOP_MAX_NDIM:
-                raise IndexError(f"indexing would give more than {FASTOP_MAX_NDIM} dims")
         while src_axis < self.view.ndim:
             out.view.shape[nd] = self.view.shape[src_axis]
             out.view.strides[nd] = self.view.strides[src_axis]
@@ -1009,6 +1048,7 @@ cdef void* _take_block(DenseTensor out, size_t nbytes) noexcept:
 
 cdef DenseTensor alloc_tensor(type cls, int ndim, const ptrdiff_t* shape, int dtype):
     """A new C-contiguous, 64-byte-aligned tensor of type `cls` (uninitialized)."""
+    checked_size(ndim, shape, dtype)
     cdef DenseTensor out = cls.__new__(cls)
     cdef int i
     cdef void* ptr
