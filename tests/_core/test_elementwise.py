@@ -575,9 +575,19 @@ def test_where_needs_a_bool_condition_and_equal_dtypes():
         K.where(np.ones(3, bool), np.ones(3), np.ones(3, np.int64))
 
 
-def test_integer_pow_rejects_negative_exponents():
-    with pytest.raises(ValueError, match="pow: an input value is out of range"):
-        K.pow(np.arange(3), np.array([1, -1, 2]))
+@pytest.mark.parametrize("n", [4, 1 << 20], ids=["small", "threaded"])
+def test_integer_pow_rejects_negative_exponents_before_writing(n):
+    x = np.full(n, 2, np.int64)
+    y = np.full(n, 3, np.int64)
+    y[-2] = -1                     # the last piece: a late check would have written the rest
+    with pytest.raises(ValueError, match="pow: integers cannot be raised to a negative "
+                                         "integer power; got x: shape"):
+        K.pow(x, y, out=x)
+    assert (x == 2).all()          # in place, and nothing written
+    with pytest.raises(ValueError, match="negative integer power"):
+        K.pow(np.arange(3, dtype=np.int32), np.array([[1, 2, 0], [0, -1, 1]], np.int32)[:, ::-1])
+    np.testing.assert_array_equal(np.asarray(K.pow(np.arange(3), np.array([[0], [2]]))),
+                                  [[1, 1, 1], [0, 1, 4]])
 
 
 def test_cast_and_full_like_attribute_errors():

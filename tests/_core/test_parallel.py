@@ -113,6 +113,11 @@ def last_cpu(tid):
 a = from_numpy(np.ones((384, 384)))
 for _ in range(5):
     linalg.matmul(a, a)
+# a woken worker restores its affinity once it runs, which on a busy machine can be
+# after the caller finished the job alone: wait for it (bounded)
+deadline = time.monotonic() + 5
+while sorted(os.sched_getaffinity(worker)) != sorted(allowed) and time.monotonic() < deadline:
+    time.sleep(0.001)
 print(here, last_cpu(worker), sorted(os.sched_getaffinity(worker)) == sorted(allowed))
 parallel.set_spin_us(0)
 """

@@ -24,7 +24,8 @@ from libc.math cimport fabs, sqrt as c_sqrt, pow as c_pow
 from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, FASTOP_BOOL,
                                    FASTOP_INT32, FASTOP_INT64, FASTOP_FLOAT32,
                                    FASTOP_FLOAT64, numeric_t, itemsize_of,
-                                   view_copy, view_set_contiguous_strides)
+                                   view_copy, view_set_contiguous_strides,
+                                   view_element_offset)
 from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_BROADCAST, K_ERR_DTYPE,
                                   K_ERR_VALUE, K_ERR_MEMORY, get_num_threads, use_threads)
 from fastop._core.parallel cimport parallel_run
@@ -205,9 +206,7 @@ cdef inline int _binary_loop(int op, const numeric_t* a, const numeric_t* b, num
                 y[i] = c_pow(a[i], b[i])
         else:
             for i in range(n):
-                if b[i] < 0:
-                    return K_ERR_VALUE   # numpy: integers to negative powers are not allowed
-                y[i] = _ipow(a[i], <long long>b[i])
+                y[i] = _ipow(a[i], <long long>b[i])   # b >= 0: checked by _k_pow
     return K_OK
 
 
@@ -698,8 +697,26 @@ cdef int _k_divide(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
                    const fastop_attrs* attrs) noexcept nogil:
     return _binary(FASTOP_BIN_DIV, ins, outs[0], LIGHT)
 
+cdef bint _has_negative(const fastop_view* v) noexcept nogil:
+    """Whether an int32/int64 view (any layout) holds a value below 0."""
+    cdef ptrdiff_t j, off
+    for j in range(v.size):
+        off = view_element_offset(v, j)
+        if v.dtype == FASTOP_INT32:
+            if (<const int*>(v.data + off))[0] < 0:
+                return True
+        elif (<const long long*>(v.data + off))[0] < 0:
+            return True
+    return False
+
+
 cdef int _k_pow(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
                 const fastop_attrs* attrs) noexcept nogil:
+    # integers to negative powers are refused (as numpy) before anything is written,
+    # so a failed call leaves out= (which may be x) as it was
+    if (ins[1].dtype == FASTOP_INT32 or ins[1].dtype == FASTOP_INT64) \
+            and _has_negative(ins[1]):
+        return K_ERR_VALUE
     return _binary(B_POW, ins, outs[0], HEAVY)
 
 cdef int _k_maximum(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
@@ -835,6 +852,7 @@ divide = make_kernel("divide", ("x", "y"), ("out",), _infer_binary, NULL, NULL, 
                      _k_divide, _k_divide)
 pow = make_kernel("pow", ("x", "y"), ("out",), _infer_binary, NULL, _k_pow, _k_pow, _k_pow,
                   _k_pow)
+(<CKernel>pow).value_error = "integers cannot be raised to a negative integer power"
 maximum = make_kernel("maximum", ("x", "y"), ("out",), _infer_binary, NULL, _k_maximum,
                       _k_maximum, _k_maximum, _k_maximum)
 minimum = make_kernel("minimum", ("x", "y"), ("out",), _infer_binary, NULL, _k_minimum,

@@ -40,6 +40,7 @@ cdef class CKernel:
     cdef signed char update_of[MAX_OPERANDS]  # update kernels: the input output j
                                           # overwrites, the one input it may be (-1: none)
     cdef object packer                    # attrs dict -> (ints, floats); None: no attrs
+    cdef readonly str value_error         # what K_ERR_VALUE means here (None: generic)
 
     cdef int pack(self, dict attrs, fastop_attrs* out) except -1
     cdef kernel_fn resolve(self, int dtype) except NULL

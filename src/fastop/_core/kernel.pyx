@@ -210,7 +210,9 @@ cdef class CKernel:
         parts = ", ".join(f"{name.rstrip('?')}: shape {shape} {dtype}" for name, (shape, dtype)
                           in zip(self.input_names, described) if shape is not None)
         exc = TypeError if status == K_ERR_DTYPE else ValueError
-        raise exc(f"{self.name}: {_REASONS.get(status, f'error {status}')}; got {parts}")
+        reason = self.value_error if status == K_ERR_VALUE and self.value_error \
+            else _REASONS.get(status, f"error {status}")
+        raise exc(f"{self.name}: {reason}; got {parts}")
 
     cdef tuple run(self, tuple inputs, object out, const fastop_attrs* attrs, type out_cls):
         """Validate, allocate (unless `out` is given) and compute; return the outputs.

@@ -20,9 +20,10 @@ from libc.string cimport memcpy, memset
 from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, FASTOP_INT32,
                                    FASTOP_INT64, FASTOP_FLOAT32, floating_t, itemsize_of,
                                    view_is_contiguous, view_shape, DenseTensor, as_dense,
-                                   dtype_from_code, shape_fits)
-from fastop._core.kernel cimport (make_kernel, K_OK, K_ERR_ATTR, K_ERR_BROADCAST, K_ERR_DTYPE,
-                                  K_ERR_SHAPE, K_ERR_VALUE, get_num_threads, use_threads)
+                                   dtype_from_code, shape_fits, view_element_offset)
+from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_ATTR, K_ERR_BROADCAST,
+                                  K_ERR_DTYPE, K_ERR_SHAPE, K_ERR_VALUE, get_num_threads,
+                                  use_threads)
 from fastop._core.parallel cimport parallel_run
 from fastop._core.kernel import int_attr, ints_attr
 
@@ -131,12 +132,7 @@ cdef void _layout(const fastop_view* x, const fastop_view* index, const fastop_v
 
 cdef ptrdiff_t _index_at(const fastop_view* index, ptrdiff_t j, ptrdiff_t n) noexcept nogil:
     """The j-th index (C order), made non-negative; -1 when out of range."""
-    cdef int d
-    cdef ptrdiff_t off = 0, q, v
-    for d in range(index.ndim - 1, -1, -1):
-        q = j % index.shape[d]
-        j = j // index.shape[d]
-        off += q * index.strides[d]
+    cdef ptrdiff_t off = view_element_offset(index, j), v
     if index.dtype == FASTOP_INT32:
         v = (<const int*>(index.data + off))[0]
     else:
@@ -280,18 +276,11 @@ cdef void _scatter_outer(const Layout* L, const fastop_view* index, ptrdiff_t o,
 
 cdef void _zero(fastop_view* v) noexcept nogil:
     cdef ptrdiff_t k
-    cdef int d
-    cdef ptrdiff_t off, q
     if view_is_contiguous(v):
         memset(v.data, 0, v.size * itemsize_of(v.dtype))
         return
     for k in range(v.size):
-        off = 0
-        q = k
-        for d in range(v.ndim - 1, -1, -1):
-            off += (q % v.shape[d]) * v.strides[d]
-            q = q // v.shape[d]
-        memset(v.data + off, 0, itemsize_of(v.dtype))
+        memset(v.data + view_element_offset(v, k), 0, itemsize_of(v.dtype))
 
 
 cdef int _gather_grad_kernel(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
@@ -319,6 +308,8 @@ gather = make_kernel("fastop::gather", ("x", "index"), ("out",), _infer_gather,
 gather_grad = make_kernel("fastop::gather_grad", ("x", "index", "dout"), ("dx",),
                           _infer_gather_grad, NULL, NULL, NULL, _gather_grad_kernel,
                           _gather_grad_kernel, 0, ("axis",), _pack_axis, 0)
+(<CKernel>gather).value_error = "each index must be in [-n, n) (n: x's size along axis)"
+(<CKernel>gather_grad).value_error = gather.value_error
 
 
 # --------------------------------------------------------------------------- view kernels

@@ -27,7 +27,7 @@ softmax and log_softmax (and their grads), ``ints = [ignore_index]`` for cross-e
 from libc.math cimport exp, log
 from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, FASTOP_INT32,
                                    FASTOP_INT64, FASTOP_FLOAT32, floating_t)
-from fastop._core.kernel cimport (make_kernel, K_OK, K_ERR_ATTR, K_ERR_DTYPE, K_ERR_SHAPE,
+from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_ATTR, K_ERR_DTYPE, K_ERR_SHAPE,
                                   K_ERR_VALUE, get_num_threads, use_threads)
 from fastop._core.parallel cimport parallel_run
 from fastop._core.kernel import int_attr
@@ -65,7 +65,6 @@ ctypedef struct Rows:
     bint stream                         # write results with non-temporal stores
     const fastop_view* shape            # the operand whose dims define the rows
     const fastop_view* v[4]             # operands, in the order of the kernel's in+out
-    int failed                          # set when a label is out of range
     int npieces                         # threaded: rows are split into this many ranges
 
 
@@ -286,8 +285,7 @@ cdef void _row(Rows* R, ptrdiff_t r, floating_t* tag) noexcept nogil:
         _next_row(R, r, 0, 3, &next_x, &next_y)
         s = _softmax_row(x, _step(v[0], a, tag), y, _step(v[3], a, tag), n, &m, next_x,
                          next_y)
-        if label == R.ignore_index or label < 0 or label >= n:
-            R.failed = R.failed or label != R.ignore_index
+        if label == R.ignore_index:       # any other label is in [0, n): _check_labels
             g = 0
         else:
             g = log(s) - (x[label * _step(v[0], a, tag)] - m)
@@ -298,8 +296,7 @@ cdef void _row(Rows* R, ptrdiff_t r, floating_t* tag) noexcept nogil:
         y = <floating_t*>(v[3].data + _row_offset(R, v[3], r))
         label = _label_at(v[0], _row_offset(R, v[0], r))
         g = (<const floating_t*>(v[2].data + _row_offset(R, v[2], r)))[0]
-        if label == R.ignore_index or label < 0 or label >= n:
-            R.failed = R.failed or label != R.ignore_index
+        if label == R.ignore_index:
             g = 0
             label = -1
         xs = _step(v[1], a, tag)
@@ -313,14 +310,16 @@ cdef void _row(Rows* R, ptrdiff_t r, floating_t* tag) noexcept nogil:
                 y[label * ys] -= g
 
 
-cdef void _empty_row(Rows* R, ptrdiff_t r, floating_t* tag) noexcept nogil:
-    """A cross-entropy row with no classes: only an ignored label is valid (loss 0)."""
-    cdef const fastop_view** v = R.v
-    cdef int label_at = 1 if R.mode == CE else 0
-    if _label_at(v[label_at], _row_offset(R, v[label_at], r)) != R.ignore_index:
-        R.failed = 1
-    elif R.mode == CE:
-        (<floating_t*>(v[2].data + _row_offset(R, v[2], r)))[0] = 0
+cdef int _check_labels(const Rows* R) noexcept nogil:
+    """K_ERR_VALUE when a label is neither ignore_index nor a class in [0, n). Checked
+    before any row is written, so a failed call leaves its outputs as they were."""
+    cdef const fastop_view* labels = R.v[1 if R.mode == CE else 0]
+    cdef ptrdiff_t r, label
+    for r in range(R.nrows):
+        label = _label_at(labels, _row_offset(R, labels, r))
+        if label != R.ignore_index and (label < 0 or label >= R.n):
+            return K_ERR_VALUE
+    return K_OK
 
 
 cdef void _rows_piece(void* ctx, int k) noexcept nogil:
@@ -339,12 +338,13 @@ cdef void _rows_piece(void* ctx, int k) noexcept nogil:
 cdef int _run_rows(Rows* R, floating_t* tag) noexcept nogil:
     cdef ptrdiff_t r
     cdef int nt
-    R.failed = 0
-    if R.n == 0:
-        if R.mode == CE or R.mode == CE_GRAD:
+    if (R.mode == CE or R.mode == CE_GRAD) and _check_labels(R) != K_OK:
+        return K_ERR_VALUE
+    if R.n == 0:        # no classes: every label is ignore_index (checked), loss 0
+        if R.mode == CE:
             for r in range(R.nrows):
-                _empty_row(R, r, tag)
-        return K_ERR_VALUE if R.failed else K_OK
+                (<floating_t*>(R.v[2].data + _row_offset(R, R.v[2], r)))[0] = 0
+        return K_OK
     if R.nrows > 1 and use_threads(R.nrows * R.n * EXP_COST):
         # ranges of ROWS_PER_PIECE rows taken as they come (fastop._core.parallel)
         nt = get_num_threads()
@@ -354,7 +354,7 @@ cdef int _run_rows(Rows* R, floating_t* tag) noexcept nogil:
     else:
         for r in range(R.nrows):
             _row(R, r, tag)
-    return K_ERR_VALUE if R.failed else K_OK
+    return K_OK
 
 
 cdef int _launch(int mode, int axis, ptrdiff_t ignore_index, const fastop_view* shape,
@@ -543,3 +543,7 @@ softmax_cross_entropy_grad = make_kernel(
     "fastop::softmax_cross_entropy_grad", ("label", "softmax", "dloss"), ("dlogits",),
     _infer_ce_grad, NULL, NULL, NULL, _ce_grad_kernel, _ce_grad_kernel, 1, ("ignore_index",),
     _pack_ignore_index, 0)
+_LABEL_ERROR = ("each label must be a class in [0, C) (C: the logits' size along the "
+                "class axis) or equal ignore_index")
+(<CKernel>softmax_cross_entropy).value_error = _LABEL_ERROR
+(<CKernel>softmax_cross_entropy_grad).value_error = _LABEL_ERROR

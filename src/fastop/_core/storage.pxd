@@ -52,6 +52,15 @@ cdef inline bint view_same_meta(const fastop_view* a, const fastop_view* b) noex
             return False
     return True
 
+cdef inline ptrdiff_t view_element_offset(const fastop_view* v, ptrdiff_t k) noexcept nogil:
+    """Byte offset from v.data of v's k-th element in C order (any strides)."""
+    cdef ptrdiff_t off = 0
+    cdef int d
+    for d in range(v.ndim - 1, -1, -1):
+        off += (k % v.shape[d]) * v.strides[d]
+        k = k // v.shape[d]
+    return off
+
 cdef inline list view_shape(const fastop_view* v):
     """A view's shape as a Python list (for error messages)."""
     return [v.shape[i] for i in range(v.ndim)]
