@@ -91,13 +91,27 @@ def test_errors_name_the_kernel_inputs_shapes_and_dtypes():
     with pytest.raises(ValueError, match=r"add: input shapes do not broadcast together; "
                                          r"got x: shape \[2, 3\] float32, y: shape \[4\] float32"):
         elementwise.add(f32(np.ones((2, 3))), f32(np.ones(4)))
-    with pytest.raises(TypeError, match=r"x: shape \[3\] float32, y: shape \[3\] float64"):
+    with pytest.raises(TypeError, match=r"add: x and y must have the same dtype .*; "
+                                        r"got x: shape \[3\] float32, y: shape \[3\] float64"):
         elementwise.add(f32(np.ones(3)), from_numpy(np.ones(3)))
     with pytest.raises(TypeError, match=r"tanh: dtype int64 is not supported for input 'x'; "
                                         r"expected one of \['float32', 'float64'\]"):
         elementwise.tanh(from_numpy(np.arange(3)))
     with pytest.raises(TypeError, match=r"add: expected 2 inputs \(x, y\), got 1"):
         elementwise.add(f32([1]))
+
+
+def test_a_kernel_explains_its_own_errors_and_echoes_the_attributes():
+    # CKernel.reasons overrides the generic text per status; the attributes given are
+    # listed after the inputs
+    x = from_numpy(np.zeros((2, 3)))
+    assert reduce.sum.reasons and not elementwise.tanh.reasons
+    with pytest.raises(ValueError, match=r"^fastop::sum: each axis must be in \[-ndim, ndim\) "
+                                         r"of x, and given once; got x: shape \[2, 3\] "
+                                         r"float64, axis=\[1, -1\], keepdim=True$"):
+        reduce.sum(x, axis=[1, -1], keepdim=True)
+    with pytest.raises(ValueError, match=r"^fastop::max: a max over zero elements has no value"):
+        reduce.max(from_numpy(np.zeros((0, 3))))
 
 
 def test_attributes_pack_and_are_validated():

@@ -93,7 +93,7 @@ def test_broadcast_errors_name_the_op():
         registry.get("fastop::broadcast_to")(rand(2, 3), shape=[3])
     with pytest.raises(ValueError, match=r"fastop::expand_as: cannot broadcast"):
         registry.get("fastop::expand_as")(rand(2, 3), rand(3, 2))
-    with pytest.raises(ValueError, match=r"fastop::sum: an attribute is invalid"):
+    with pytest.raises(ValueError, match=r"fastop::sum: each axis must be in \[-ndim, ndim\).*axis=5"):
         registry.get("fastop::sum")(rand(2, 3), axis=5)
 
 

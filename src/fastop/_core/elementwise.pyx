@@ -852,7 +852,6 @@ divide = make_kernel("divide", ("x", "y"), ("out",), _infer_binary, NULL, NULL, 
                      _k_divide, _k_divide)
 pow = make_kernel("pow", ("x", "y"), ("out",), _infer_binary, NULL, _k_pow, _k_pow, _k_pow,
                   _k_pow)
-(<CKernel>pow).value_error = "integers cannot be raised to a negative integer power"
 maximum = make_kernel("maximum", ("x", "y"), ("out",), _infer_binary, NULL, _k_maximum,
                       _k_maximum, _k_maximum, _k_maximum)
 minimum = make_kernel("minimum", ("x", "y"), ("out",), _infer_binary, NULL, _k_minimum,
@@ -884,6 +883,17 @@ cast = make_kernel("cast", ("x",), ("out",), _infer_cast, _k_cast, _k_cast, _k_c
 full_like = make_kernel("full_like", ("x",), ("out",), _infer_same, _k_full_like,
                         _k_full_like, _k_full_like, _k_full_like, _k_full_like, 0,
                         ("fill_value",), _pack_fill)
+
+# what their errors mean (CKernel.reasons)
+_SAME_DTYPE = {K_ERR_DTYPE: "x and y must have the same dtype (kernels do not promote: "
+                            "cast one first)"}
+for _k in (tanh_grad, sigmoid_grad, relu_grad, sqrt_grad, add, subtract, multiply, divide,
+           maximum, minimum, equal, not_equal, less_than, less_equal, greater_than,
+           greater_equal):
+    (<CKernel>_k).reasons = _SAME_DTYPE
+(<CKernel>pow).reasons = {**_SAME_DTYPE, K_ERR_VALUE: "integers cannot be raised to a "
+                                                      "negative integer power"}
+(<CKernel>where).reasons = {K_ERR_DTYPE: "condition must be bool, and x and y of one dtype"}
 
 # Each kernel above computes out[i] from its inputs' element i alone, so an output may be
 # one of its inputs (an update in place); any other overlap is staged (CKernel.must_stage).

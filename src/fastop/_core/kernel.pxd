@@ -40,13 +40,15 @@ cdef class CKernel:
     cdef signed char update_of[MAX_OPERANDS]  # update kernels: the input output j
                                           # overwrites, the one input it may be (-1: none)
     cdef object packer                    # attrs dict -> (ints, floats); None: no attrs
-    cdef readonly str value_error         # what K_ERR_VALUE means here (None: generic)
+    cdef readonly dict reasons            # status -> what it means for this kernel
+                                          # (None, or a status not in it: _REASONS)
 
     cdef int pack(self, dict attrs, fastop_attrs* out) except -1
     cdef kernel_fn resolve(self, int dtype) except NULL
     cdef int infer_views(self, fastop_view** ins, int n_in, fastop_view* outs,
-                         const fastop_attrs* attrs) except -1
-    cdef tuple run(self, tuple inputs, object out, const fastop_attrs* attrs, type out_cls)
+                         const fastop_attrs* attrs, dict given=*) except -1
+    cdef tuple run(self, tuple inputs, object out, const fastop_attrs* attrs, type out_cls,
+                   dict given=*)
     cdef bint must_stage(self, fastop_view** ins, int n_in, const fastop_view* out,
                          int out_index) noexcept nogil
     cdef object _call_into(self, tuple inputs, DenseTensor out)

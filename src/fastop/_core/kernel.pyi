@@ -42,6 +42,10 @@ class CKernel:
         """Per output, the input an update kernel overwrites with it (the one input it
         may be), else None."""
     @property
+    def reasons(self) -> dict[int, str] | None:
+        """What a failure status means for this kernel (e.g. which axes are valid); a
+        status not in it gets the generic text."""
+    @property
     def n_in(self) -> int: ...
     @property
     def n_out(self) -> int: ...

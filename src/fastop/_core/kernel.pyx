@@ -179,12 +179,13 @@ cdef class CKernel:
         return fn
 
     cdef int infer_views(self, fastop_view** ins, int n_in, fastop_view* outs,
-                         const fastop_attrs* attrs) except -1:
+                         const fastop_attrs* attrs, dict given=None) except -1:
+        """Output metas into `outs`; an error names the inputs and the attributes given."""
         cdef int status = self.infer(ins, n_in, outs, len(self.output_names), attrs), i
         if status != K_OK:
             self._raise(status, [(None, None) if ins[i] is NULL else
                                  (view_shape(ins[i]), dtype_from_code(ins[i].dtype).name)
-                                 for i in range(n_in)])
+                                 for i in range(n_in)], given)
         for i in range(len(self.output_names)):
             if not shape_fits(outs[i].ndim, outs[i].shape, outs[i].dtype):
                 described = ", ".join(
@@ -206,15 +207,17 @@ cdef class CKernel:
         if not self.input_names[i].endswith("?"):
             raise TypeError(f"{self.name}: input '{self.input_names[i]}' is required, got None")
 
-    def _raise(self, int status, list described):
+    def _raise(self, int status, list described, dict given=None):
         parts = ", ".join(f"{name.rstrip('?')}: shape {shape} {dtype}" for name, (shape, dtype)
                           in zip(self.input_names, described) if shape is not None)
+        if given:
+            parts += ", " + ", ".join(f"{k}={v!r}" for k, v in given.items())
         exc = TypeError if status == K_ERR_DTYPE else ValueError
-        reason = self.value_error if status == K_ERR_VALUE and self.value_error \
-            else _REASONS.get(status, f"error {status}")
+        reason = (self.reasons or {}).get(status) or _REASONS.get(status, f"error {status}")
         raise exc(f"{self.name}: {reason}; got {parts}")
 
-    cdef tuple run(self, tuple inputs, object out, const fastop_attrs* attrs, type out_cls):
+    cdef tuple run(self, tuple inputs, object out, const fastop_attrs* attrs, type out_cls,
+                   dict given=None):
         """Validate, allocate (unless `out` is given) and compute; return the outputs.
 
         An optional input (declared ``"name?"``) may be None or left off the end; the
@@ -235,7 +238,7 @@ cdef class CKernel:
             else:
                 t = <DenseTensor>x
                 in_views[i] = &t.view
-        self.infer_views(in_views, n_in, out_meta, attrs)
+        self.infer_views(in_views, n_in, out_meta, attrs, given)
         cdef kernel_fn fn = self.resolve(in_views[self.dispatch_input].dtype)
         cdef list results = []
         cdef list staging = []
@@ -281,7 +284,7 @@ cdef class CKernel:
             status = fn(in_views, n_in, out_views, n_out, attrs)
         if status != K_OK:
             self._raise(status, [(None, None) if inp is None else (inp.shape, inp.dtype.name)
-                                 for inp in inputs])
+                                 for inp in inputs], given)
         for i, staged in staging:
             view_copy(&(<DenseTensor>staged).view, &(<DenseTensor>results[i]).view)
         return tuple(results)
@@ -315,7 +318,7 @@ cdef class CKernel:
                 return fast
         self.pack(attrs, &packed)
         cdef tuple dense = _as_inputs(self, inputs)
-        cdef tuple results = self.run(dense, out, &packed, DenseTensor)
+        cdef tuple results = self.run(dense, out, &packed, DenseTensor, attrs)
         return results[0] if len(results) == 1 else results
 
     cdef object _call_into(self, tuple inputs, DenseTensor out):
@@ -358,7 +361,7 @@ cdef class CKernel:
         outputs of type `out_cls`. Used by the registry's generic invoke path."""
         cdef fastop_attrs packed
         self.pack(attrs, &packed)
-        return self.run(_as_inputs(self, inputs), None, &packed, out_cls)
+        return self.run(_as_inputs(self, inputs), None, &packed, out_cls, attrs)
 
     def meta(self, *metas, **attrs):
         """Infer output (shape, dtype) pairs from input (shape, dtype) pairs.
@@ -388,7 +391,7 @@ cdef class CKernel:
             for j, d in enumerate(shape):
                 views[i].shape[j] = -1 if d is None or d < 0 else d
             in_views[i] = &views[i]
-        self.infer_views(in_views, n_in, outs, &packed)
+        self.infer_views(in_views, n_in, outs, &packed, attrs)
         return [([None if outs[i].shape[j] < 0 else outs[i].shape[j]
                   for j in range(outs[i].ndim)], dtype_from_code(outs[i].dtype))
                 for i in range(len(self.output_names))]

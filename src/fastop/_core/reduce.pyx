@@ -753,3 +753,15 @@ sum_to_shape = make_kernel("fastop::sum_to_shape", ("x",), ("out",), _infer_sum_
                            NULL, _sum_to_shape_kernel, _sum_to_shape_kernel,
                            _sum_to_shape_kernel, _sum_to_shape_kernel, 0, ("shape",),
                            _pack_shape, 0)
+
+# what their errors mean (CKernel.reasons)
+_AXES_ERROR = "each axis must be in [-ndim, ndim) of x, and given once"
+(<CKernel>sum).reasons = {K_ERR_ATTR: _AXES_ERROR}
+(<CKernel>mean).reasons = {K_ERR_ATTR: _AXES_ERROR}
+(<CKernel>max).reasons = {K_ERR_ATTR: _AXES_ERROR,
+                          K_ERR_SHAPE: "a max over zero elements has no value"}
+(<CKernel>argmax).reasons = {K_ERR_ATTR: "axis must be in [-ndim, ndim) of x",
+                             K_ERR_SHAPE: "an argmax over zero elements has no value"}
+(<CKernel>sum_to_shape).reasons = {K_ERR_ATTR: "shape's dims must be >= -1",
+                                   K_ERR_SHAPE: "x must broadcast to shape (one dim of "
+                                                "shape per trailing dim of x)"}

@@ -308,8 +308,10 @@ gather = make_kernel("fastop::gather", ("x", "index"), ("out",), _infer_gather,
 gather_grad = make_kernel("fastop::gather_grad", ("x", "index", "dout"), ("dx",),
                           _infer_gather_grad, NULL, NULL, NULL, _gather_grad_kernel,
                           _gather_grad_kernel, 0, ("axis",), _pack_axis, 0)
-(<CKernel>gather).value_error = "each index must be in [-n, n) (n: x's size along axis)"
-(<CKernel>gather_grad).value_error = gather.value_error
+for _k in (gather, gather_grad):
+    (<CKernel>_k).reasons = {K_ERR_ATTR: "axis must be in [-ndim, ndim) of x",
+                             K_ERR_VALUE: "each index must be in [-n, n) (n: x's size "
+                                          "along axis)"}
 
 
 # --------------------------------------------------------------------------- view kernels

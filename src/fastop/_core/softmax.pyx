@@ -543,7 +543,10 @@ softmax_cross_entropy_grad = make_kernel(
     "fastop::softmax_cross_entropy_grad", ("label", "softmax", "dloss"), ("dlogits",),
     _infer_ce_grad, NULL, NULL, NULL, _ce_grad_kernel, _ce_grad_kernel, 1, ("ignore_index",),
     _pack_ignore_index, 0)
-_LABEL_ERROR = ("each label must be a class in [0, C) (C: the logits' size along the "
-                "class axis) or equal ignore_index")
-(<CKernel>softmax_cross_entropy).value_error = _LABEL_ERROR
-(<CKernel>softmax_cross_entropy_grad).value_error = _LABEL_ERROR
+# what their errors mean (CKernel.reasons)
+for _k in (softmax, log_softmax, softmax_grad, log_softmax_grad):
+    (<CKernel>_k).reasons = {K_ERR_ATTR: "axis must be in [-ndim, ndim)"}
+for _k in (softmax_cross_entropy, softmax_cross_entropy_grad):
+    (<CKernel>_k).reasons = {K_ERR_VALUE: "each label must be a class in [0, C) (C: the "
+                                          "logits' size along the class axis) or equal "
+                                          "ignore_index"}

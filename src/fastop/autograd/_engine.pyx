@@ -622,7 +622,7 @@ cdef object dispatch_eager(object op, tuple args, dict kwargs):
         if packed_ptr == NULL:
             ck.pack(attrs, &packed)
             packed_ptr = &packed
-        outs = ck.run(ins, None, packed_ptr, Tensor)
+        outs = ck.run(ins, None, packed_ptr, Tensor, attrs)
     else:
         outs = tuple([wrap_dense(<DenseTensor>d) for d in op.invoke(inputs, attrs)])
     if _grad_enabled:
