@@ -590,6 +590,28 @@ def test_integer_pow_rejects_negative_exponents_before_writing(n):
                                   [[1, 1, 1], [0, 1, 4]])
 
 
+@pytest.mark.parametrize("dtype, value", [
+    (np.int32, 2**31), (np.int32, -2**31 - 1), (np.int32, 1e10), (np.int32, float("nan")),
+    (np.int64, 2**63), (np.int64, float("inf")),
+])
+def test_full_like_refuses_a_value_its_integer_dtype_cannot_hold(dtype, value):
+    # it used to wrap (2**31 -> -2**31) or give 0 for nan; numpy raises OverflowError
+    x = np.full(3, 7, dtype)
+    with pytest.raises(ValueError, match=r"fastop::full_like: fill_value does not fit x's "
+                                         r"integer dtype; got x: shape \[3\] .*fill_value="):
+        K.full_like(x, fill_value=value, out=x)
+    assert (x == 7).all()
+
+
+@pytest.mark.parametrize("dtype, value, want", [
+    (np.int32, -2**31, -2**31), (np.int64, -2**63, -2**63), (np.int32, 2.9, 2),
+    (np.int32, -2.9, -2), (np.float32, 2**63, 2.0**63), (np.bool_, 5, True),
+])
+def test_full_like_edge_values_match_numpy(dtype, value, want):
+    got = np.asarray(K.full_like(np.zeros(2, dtype), fill_value=value))
+    np.testing.assert_array_equal(got, np.full(2, want, dtype))
+
+
 def test_cast_and_full_like_attribute_errors():
     with pytest.raises(TypeError, match="cast: missing attribute 'dtype'"):
         K.cast(np.ones(2))

@@ -18,7 +18,7 @@ of ``simd_math.h`` too; results of 8 MB and more are streamed to memory.
 other way is copied first, so the result is always as if inputs were read before the
 output is written.
 """
-from libc.stdint cimport uint8_t, uint32_t, uint64_t
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, INT32_MIN, INT32_MAX
 from libc.stdlib cimport malloc, free
 from libc.math cimport fabs, sqrt as c_sqrt, pow as c_pow
 from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, FASTOP_BOOL,
@@ -339,7 +339,8 @@ cdef int _cast_block(const OpCtx* c, char** p, ptrdiff_t n) noexcept nogil:
 
 
 cdef int _fill_block(const OpCtx* c, char** p, ptrdiff_t n) noexcept nogil:
-    # attrs: f[0] = the value; ints[0] = the value as an integer (exact for int64)
+    # attrs: f[0] = the value; ints[0] = the value as an integer (exact for int64;
+    # in range for the integer dtypes: _k_full_like)
     if c.dtype == FASTOP_BOOL:
         _fill_loop(<uint8_t*>p[0], <uint8_t>(c.attrs.f[0] != 0), n)
     elif c.dtype == FASTOP_INT32:
@@ -783,6 +784,11 @@ cdef int _k_cast(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
 cdef int _k_full_like(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
                       const fastop_attrs* attrs) noexcept nogil:
     cdef OpCtx c
+    cdef long long value = attrs.ints[0]
+    if (outs[0].dtype == FASTOP_INT64 and not attrs.ints[1]) or (
+            outs[0].dtype == FASTOP_INT32 and (not attrs.ints[1] or value < INT32_MIN
+                                                or value > INT32_MAX)):
+        return K_ERR_VALUE             # checked before writing: numpy's OverflowError
     c.dtype = outs[0].dtype
     c.attrs = attrs
     return _execute(_fill_block, &c, ins, 0, outs[0], LIGHT)
@@ -794,22 +800,26 @@ def _pack_cast(attrs):
     """cast(x, dtype=...): ints = [dtype code]."""
     from fastop._core.storage import as_dtype
     if "dtype" not in attrs:
-        raise TypeError("cast: missing attribute 'dtype'")
+        raise TypeError("missing attribute 'dtype'")
     return (as_dtype(attrs["dtype"]).code,), ()
 
 
 def _pack_fill(attrs):
-    """full_like(x, fill_value=...): f = [value], ints = [value as an integer]."""
+    """full_like(x, fill_value=...): f = [value]; ints = [value as an int64, whether it
+    is one] (not: inf, nan, beyond int64)."""
     value = attrs.get("fill_value", 0.0)
     if not isinstance(value, (bool, int, float)):
         try:
             value = value.item()
         except AttributeError:
-            raise TypeError(f"full_like: fill_value must be a number, got "
+            raise TypeError(f"fill_value must be a number, got "
                             f"{type(value).__name__}") from None
-    # (`abs` here is the kernel of this module: compare without it)
-    as_int = int(value) if isinstance(value, int) or -2.0 ** 63 < value < 2.0 ** 63 else 0
-    return (as_int,), (float(value),)
+    try:
+        as_int = int(value)            # a float truncates toward zero, as in numpy
+    except (OverflowError, ValueError):    # inf, nan
+        as_int = None
+    fits = as_int is not None and -2 ** 63 <= as_int < 2 ** 63
+    return (as_int if fits else 0, int(fits)), (float(value),)
 
 
 # --------------------------------------------------------------------------- the kernels
@@ -894,6 +904,7 @@ for _k in (tanh_grad, sigmoid_grad, relu_grad, sqrt_grad, add, subtract, multipl
 (<CKernel>pow).reasons = {**_SAME_DTYPE, K_ERR_VALUE: "integers cannot be raised to a "
                                                       "negative integer power"}
 (<CKernel>where).reasons = {K_ERR_DTYPE: "condition must be bool, and x and y of one dtype"}
+(<CKernel>full_like).reasons = {K_ERR_VALUE: "fill_value does not fit x's integer dtype"}
 
 # Each kernel above computes out[i] from its inputs' element i alone, so an output may be
 # one of its inputs (an update in place); any other overlap is staged (CKernel.must_stage).
