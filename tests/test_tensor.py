@@ -127,6 +127,18 @@ def test_attributes_and_numpy_zero_copy():
         t.item()
 
 
+def test_set_value_refuses_values_of_another_kind():
+    t = fastop.ones([2])
+    with pytest.raises(TypeError, match="set_value: expected numbers for a float32 tensor, "
+                                        "got a value of dtype complex128"):
+        t.set_value(np.ones(2, complex))
+    with pytest.raises(TypeError, match="set_value: a value of dtype float64 cannot be stored "
+                                        "in the int64 tensor"):
+        fastop.to_tensor([1, 2]).set_value(np.ones(2))
+    t.set_value(np.array([3, 4]))       # integers into floats: same kind enough
+    assert t.numpy().tolist() == [3.0, 4.0]
+
+
 def test_set_value_writes_in_place():
     t = fastop.to_tensor(X, dtype="float32", stop_gradient=False)
     before = t.data_ptr
@@ -228,8 +240,39 @@ def test_true_division_of_integer_tensors():
 
 @needs("add")
 def test_binary_operator_dtype_mismatch_names_the_op():
-    with pytest.raises(TypeError, match="add"):
+    with pytest.raises(TypeError, match="fastop::add: x and y must have the same dtype"):
         fastop.to_tensor(X) + fastop.to_tensor(X, dtype="float32")
+
+
+@needs("add", "equal", "less_than", "cast")
+def test_bool_tensor_with_an_integer_scalar_computes_in_int64():
+    # `mask == 2` used to turn 2 into True: [True, False] == 2 gave [True, False]
+    mask = fastop.to_tensor(np.array([True, False]))
+    assert (mask == 2).numpy().tolist() == [False, False]
+    assert (mask < 2).numpy().tolist() == [True, True]
+    out = mask + 1
+    assert out.dtype == fastop.int64 and out.numpy().tolist() == [2, 1]
+    assert (mask == True).numpy().tolist() == [True, False]    # noqa: E712 (bool stays)
+
+
+@needs("add")
+def test_operator_operand_errors_name_the_op():
+    ints = fastop.to_tensor([1, 2], dtype="int32")
+    with pytest.raises(OverflowError, match=r"fastop::add: the operand 1099511627776 does not "
+                                            r"go with the int32 tensor of shape \[2\]"):
+        ints + 2**40
+    with pytest.raises(TypeError, match="fastop::multiply: the operand array"):
+        fastop.ones([2]) * np.ones(2, np.complex64)
+    assert (ints + 1).numpy().tolist() == [2, 3]
+
+
+@needs("exp", "add")
+def test_op_inputs_that_are_not_numbers_name_the_op_and_input():
+    with pytest.raises(TypeError, match=r"fastop::exp: input 'x' must be a tensor, an array "
+                                        r"or a number, got 'a'"):
+        fastop.exp("a")
+    with pytest.raises(TypeError, match=r"fastop::add: input 'y' must be"):
+        fastop.add(fastop.ones([2]), np.ones(2, complex))
 
 
 @needs("neg", "pow", "matmul")

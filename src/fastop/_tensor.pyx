@@ -13,7 +13,7 @@ from cpython.float cimport PyFloat_Check
 from cpython.long cimport PyLong_Check
 from libc.stddef cimport ptrdiff_t
 from libc.string cimport memcpy
-from fastop._core.storage cimport (DenseTensor, FASTOP_FLOAT32, FASTOP_FLOAT64,
+from fastop._core.storage cimport (DenseTensor, FASTOP_BOOL, FASTOP_FLOAT32, FASTOP_FLOAT64,
                                    FASTOP_INT32, FASTOP_INT64, FASTOP_MAX_NDIM,
                                    alloc_tensor, bump_version, dtype_code)
 from fastop._core.kernel cimport CKernel
@@ -122,25 +122,34 @@ cdef inline bint _is_float_scalar(object v):
     return PyFloat_Check(v) or isinstance(v, np.floating)
 
 
+cdef Tensor _promote_for(Tensor t, object scalar):
+    """An integer/bool tensor `t` as it meets `scalar`: float32 for a float scalar; int64
+    for a bool tensor and an integer scalar (`mask == 2` compares numbers, as in numpy
+    and PyTorch, not True with True); else `t`."""
+    if _is_float_scalar(scalar):
+        return _promote(t)
+    if t.view.dtype == FASTOP_BOOL and not isinstance(scalar, (bool, np.bool_)) and (
+            PyLong_Check(scalar) or isinstance(scalar, np.integer)):
+        return t.astype("int64")
+    return t
+
+
 cdef object _binary(int which, object a, object b):
     """`a OP b` where at least one side is a Tensor."""
-    cdef Tensor x, y
-    if isinstance(a, Tensor):
-        x = <Tensor>a
-        if x.view.dtype < FASTOP_FLOAT32 and _is_float_scalar(b):
-            x = _promote(x)
-        other = _operand(b, x)
-        if other is None:
-            return NotImplemented
-        y = <Tensor>other
-    else:
-        y = <Tensor>b
-        if y.view.dtype < FASTOP_FLOAT32 and _is_float_scalar(a):
-            y = _promote(y)
-        other = _operand(a, y)
-        if other is None:
-            return NotImplemented
-        x = <Tensor>other
+    cdef bint tensor_first = isinstance(a, Tensor)
+    cdef Tensor t = <Tensor>(a if tensor_first else b)
+    value = b if tensor_first else a
+    if t.view.dtype < FASTOP_FLOAT32:
+        t = _promote_for(t, value)
+    try:
+        other = _operand(value, t)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise type(e)(f"fastop::{_FAST_NAMES[which]}: the operand {value!r:.60} does not "
+                      f"go with the {t.dtype.name} tensor of shape {t.shape}: {e}") from None
+    if other is None:
+        return NotImplemented
+    cdef Tensor x = t if tensor_first else <Tensor>other
+    cdef Tensor y = <Tensor>other if tensor_first else t
     if which == DIV and x.view.dtype < FASTOP_FLOAT32 and y.view.dtype < FASTOP_FLOAT32:
         x, y = _promote(x), _promote(y)       # true division, as in numpy and Paddle
     return _run(_fast_info(which), (x, y))
@@ -378,6 +387,13 @@ cdef class Tensor(DenseTensor):
         if list(arr.shape) != self.shape:
             raise ValueError(f"set_value: expected a value of shape {self.shape}, got "
                              f"{list(arr.shape)}")
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"set_value: expected numbers for a {self.dtype.name} tensor, "
+                            f"got a value of dtype {arr.dtype}")
+        if not np.can_cast(arr.dtype, self.dtype.numpy_dtype, casting="same_kind"):
+            raise TypeError(f"set_value: a value of dtype {arr.dtype} cannot be stored in the "
+                            f"{self.dtype.name} tensor without losing its kind (cast it "
+                            f"first)")
         np.copyto(self.numpy(), arr, casting="same_kind")
         bump_version(self)
 

@@ -228,9 +228,10 @@ def reshape(x: Tensor, shape: ShapeLike, name: str | None = None) -> Tensor:
 
 def transpose(x: Tensor, perm: Sequence[int], name: str | None = None) -> Tensor:
     """The axes permuted by `perm`."""
-    return dispatch(_op("transpose"), (x,), {"perm": list(perm)})
+    return dispatch(_op("transpose"), (x,), {"perm": perm})
 
 
 def concat(x: Sequence[Tensor], axis: int = 0, name: str | None = None) -> Tensor:
     """Tensors joined along `axis`."""
-    return dispatch(_op("concat"), (list(x),), {"axis": int(axis)})
+    x = list(x) if isinstance(x, tuple) else x    # the registry checks the rest
+    return dispatch(_op("concat"), (x,), {"axis": axis})

@@ -15,6 +15,10 @@ from cpython.pycapsule cimport (PyCapsule_New, PyCapsule_GetPointer, PyCapsule_I
                                 PyCapsule_SetName, PyCapsule_GetName, PyCapsule_CheckExact)
 from cpython.ref cimport Py_INCREF, Py_DECREF, PyObject
 from cpython.pyport cimport PY_SSIZE_T_MAX
+
+cdef extern from *:
+    # GCC/Clang: a * b into *result; whether it overflowed
+    bint __builtin_mul_overflow(ptrdiff_t a, ptrdiff_t b, ptrdiff_t* result) nogil
 from libc.stdint cimport int64_t, uint8_t, uint16_t, int32_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 
@@ -180,14 +184,13 @@ cdef void view_set_contiguous_strides(fastop_view* v) noexcept nogil:
 cdef bint shape_fits(int ndim, const ptrdiff_t* shape, int dtype) noexcept nogil:
     """Whether a tensor of `shape` takes at most PY_SSIZE_T_MAX bytes (checked on the
     nonzero dims, as numpy does): beyond, the product of the dims wraps around to a
-    small size and indexing runs past the buffer."""
-    cdef ptrdiff_t limit = PY_SSIZE_T_MAX // itemsize_of(dtype), nonzero = 1
+    small size and indexing runs past the buffer. No division: this runs on every
+    kernel call."""
+    cdef ptrdiff_t nbytes = itemsize_of(dtype)
     cdef int i
     for i in range(ndim):
-        if shape[i] > 0:
-            if nonzero > limit // shape[i]:
-                return False
-            nonzero *= shape[i]
+        if shape[i] > 0 and __builtin_mul_overflow(nbytes, shape[i], &nbytes):
+            return False
     return True
 
 

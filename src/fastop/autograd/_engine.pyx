@@ -613,7 +613,11 @@ cdef object dispatch_eager(object op, tuple args, dict kwargs):
     for i in range(len(inputs)):
         x = inputs[i]
         if not isinstance(x, Tensor):
-            inputs[i] = _to_input(x, op.inputs[i], ref)
+            try:
+                inputs[i] = _to_input(x, op.inputs[i], ref)
+            except (TypeError, ValueError, OverflowError) as e:
+                raise type(e)(f"{op.name}: input '{op.inputs[i].name}' must be a tensor, an "
+                              f"array or a number, got {x!r:.60}: {e}") from None
     cdef tuple ins = tuple(inputs)
     cdef tuple outs
     cdef CKernel ck = info.ck
