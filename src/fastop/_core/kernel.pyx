@@ -13,7 +13,7 @@ from fastop._core.storage cimport (DenseTensor, DType, fastop_view, fastop_attrs
                                    FASTOP_MAX_NDIM, FASTOP_BOOL, FASTOP_NUM_DTYPES, alloc_tensor,
                                    as_dense, dtype_from_code, dtype_code, itemsize_of,
                                    view_same_meta, view_shape, view_copy, views_overlap,
-                                   view_same_layout, bump_version, as_ndarray, shape_fits)
+                                   view_same_layout, bump_version, as_ndarray)
 
 import operator
 
@@ -186,14 +186,6 @@ cdef class CKernel:
             self._raise(status, [(None, None) if ins[i] is NULL else
                                  (view_shape(ins[i]), dtype_from_code(ins[i].dtype).name)
                                  for i in range(n_in)], given)
-        for i in range(len(self.output_names)):
-            if not shape_fits(outs[i].ndim, outs[i].shape, outs[i].dtype):
-                described = ", ".join(
-                    f"{self.input_names[j].rstrip('?')}: shape {view_shape(ins[j])}"
-                    for j in range(n_in) if ins[j] is not NULL)
-                raise ValueError(f"{self.name}: output '{self.output_names[i]}' would have "
-                                 f"shape {view_shape(&outs[i])}, more than PY_SSIZE_T_MAX "
-                                 f"bytes; got {described}")
         return 0
 
     def _check_count(self, int given):
@@ -207,13 +199,14 @@ cdef class CKernel:
         if not self.input_names[i].endswith("?"):
             raise TypeError(f"{self.name}: input '{self.input_names[i]}' is required, got None")
 
-    def _raise(self, int status, list described, dict given=None):
+    def _raise(self, int status, list described, dict given=None, str reason=None):
         parts = ", ".join(f"{name.rstrip('?')}: shape {shape} {dtype}" for name, (shape, dtype)
                           in zip(self.input_names, described) if shape is not None)
         if given:
             parts += ", " + ", ".join(f"{k}={v!r}" for k, v in given.items())
         exc = TypeError if status == K_ERR_DTYPE else ValueError
-        reason = (self.reasons or {}).get(status) or _REASONS.get(status, f"error {status}")
+        reason = reason or (self.reasons or {}).get(status) \
+            or _REASONS.get(status, f"error {status}")
         raise exc(f"{self.name}: {reason}; got {parts}")
 
     cdef tuple run(self, tuple inputs, object out, const fastop_attrs* attrs, type out_cls,
@@ -243,10 +236,16 @@ cdef class CKernel:
         cdef list results = []
         cdef list staging = []
         if out is None:
-            for i in range(n_out):
-                t = alloc_tensor(out_cls, out_meta[i].ndim, out_meta[i].shape, out_meta[i].dtype)
-                results.append(t)
-                out_views[i] = &t.view
+            try:
+                for i in range(n_out):
+                    t = alloc_tensor(out_cls, out_meta[i].ndim, out_meta[i].shape,
+                                     out_meta[i].dtype)
+                    results.append(t)
+                    out_views[i] = &t.view
+            except ValueError as e:     # a shape too big to address: name the op
+                self._raise(K_ERR_SHAPE, [(None, None) if x is None else (x.shape, x.dtype.name)
+                                          for x in inputs], given,
+                            f"output '{self.output_names[i]}': {e}")
         else:
             outs = out if isinstance(out, (tuple, list)) else (out,)
             if len(outs) != n_out:

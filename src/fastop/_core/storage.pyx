@@ -194,14 +194,18 @@ cdef bint shape_fits(int ndim, const ptrdiff_t* shape, int dtype) noexcept nogil
     return True
 
 
+cdef int _raise_too_big(int ndim, const ptrdiff_t* shape, int dtype) except -1:
+    raise ValueError(f"shape {[shape[i] for i in range(ndim)]} of "
+                     f"{dtype_from_code(dtype).name} is too big: more than "
+                     f"{PY_SSIZE_T_MAX} bytes")
+
+
 cdef ptrdiff_t checked_size(int ndim, const ptrdiff_t* shape, int dtype) except -1:
     """The element count of `shape`; ValueError when it does not fit (shape_fits)."""
     cdef ptrdiff_t size = 1
     cdef int i
     if not shape_fits(ndim, shape, dtype):
-        raise ValueError(f"shape {[shape[i] for i in range(ndim)]} of "
-                         f"{dtype_from_code(dtype).name} is too big: more than "
-                         f"{PY_SSIZE_T_MAX} bytes")
+        _raise_too_big(ndim, shape, dtype)
     for i in range(ndim):
         size *= shape[i]
     return size
@@ -711,9 +715,12 @@ cdef class DenseTensor:
                 n_specified = self.view.ndim
             else:
                 expanded.append(k)
-        cdef int n_new = sum(1 for k in expanded if k is None)
-        cdef int n_dropped = sum(1 for k in expanded
-                                 if isinstance(k, (int, np.integer)) and not isinstance(k, bool))
+        cdef int n_new = 0, n_dropped = 0      # (a loop: a generator would allocate)
+        for k in expanded:
+            if k is None:
+                n_new += 1
+            elif isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+                n_dropped += 1
         if self.view.ndim + n_new - n_dropped > FASTOP_MAX_NDIM:
             raise IndexError(f"indexing a tensor of shape {self.shape} with {key!r} would "
                              f"give {self.view.ndim + n_new - n_dropped} dims; at most "
@@ -1051,7 +1058,8 @@ cdef void* _take_block(DenseTensor out, size_t nbytes) noexcept:
 
 cdef DenseTensor alloc_tensor(type cls, int ndim, const ptrdiff_t* shape, int dtype):
     """A new C-contiguous, 64-byte-aligned tensor of type `cls` (uninitialized)."""
-    checked_size(ndim, shape, dtype)
+    if not shape_fits(ndim, shape, dtype):
+        _raise_too_big(ndim, shape, dtype)
     cdef DenseTensor out = cls.__new__(cls)
     cdef int i
     cdef void* ptr
