@@ -88,6 +88,12 @@ def test_feed_conflicting_with_data(chain, exe):
         exe.run(main, feed={"x": np.ones((2, 4), "float32")}, fetch_list=[y])
     with pytest.raises(ValueError, match=r"feed: the program has no variable 'z'"):
         exe.run(main, feed={"z": np.ones(1, "float32")}, fetch_list=[y])
+    # values fastop has no dtype for, or that are no numbers at all, name the feed too
+    with pytest.raises(TypeError, match=r"feed 'x': expected dtype float32 .* got complex128"):
+        exe.run(main, feed={"x": np.ones((2, 3), complex)}, fetch_list=[y])
+    with pytest.raises(ValueError, match=r"feed 'x': cannot read 'abc' as an array \(declared "
+                                         r"float32\)"):
+        exe.run(main, feed={"x": "abc"}, fetch_list=[y])
     _ok(exe, main, scope, y)
 
 

@@ -494,9 +494,14 @@ def _check_feeds(block: Any, ops: Sequence[Operator], feeds: dict[str, Any]) -> 
                        if any(v is var for v in op.input_vars())), "")
         if var.constant is not None:
             raise ValueError(f"feed: '{name}' is a constant of the program{reader}")
-        if as_dtype(value.dtype) != var.dtype:
+        try:
+            dtype = as_dtype(value.dtype)
+        except TypeError:
+            dtype = None
+        if dtype != var.dtype:
+            got = value.dtype if dtype is None else dtype.name
             raise TypeError(f"feed '{name}': expected dtype {var.dtype.name} (as declared), "
-                            f"got {as_dtype(value.dtype).name}{reader}")
+                            f"got {got}{reader}")
         shape = list(value.shape)
         if len(shape) != var.ndim or any(d is not None and d != s
                                          for d, s in zip(var.shape, shape)):
@@ -517,7 +522,13 @@ def _feed_value(block: Any, name: str, value: Any) -> Any:
     if isinstance(value, DenseTensor):
         return value if value.is_contiguous() else value.contiguous()
     var = block.vars.get(name)
-    return np.asarray(value, dtype=None if var is None else var.dtype.numpy_dtype, order="C")
+    try:
+        return np.asarray(value, dtype=None if var is None else var.dtype.numpy_dtype,
+                          order="C")
+    except (TypeError, ValueError) as e:
+        declared = "" if var is None else f" (declared {var.dtype.name})"
+        raise type(e)(f"feed '{name}': cannot read {value!r:.60} as an array{declared}: "
+                      f"{e}") from None
 
 
 def _fetch_name(item: Any) -> str:
