@@ -114,6 +114,16 @@ def test_a_kernel_explains_its_own_errors_and_echoes_the_attributes():
         reduce.max(from_numpy(np.zeros((0, 3))))
 
 
+def test_packed_defaults_are_kept_apart_from_given_attributes():
+    # a call with no attributes reuses the packed defaults; given ones never leak into them
+    x = np.arange(6.0).reshape(2, 3)
+    want_last = np.exp(x) / np.exp(x).sum(axis=-1, keepdims=True)
+    want_first = np.exp(x) / np.exp(x).sum(axis=0, keepdims=True)
+    for _ in range(2):
+        np.testing.assert_allclose(np.asarray(softmax.softmax(x)), want_last)
+        np.testing.assert_allclose(np.asarray(softmax.softmax(x, axis=0)), want_first)
+
+
 def test_attributes_pack_and_are_validated():
     x = from_numpy(np.arange(6.0).reshape(2, 3))
     np.testing.assert_array_equal(np.asarray(reduce.sum(x, axis=[1], keepdim=True)), [[3], [12]])

@@ -40,6 +40,8 @@ cdef class CKernel:
     cdef signed char update_of[MAX_OPERANDS]  # update kernels: the input output j
                                           # overwrites, the one input it may be (-1: none)
     cdef object packer                    # attrs dict -> (ints, floats); None: no attrs
+    cdef fastop_attrs defaults            # the packer's result for no attributes given
+    cdef bint defaults_packed             # (once packed, by the first such call)
     cdef readonly dict reasons            # status -> what it means for this kernel
                                           # (None, or a status not in it: _REASONS)
 

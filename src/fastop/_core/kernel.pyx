@@ -46,6 +46,8 @@ def _get_num_threads() -> int:
 def int_attr(dict attrs, str name, default):
     """attrs[name] (else `default`) as an int; floats, strings and bools are refused."""
     value = attrs.get(name, default)
+    if type(value) is int:
+        return value
     if not isinstance(value, (bool, np.bool_)):
         try:
             return operator.index(value)
@@ -57,7 +59,9 @@ def int_attr(dict attrs, str name, default):
 def bool_attr(dict attrs, str name, default):
     """attrs[name] (else `default`) as a bool: True/False (or 0/1)."""
     value = attrs.get(name, default)
-    if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer))
+    if value is True or value is False:
+        return value
+    if isinstance(value, np.bool_) or (isinstance(value, (int, np.integer))
                                                and value in (0, 1)):
         return bool(value)
     raise TypeError(f"attribute '{name}' must be a bool, got {value!r}")
@@ -151,6 +155,9 @@ cdef class CKernel:
             if attrs:
                 raise TypeError(f"{self.name}: takes no attributes, got {sorted(attrs)}")
             return 0
+        if not attrs and self.defaults_packed:
+            out[0] = self.defaults           # a raw call with every attribute defaulted
+            return 0
         unknown = set(attrs) - set(self.attr_names)
         if unknown:
             raise TypeError(f"{self.name}: unknown attribute(s) {sorted(unknown)}; "
@@ -168,6 +175,9 @@ cdef class CKernel:
             out.ints[i] = v
         for i, v in enumerate(floats):
             out.f[i] = v
+        if not attrs:                        # packers are pure: keep the defaults
+            self.defaults = out[0]
+            self.defaults_packed = True
         return 0
 
     cdef kernel_fn resolve(self, int dtype) except NULL:
