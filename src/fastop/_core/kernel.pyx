@@ -43,9 +43,8 @@ def _get_num_threads() -> int:
 # -- attribute readers for the packers: a value of the wrong kind is refused, never
 # truncated (axis=1.5 must not run on axis 1). The CKernel prefixes the op's name.
 
-def int_attr(dict attrs, str name, default):
-    """attrs[name] (else `default`) as an int; floats, strings and bools are refused."""
-    value = attrs.get(name, default)
+cdef object _as_int(str name, object value):
+    """`value` as an int; floats, strings and bools are refused."""
     if type(value) is int:
         return value
     if not isinstance(value, (bool, np.bool_)):
@@ -54,6 +53,11 @@ def int_attr(dict attrs, str name, default):
         except TypeError:
             pass
     raise TypeError(f"attribute '{name}' must be an integer, got {value!r}")
+
+
+def int_attr(dict attrs, str name, default):
+    """attrs[name] (else `default`) as an int; floats, strings and bools are refused."""
+    return _as_int(name, attrs.get(name, default))
 
 
 def bool_attr(dict attrs, str name, default):
@@ -77,7 +81,7 @@ def ints_attr(dict attrs, str name, default=None):
     else:
         items = [value]
     try:
-        return [int_attr({name: v}, name, None) for v in items]
+        return [_as_int(name, v) for v in items]
     except TypeError:
         raise TypeError(f"attribute '{name}' must be an integer or a sequence of "
                         f"integers, got {value!r}") from None
@@ -164,9 +168,7 @@ cdef class CKernel:
                             f"expected some of {list(self.attr_names)}")
         try:
             ints, floats = self.packer(attrs)
-        except (TypeError, ValueError) as e:
-            if str(e).startswith(self.name):
-                raise
+        except (TypeError, ValueError) as e:      # packers leave naming the op to us
             raise type(e)(f"{self.name}: {e}") from None
         if len(ints) > 2 * FASTOP_MAX_NDIM or len(floats) > 4:
             raise ValueError(f"{self.name}: too many attribute values")

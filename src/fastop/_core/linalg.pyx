@@ -749,7 +749,7 @@ def _pack_fc(dict attrs):
     activation = attrs.get("activation") or ""
     code = ACTIVATIONS.get(activation)
     if code is None:
-        raise ValueError(f"fastop::fc: activation must be one of "
+        raise ValueError(f"activation must be one of "
                          f"{list(ACTIVATIONS)}, got {activation!r}")
     return (code,), ()
 

@@ -68,7 +68,6 @@ cdef inline list view_shape(const fastop_view* v):
 cdef bint view_is_contiguous(const fastop_view* v) noexcept nogil
 cdef void view_set_contiguous_strides(fastop_view* v) noexcept nogil
 cdef bint shape_fits(int ndim, const ptrdiff_t* shape, int dtype) noexcept nogil
-cdef ptrdiff_t checked_size(int ndim, const ptrdiff_t* shape, int dtype) except -1
 cdef void view_copy(const fastop_view* src, fastop_view* dst) noexcept nogil
 cdef bint views_overlap(const fastop_view* a, const fastop_view* b) noexcept nogil
 cdef bint view_same_layout(const fastop_view* a, const fastop_view* b) noexcept nogil
