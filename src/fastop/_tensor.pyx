@@ -11,6 +11,7 @@ op registry and the eager dispatcher of :mod:`fastop.autograd._engine`.
 from cpython.buffer cimport PyBUF_C_CONTIGUOUS, PyBuffer_Release, PyObject_GetBuffer
 from cpython.float cimport PyFloat_Check
 from cpython.long cimport PyLong_Check
+from cpython.object cimport PyTypeObject
 from libc.stddef cimport ptrdiff_t
 from libc.string cimport memcpy
 from fastop._core.storage cimport (DenseTensor, FASTOP_BOOL, FASTOP_FLOAT32, FASTOP_FLOAT64,
@@ -27,7 +28,7 @@ from fastop.autograd import _engine
 from fastop.ops._dispatch import dispatch
 from fastop.ops._registry import registry
 
-__all__ = ["Tensor", "to_tensor", "from_numpy_tensor"]
+__all__ = ["Tensor", "to_tensor", "from_numpy_tensor", "add_methods"]
 
 
 # --------------------------------------------------------------------------- fast ops
@@ -555,3 +556,22 @@ cdef class Tensor(DenseTensor):
 
     def abs(self, name=None) -> Tensor:
         return _call("abs", (self,), {})
+
+
+# --------------------------------------------------------------------------- methods
+
+cdef extern from "Python.h":
+    void PyType_Modified(PyTypeObject* type)
+
+
+def add_methods(dict methods) -> None:
+    """Make Python functions Tensor methods (``x.argmax()`` is ``fastop.argmax(x)``), as
+    PaddlePaddle binds its tensor functions: each function is written once, with its
+    signature and docstring, and the method is the function itself. Extension types are
+    immutable from Python, so the functions go into the type's dict here."""
+    cdef PyTypeObject* tp = <PyTypeObject*>Tensor
+    for name, fn in methods.items():
+        if not callable(fn):
+            raise TypeError(f"add_methods: {name} is not callable")
+    (<dict><object>tp.tp_dict).update(methods)
+    PyType_Modified(tp)
