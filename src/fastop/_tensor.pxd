@@ -1,13 +1,14 @@
-# The eager Tensor: DenseTensor storage plus autograd state. cimported by the autograd
-# engine (fastop/autograd/_engine.pyx), which builds and walks the graph.
+# The eager Tensor: DenseTensor storage plus autograd state. cimported by the eager
+# layer's modules (fastop.autograd._graph, _eager, _py_layer), which build and walk the
+# graph and dispatch ops.
 from libc.stddef cimport ptrdiff_t
 from fastop._core.storage cimport DenseTensor
-from fastop.autograd._engine cimport Node
+from fastop.autograd._graph cimport Node
 
 
 cdef class Tensor(DenseTensor):
     cdef bint requires_grad       # the negation of `stop_gradient` (zero-init: False)
-    cdef public object grad       # accumulated gradient (a Tensor) or None
+    cdef object _grad             # accumulated gradient (a Tensor) or None
     cdef Node _node               # the graph node that produced this tensor (None: a leaf)
     cdef int _out_index           # which output of `_node` this tensor is
     cdef public object name
@@ -18,3 +19,4 @@ cdef Tensor as_tensor(object value, int dtype)
 cdef Tensor full_tensor(int ndim, const ptrdiff_t* shape, int dtype, double value)
 cdef Tensor add_tensors(Tensor a, Tensor b)
 cdef Tensor view_of(DenseTensor src)
+cdef Tensor scalar_tensor(object value, int dtype)

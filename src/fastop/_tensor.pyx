@@ -1,12 +1,11 @@
 # cython: freethreading_compatible = False
 """The eager Tensor: DenseTensor storage plus autograd state, with numpy-style operators.
 
-Arithmetic dunders are the hot path of eager mode, so they stay in Cython: each built-in
-op's OpDef and CKernel are resolved from the registry once (at first use), a Python
-scalar becomes a 0-d tensor of the other operand's dtype, and the kernel runs through
-``CKernel.run``; a graph node is recorded only when grad mode is on and an input needs a
-gradient. Everything else (``fastop.tanh(x)``, ``x.mean()``, plugin ops) goes through the
-op registry and the eager dispatcher of :mod:`fastop.autograd._engine`.
+Operators are the hot path of eager mode, so they stay in Cython: each is a registry op
+(``x + y`` is ``fastop.ops.fastop.add``) called through the one dispatch entry, which
+converts scalars by the one scalar rule and records a graph node when grad mode is on
+and an input needs a gradient. Named methods (``x.sum()``, ``x.reshape(...)``) are the
+Python tensor functions themselves, bound by :func:`add_methods`.
 """
 from cpython.buffer cimport PyBUF_C_CONTIGUOUS, PyBuffer_Release, PyObject_GetBuffer
 from cpython.float cimport PyFloat_Check
@@ -17,61 +16,44 @@ from libc.string cimport memcpy
 from fastop._core.storage cimport (DenseTensor, FASTOP_BOOL, FASTOP_FLOAT32, FASTOP_FLOAT64,
                                    FASTOP_INT32, FASTOP_INT64, FASTOP_MAX_NDIM,
                                    alloc_tensor, bump_version, dtype_code)
-from fastop._core.kernel cimport CKernel
-from fastop.autograd._engine cimport (OpInfo, dispatch_eager, grad_enabled, op_info,
-                                      record_op, run_backward)
+from fastop.ops._dispatch cimport OpBase, call_eager, dispatch
+from fastop.autograd._graph cimport run_backward
+from fastop.autograd._grad_mode cimport grad_enabled
 
 import numpy as np
 
 from fastop._core.storage import as_dtype, from_numpy
-from fastop.autograd import _engine
-from fastop.ops._dispatch import dispatch
+from fastop.ops import _indexing
 from fastop.ops._registry import registry
 
 __all__ = ["Tensor", "to_tensor", "from_numpy_tensor", "add_methods"]
 
 
-# --------------------------------------------------------------------------- fast ops
+# --------------------------------------------------------------------------- operators
 
 cdef enum:
-    ADD, SUB, MUL, DIV, POW, MATMUL, EQ, NE, LT, LE, GT, GE, NEG, N_FAST
+    ADD, SUB, MUL, DIV, POW, MATMUL, EQ, NE, LT, LE, GT, GE, NEG, ABS, CAST, TRANSPOSE, N_OPS
 
-cdef tuple _FAST_NAMES = ("add", "subtract", "multiply", "divide", "pow", "matmul",
-                          "equal", "not_equal", "less_than", "less_equal", "greater_than",
-                          "greater_equal", "neg")
-cdef list _fast = [None] * N_FAST
+cdef tuple _OP_NAMES = ("add", "subtract", "multiply", "divide", "pow", "matmul", "equal",
+                        "not_equal", "less_than", "less_equal", "greater_than",
+                        "greater_equal", "neg", "abs", "cast", "transpose")
+cdef list _ops = [None] * N_OPS
 cdef tuple _DTYPE_NAMES = ("bool", "int32", "int64", "float32", "float64")
 cdef dict _NUMPY_CODES = {np.dtype(name): code for code, name in enumerate(_DTYPE_NAMES)}
 
 
-cdef OpInfo _fast_info(int which):
-    """The op behind an operator, looked up in the registry at first use only."""
-    cdef object info = _fast[which]
-    if info is None:
-        info = op_info(registry.get("fastop::" + _FAST_NAMES[which]))
-        _fast[which] = info
-    return <OpInfo>info
-
-
-cdef object _run(OpInfo info, tuple ins):
-    """Run a built-in op on Tensors: its CKernel directly when it covers the dtype."""
-    cdef CKernel ck = info.ck
-    if ck is None or not info.defaults_packed or \
-            not (info.ck_mask >> (<Tensor>ins[ck.dispatch_input]).view.dtype) & 1:
-        return dispatch_eager(info.op, ins, {})
-    cdef tuple outs = ck.run(ins, None, &info.packed, Tensor)
-    if grad_enabled():
-        for x in ins:
-            if (<Tensor>x).requires_grad:
-                outs = record_op(info, ins, outs, info.default_attrs)
-                break
-    return outs[0]
+cdef inline OpBase _op(int which):
+    """The registry op behind an operator (looked up at its first use)."""
+    cdef object op = _ops[which]
+    if op is None:
+        op = _ops[which] = registry.get("fastop::" + _OP_NAMES[which])
+    return <OpBase>op
 
 
 cdef list _scalar_cache = [None] * 5    # per dtype: (value, read-only 0-d Tensor)
 
 
-cdef Tensor _scalar(object value, int dtype):
+cdef Tensor scalar_tensor(object value, int dtype):
     """A 0-d read-only Tensor holding a Python number, in the given dtype. The last one
     made per dtype is reused (`x + 1` in a loop allocates once)."""
     cached = _scalar_cache[dtype]
@@ -94,71 +76,18 @@ cdef Tensor _scalar(object value, int dtype):
     return t
 
 
-cdef inline bint _is_number(object v):
-    return PyFloat_Check(v) or PyLong_Check(v)
-
-
-cdef object _operand(object value, Tensor like):
-    """The other operand of an operator as a Tensor (None: not a supported type)."""
-    if isinstance(value, Tensor):
-        return value
-    if _is_number(value):
-        return _scalar(value, like.view.dtype)
-    if isinstance(value, DenseTensor):
-        return wrap_dense(value)
-    if isinstance(value, np.generic):
-        return _scalar(value.item(), like.view.dtype)
-    if isinstance(value, (np.ndarray, list, tuple)):
-        return as_tensor(value, -1 if isinstance(value, np.ndarray) else like.view.dtype)
-    return None
-
-
-cdef Tensor _promote(Tensor t):
-    """An integer/bool tensor meeting a float scalar computes in float32 (like Paddle)."""
-    return t.astype("float32")
-
-
-cdef inline bint _is_float_scalar(object v):
-    """A Python float or a numpy floating scalar (np.float32 is not a Python float)."""
-    return PyFloat_Check(v) or isinstance(v, np.floating)
-
-
-cdef Tensor _promote_for(Tensor t, object scalar):
-    """An integer/bool tensor `t` as it meets `scalar`: float32 for a float scalar; int64
-    for a bool tensor and an integer scalar (`mask == 2` compares numbers, as in numpy
-    and PyTorch, not True with True); else `t`."""
-    if _is_float_scalar(scalar):
-        return _promote(t)
-    if t.view.dtype == FASTOP_BOOL and not isinstance(scalar, (bool, np.bool_)) and (
-            PyLong_Check(scalar) or isinstance(scalar, np.integer)):
-        return t.astype("int64")
-    return t
+cdef inline bint _is_operand(object value):
+    """What an operator takes as its other operand (else NotImplemented: Python then
+    tries the other operand's reflected operator, e.g. a static Variable's)."""
+    return isinstance(value, (Tensor, float, int, DenseTensor, np.generic, np.ndarray,
+                              list, tuple))
 
 
 cdef object _binary(int which, object a, object b):
     """`a OP b` where at least one side is a Tensor."""
-    cdef bint tensor_first = isinstance(a, Tensor)
-    cdef Tensor t = <Tensor>(a if tensor_first else b)
-    value = b if tensor_first else a
-    if t.view.dtype < FASTOP_FLOAT32:
-        t = _promote_for(t, value)
-    try:
-        other = _operand(value, t)
-    except (TypeError, ValueError, OverflowError) as e:
-        raise type(e)(f"fastop::{_FAST_NAMES[which]}: the operand {value!r:.60} does not "
-                      f"go with the {t.dtype.name} tensor of shape {t.shape}: {e}") from None
-    if other is None:
+    if not _is_operand(b if isinstance(a, Tensor) else a):
         return NotImplemented
-    cdef Tensor x = t if tensor_first else <Tensor>other
-    cdef Tensor y = <Tensor>other if tensor_first else t
-    if which == DIV and x.view.dtype < FASTOP_FLOAT32 and y.view.dtype < FASTOP_FLOAT32:
-        x, y = _promote(x), _promote(y)       # true division, as in numpy and Paddle
-    return _run(_fast_info(which), (x, y))
-
-
-cdef object _call(str name, tuple args, dict kwargs):
-    """Call the registry op ``fastop::<name>`` through the current mode's dispatcher."""
-    return dispatch(registry.get("fastop::" + name), args, kwargs)
+    return dispatch(_op(which), (a, b), None)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -211,7 +140,7 @@ cdef Tensor full_tensor(int ndim, const ptrdiff_t* shape, int dtype, double valu
 
 cdef Tensor add_tensors(Tensor a, Tensor b):
     """a + b through the built-in add (recorded when grad mode is on)."""
-    return <Tensor>_run(_fast_info(ADD), (a, b))
+    return <Tensor>call_eager(_op(ADD), (a, b), None)
 
 
 # --------------------------------------------------------------------------- creation
@@ -342,14 +271,35 @@ cdef class Tensor(DenseTensor):
         """
         run_backward((self,), [grad_tensor], retain_graph, False, None, False)
 
+    @property
+    def grad(self):
+        """The accumulated gradient (a Tensor of this tensor's shape and dtype), or None."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        cdef Tensor g
+        if value is None:
+            self._grad = None
+            return
+        if not isinstance(value, Tensor):
+            raise TypeError(f"Tensor.grad: expected a Tensor of shape {self.shape} and dtype "
+                            f"{self.dtype.name}, or None; got {type(value).__name__}")
+        g = <Tensor>value
+        if g.shape != self.shape or g.view.dtype != self.view.dtype:
+            raise ValueError(f"Tensor.grad: expected a Tensor of shape {self.shape} and dtype "
+                             f"{self.dtype.name} (this tensor's), got shape {g.shape} and "
+                             f"dtype {g.dtype.name}")
+        self._grad = g
+
     def clear_grad(self, bint set_to_zero=True):
         """Reset ``.grad``: to a new zero tensor (``set_to_zero``, Paddle's default) or None."""
         cdef Tensor g
-        if self.grad is not None and set_to_zero:
-            g = <Tensor>self.grad
-            self.grad = full_tensor(g.view.ndim, g.view.shape, g.view.dtype, 0.0)
+        if self._grad is not None and set_to_zero:
+            g = <Tensor>self._grad
+            self._grad = full_tensor(g.view.ndim, g.view.shape, g.view.dtype, 0.0)
         else:
-            self.grad = None
+            self._grad = None
 
     clear_gradient = clear_grad
 
@@ -400,7 +350,7 @@ cdef class Tensor(DenseTensor):
 
     def astype(self, dtype) -> Tensor:
         """A copy converted to dtype (the op ``fastop::cast``)."""
-        return _call("cast", (self,), {"dtype": as_dtype(dtype)})
+        return dispatch(_op(CAST), (self,), {"dtype": as_dtype(dtype)})
 
     cast = astype
 
@@ -431,7 +381,7 @@ cdef class Tensor(DenseTensor):
     def __getitem__(self, key):
         """Basic indexing (ints, slices, None, ...) gives a view; integer arrays gather
         (a copy). Both are differentiable."""
-        return _engine.index(self, key)
+        return _indexing.getitem(self, key)
 
     def __setitem__(self, key, value):
         """Write values in place (numpy indexing rules). Not recorded by autograd, so a
@@ -481,13 +431,13 @@ cdef class Tensor(DenseTensor):
         return _binary(MATMUL, other, self)
 
     def __neg__(self):
-        return _run(_fast_info(NEG), (self,))
+        return dispatch(_op(NEG), (self,), None)
 
     def __pos__(self):
         return self
 
     def __abs__(self):
-        return _call("abs", (self,), {})
+        return dispatch(_op(ABS), (self,), None)
 
     def __eq__(self, other):
         return _binary(EQ, self, other)
@@ -507,55 +457,10 @@ cdef class Tensor(DenseTensor):
     def __ge__(self, other):
         return _binary(GE, self, other)
 
-    # -- methods mirroring fastop functions (PaddlePaddle's Tensor methods) ------------
-    def mean(self, axis=None, keepdim=False, name=None) -> Tensor:
-        return _call("mean", (self,), {"axis": axis, "keepdim": keepdim})
-
-    def sum(self, axis=None, dtype=None, keepdim=False, name=None) -> Tensor:
-        out = _call("sum", (self,), {"axis": axis, "keepdim": keepdim})
-        return out if dtype is None else out.astype(dtype)
-
-    def max(self, axis=None, keepdim=False, name=None) -> Tensor:
-        return _call("max", (self,), {"axis": axis, "keepdim": keepdim})
-
-    def reshape(self, *shape, name=None) -> Tensor:
-        """A tensor of a new shape (one -1 inferred): ``x.reshape([2, 3])``."""
-        if len(shape) == 1 and not isinstance(shape[0], int):
-            shape = shape[0]
-        return _call("reshape", (self,), {"shape": list(shape)})
-
-    def transpose(self, *perm, name=None) -> Tensor:
-        """Permute the axes: ``x.transpose([1, 0])`` (reversed when none given)."""
-        if len(perm) == 1 and not isinstance(perm[0], int):
-            perm = perm[0]
-        perm = list(perm) or list(range(self.view.ndim - 1, -1, -1))
-        return _call("transpose", (self,), {"perm": perm})
-
     @property
     def T(self) -> Tensor:
-        return self.transpose()
-
-    def matmul(self, y, transpose_x=False, transpose_y=False, name=None) -> Tensor:
-        return _call("matmul", (self, y),
-                     {"transpose_x": transpose_x, "transpose_y": transpose_y})
-
-    def tanh(self, name=None) -> Tensor:
-        return _call("tanh", (self,), {})
-
-    def exp(self, name=None) -> Tensor:
-        return _call("exp", (self,), {})
-
-    def log(self, name=None) -> Tensor:
-        return _call("log", (self,), {})
-
-    def sqrt(self, name=None) -> Tensor:
-        return _call("sqrt", (self,), {})
-
-    def square(self, name=None) -> Tensor:
-        return _call("square", (self,), {})
-
-    def abs(self, name=None) -> Tensor:
-        return _call("abs", (self,), {})
+        """The axes reversed (a view)."""
+        return dispatch(_op(TRANSPOSE), (self,), {"perm": list(range(self.view.ndim - 1, -1, -1))})
 
 
 # --------------------------------------------------------------------------- methods

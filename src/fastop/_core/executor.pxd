@@ -2,10 +2,9 @@
 # end (fastop.static.executor) builds a Plan from a Program; Plan.run is the loop.
 from fastop._core.storage cimport fastop_view, fastop_attrs, DenseTensor
 from fastop._core.kernel cimport infer_fn, kernel_fn, MAX_OPERANDS
-from fastop._core.shape_ops cimport view_fn
 
 # How an op is run: a Cython kernel called through its C pointers, a Python callable, or
-# a view kernel (shape_ops.pxd) that points its output into its first input's memory.
+# a view kernel (CKernel.is_view) that points its output into its first input's memory.
 cdef enum OpKind:
     OP_C = 0
     OP_PY = 1
@@ -29,7 +28,6 @@ cdef struct OpRecord:
     int outs[MAX_OPERANDS]
     infer_fn infer
     kernel_fn fn
-    view_fn view               # OP_VIEW
     int dispatch               # the input whose dtype selected fn (-1: none)
     int dtype                  # that dtype
     Py_ssize_t grain           # release the GIL when the first output has this many elements

@@ -35,13 +35,10 @@ from fastop._core.storage cimport (DenseTensor, fastop_view, fastop_attrs, FASTO
                                    itemsize_of, view_copy, view_assign,
                                    view_set_contiguous_strides, dtype_from_code,
                                    view_same_meta, view_shape, view_is_contiguous)
-from fastop._core.kernel cimport CKernel, K_OK
-from fastop._core.shape_ops cimport ViewKernel
+from fastop._core.kernel cimport CKernel, PythonKernel, K_OK, K_ERR_LAYOUT
 
-cimport numpy as cnp
 import numpy as np
 
-cnp.import_array()
 
 __all__ = ["Plan", "SLOT_KINDS"]
 
@@ -56,7 +53,7 @@ cdef class Plan:
     """A Program compiled for one feed/fetch signature; :meth:`run` executes it.
 
     Built by the front end: ``Plan(names, kinds)``, then :meth:`add_ckernel` /
-    :meth:`add_view` / :meth:`add_python` in execution order, :meth:`set_const`, :meth:`set_io`.
+    :meth:`add_python` in execution order, :meth:`set_const`, :meth:`set_io`.
     """
 
     def __cinit__(self, list names, list kinds):
@@ -138,13 +135,16 @@ cdef class Plan:
         return rec
 
     def add_ckernel(self, CKernel kernel, int dtype, list ins, list outs, dict attrs) -> None:
-        """Append a call of `kernel`'s function for dtype code `dtype`."""
+        """Append a call of `kernel`'s function for dtype code `dtype`; a view kernel's
+        output slot (of kind view) then views its first input's memory."""
         if dtype < 0 or dtype >= FASTOP_NUM_DTYPES or kernel.fns[dtype] is NULL \
                 or kernel.infer is NULL:
             raise ValueError(f"{kernel.name}: no C function for dtype code {dtype}")
+        if kernel.is_view and (len(outs) != 1 or self.kinds[outs[0]] != SLOT_VIEW):
+            raise ValueError(f"{kernel.name}: a view kernel writes one slot of kind view")
         cdef fastop_attrs packed
         kernel.pack(attrs, &packed)
-        cdef OpRecord* rec = self._new_record(OP_C, ins, outs)
+        cdef OpRecord* rec = self._new_record(OP_VIEW if kernel.is_view else OP_C, ins, outs)
         rec.infer = kernel.infer
         rec.fn = kernel.fns[dtype]
         rec.dtype = dtype
@@ -153,38 +153,19 @@ cdef class Plan:
         rec.grain = kernel.parallel_grain
         rec.attrs = packed
         self.py_calls.append(kernel)
-        self.py_ins.append(None)
-        self.py_outs.append(None)
+        self.py_ins.append(tuple(ins) if kernel.is_view else None)
+        self.py_outs.append(tuple(outs) if kernel.is_view else None)
         self.n_ops += 1
 
-    def add_view(self, ViewKernel kernel, list ins, int out, dict attrs) -> None:
-        """Append a view kernel: slot `out` (of kind view) views `ins[0]`'s memory."""
-        if len(ins) != len(kernel.input_names):
-            raise ValueError(f"{kernel.name}: expected {len(kernel.input_names)} inputs, "
-                             f"got {len(ins)}")
-        cdef fastop_attrs packed
-        kernel.pack(attrs, &packed)
-        cdef OpRecord* rec = self._new_record(OP_VIEW, ins, [out])
-        rec.view = kernel.fn
-        rec.attrs = packed
-        self.py_calls.append(kernel)
-        self.py_ins.append(tuple(ins))
-        self.py_outs.append((out,))
-        self.n_ops += 1
+    def add_python(self, fn, list ins, list outs) -> None:
+        """Append a Python op: ``fn(*tensors)`` returns one DenseTensor per output. A
+        :class:`~fastop._core.kernel.PythonKernel` is called directly from C (its results
+        checked and wrapped by the one C result checker).
 
-    def add_python(self, fn, list ins, list outs, tuple direct=None) -> None:
-        """Append a Python op: ``fn(*tensors)`` returns one DenseTensor per output.
-
-        `ins` may hold -1 for an absent input (passed as None). `direct` (one output
-        only) = ``(func, finish, dtype, ndim, known_dims)``: the plan calls ``func``
-        itself and takes a fresh C-contiguous numpy array of `dtype`, `ndim` dims and
-        the ``(position, size)`` pairs of `known_dims` as it is (checked in C);
-        anything else goes to ``finish(result, tensors)``, which returns the outputs.
+        `ins` may hold -1 for an absent input (passed as None).
         """
         self._new_record(OP_PY, ins, outs)
-        if direct is not None and len(outs) != 1:
-            raise ValueError("a direct Python call has exactly one output")
-        self.py_calls.append(fn if direct is None else direct)
+        self.py_calls.append(fn)
         self.py_ins.append(tuple(ins))
         self.py_outs.append(tuple(outs))
         self.n_ops += 1
@@ -418,14 +399,24 @@ cdef class Plan:
         cdef OpRecord* rec = &self.ops[i]
         cdef fastop_view* ins[MAX_OPERANDS]
         cdef int j, out = rec.outs[0]
+        cdef fastop_view* out_view = &self.views[out]
+        cdef DenseTensor copied
         for j in range(rec.n_in):
             ins[j] = &self.views[rec.ins[j]]
-        cdef int status = rec.view(ins, rec.n_in, &self.views[out], &rec.attrs)
+        cdef int status = rec.infer(ins, rec.n_in, out_view, 1, &rec.attrs)
+        if status == K_OK:
+            status = rec.fn(ins, rec.n_in, &out_view, 1, &rec.attrs)
+        owner = self.objs[rec.ins[0]]      # the owner of the viewed memory (None: arena)
+        if status == K_ERR_LAYOUT:         # a layout the kernel cannot view: a copy
+            copied = alloc_like(DenseTensor, ins[0])
+            view_copy(ins[0], &copied.view)
+            ins[0] = &copied.view
+            rec.infer(ins, rec.n_in, out_view, 1, &rec.attrs)
+            status = rec.fn(ins, rec.n_in, &out_view, 1, &rec.attrs)
+            owner = copied
         if status != K_OK:
-            raise (<ViewKernel>self.py_calls[i]).error(
-                status, [view_shape(ins[j]) for j in range(rec.n_in)],
-                [rec.attrs.ints[j] for j in range(rec.attrs.n_ints)])
-        self.objs[out] = self.objs[rec.ins[0]]      # the owner of the viewed memory
+            self._kernel_error(i, status, ins)
+        self.objs[out] = owner
         return 0
 
     cdef int _run_py(self, int i) except -1:
@@ -438,8 +429,8 @@ cdef class Plan:
             if s >= 0:
                 args[j] = self._wrap(s)
         call = self.py_calls[i]
-        if type(call) is tuple:
-            results = _direct_call(<tuple>call, args)
+        if type(call) is PythonKernel:
+            results = (<PythonKernel>call).call(tuple(args), DenseTensor)
         else:
             results = call(*args)
         for j, s in enumerate(<tuple>self.py_outs[i]):
@@ -543,23 +534,3 @@ cdef class Plan:
         self.traced = True
         self.stale = False
         return 0
-
-
-cdef object _direct_call(tuple direct, list args):
-    """Call a Python op's function (see Plan.add_python's `direct`); its outputs."""
-    func, finish, dtype, ndim, known = direct
-    result = func(*args)
-    cdef cnp.ndarray arr
-    cdef cnp.npy_intp* dims
-    if type(result) is np.ndarray:
-        arr = <cnp.ndarray>result
-        dims = cnp.PyArray_DIMS(arr)
-        if cnp.PyArray_BASE(arr) is NULL and cnp.PyArray_NDIM(arr) == <int>ndim \
-                and cnp.PyArray_IS_C_CONTIGUOUS(arr) and cnp.PyArray_ISNOTSWAPPED(arr) \
-                and cnp.PyArray_TYPE(arr) == (<cnp.dtype>dtype).type_num:
-            for position, size in known:
-                if dims[<int>position] != <cnp.npy_intp>size:
-                    break
-            else:
-                return (as_dense(arr),)
-    return finish(result, args)

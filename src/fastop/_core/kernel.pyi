@@ -46,6 +46,13 @@ class CKernel:
         """What a failure status means for this kernel (e.g. which axes are valid); a
         status not in it gets the generic text."""
     @property
+    def is_view(self) -> bool:
+        """The output is a view of input 0's memory (the kernel sets its data pointer and
+        strides; no data is written)."""
+    @property
+    def view_readonly(self) -> bool:
+        """A view kernel's output is read-only (a broadcast)."""
+    @property
     def n_in(self) -> int: ...
     @property
     def n_out(self) -> int: ...

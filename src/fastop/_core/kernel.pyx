@@ -9,11 +9,18 @@ The registry (``fastop.ops``) wraps a CKernel into an op definition; its shape/d
 inference doubles as the op's meta function, so static graphs and kernels agree.
 """
 from libc.string cimport memset
+from cpython.object cimport PyObject, PyTypeObject
+from cpython.ref cimport Py_INCREF
+from cpython.mem cimport PyMem_Malloc, PyMem_Free
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from fastop._core.storage cimport (DenseTensor, DType, fastop_view, fastop_attrs,
-                                   FASTOP_MAX_NDIM, FASTOP_BOOL, FASTOP_NUM_DTYPES, alloc_tensor,
+                                   FASTOP_MAX_NDIM, FASTOP_MAX_ATTR_INTS, FASTOP_BOOL,
+                                   FASTOP_NUM_DTYPES, alloc_tensor, alloc_like,
                                    as_dense, dtype_from_code, dtype_code, itemsize_of,
                                    view_same_meta, view_shape, view_copy, views_overlap,
-                                   view_same_layout, bump_version, as_ndarray)
+                                   view_same_layout, bump_version, as_ndarray, shape_fits,
+                                   wrap_ndarray, numpy_type_num)
+cimport numpy as cnp
 
 import operator
 
@@ -21,7 +28,10 @@ import numpy as np
 
 from fastop._core.parallel import num_processors
 
-__all__ = ["CKernel", "set_num_threads", "int_attr", "bool_attr", "ints_attr"]
+cnp.import_array()
+
+__all__ = ["CKernel", "PythonKernel", "set_num_threads", "int_attr", "bool_attr", "ints_attr",
+           "add_note"]
 
 cdef int _num_threads = 1
 cdef Py_ssize_t _thread_threshold = 1 << 15
@@ -112,6 +122,7 @@ _REASONS = {
     K_ERR_SHAPE: "input shapes are incompatible",
     K_ERR_VALUE: "an input value is out of range",
     K_ERR_MEMORY: "out of memory",
+    K_ERR_LAYOUT: "the input's memory layout cannot be viewed this way",
 }
 
 
@@ -170,7 +181,7 @@ cdef class CKernel:
             ints, floats = self.packer(attrs)
         except (TypeError, ValueError) as e:      # packers leave naming the op to us
             raise type(e)(f"{self.name}: {e}") from None
-        if len(ints) > 2 * FASTOP_MAX_NDIM or len(floats) > 4:
+        if len(ints) > FASTOP_MAX_ATTR_INTS or len(floats) > 4:
             raise ValueError(f"{self.name}: too many attribute values")
         out.n_ints = len(ints)
         for i, v in enumerate(ints):
@@ -244,6 +255,10 @@ cdef class CKernel:
                 t = <DenseTensor>x
                 in_views[i] = &t.view
         self.infer_views(in_views, n_in, out_meta, attrs, given)
+        if self.is_view:
+            if out is not None:
+                raise TypeError(f"{self.name}: makes a view of its input; it takes no out=")
+            return self._run_view(in_views, n_in, out_meta, inputs, attrs, out_cls, given)
         cdef kernel_fn fn = self.resolve(in_views[self.dispatch_input].dtype)
         cdef list results = []
         cdef list staging = []
@@ -300,6 +315,33 @@ cdef class CKernel:
             view_copy(&(<DenseTensor>staged).view, &(<DenseTensor>results[i]).view)
         return tuple(results)
 
+    cdef tuple _run_view(self, fastop_view** ins, int n_in, fastop_view* meta, tuple inputs,
+                         const fastop_attrs* attrs, type out_cls, dict given):
+        """A view kernel's output: a new `out_cls` tensor over input 0's memory (over a
+        contiguous copy of it when the kernel cannot view its layout)."""
+        cdef DenseTensor src = <DenseTensor>inputs[0]
+        cdef kernel_fn fn = self.resolve(ins[self.dispatch_input].dtype)
+        cdef DenseTensor out = <DenseTensor>(<PyTypeObject*>out_cls).tp_new(
+            out_cls, <PyObject*>_NO_ARGS, NULL)
+        cdef fastop_view* out_view = &out.view
+        out.view = meta[0]
+        cdef int status = fn(ins, n_in, &out_view, 1, attrs)
+        if status == K_ERR_LAYOUT:
+            src = src.copy()
+            ins[0] = &src.view
+            out.view = meta[0]
+            status = fn(ins, n_in, &out_view, 1, attrs)
+        if status != K_OK:
+            self._raise(status, [(None, None) if x is None else (x.shape, x.dtype.name)
+                                 for x in inputs], given)
+        if not shape_fits(out.view.ndim, out.view.shape, out.view.dtype):
+            self._raise(K_ERR_SHAPE, [(None, None) if x is None else (x.shape, x.dtype.name)
+                                      for x in inputs], given,
+                        f"the view of shape {view_shape(&out.view)} is too big to address")
+        out.owner = view_owner(src)
+        out.readonly = src.readonly or self.view_readonly
+        return (out,)
+
     cdef bint must_stage(self, fastop_view** ins, int n_in, const fastop_view* out,
                          int out_index) noexcept nogil:
         """Whether writing output `out_index` directly into `out` could corrupt an input
@@ -323,7 +365,7 @@ cdef class CKernel:
         when it shares memory with an input in any other way).
         """
         cdef fastop_attrs packed
-        if not attrs and self.packer is None and type(out) is DenseTensor:
+        if not attrs and self.packer is None and type(out) is DenseTensor and not self.is_view:
             fast = self._call_into(inputs, <DenseTensor>out)
             if fast is not None:
                 return fast
@@ -465,7 +507,7 @@ cdef CKernel make_kernel(str name, tuple input_names, tuple output_names, infer_
                          kernel_fn f_f32, kernel_fn f_f64,
                          int dispatch_input=0, tuple attr_names=(), object packer=None,
                          Py_ssize_t parallel_grain=4096, bint inplace_safe=False,
-                         tuple updates=()):
+                         tuple updates=(), bint is_view=False, bint view_readonly=False):
     """Describe a kernel: name, operand names, inference, one function per dtype
     (NULL where unsupported), how attributes pack into fastop_attrs, and which inputs
     an output may be: any (`inplace_safe`: elementwise kernels), or for an update
@@ -495,4 +537,195 @@ cdef CKernel make_kernel(str name, tuple input_names, tuple output_names, infer_
     k.packer = packer
     k.parallel_grain = parallel_grain
     k.inplace_safe = inplace_safe
+    k.is_view = is_view
+    k.view_readonly = view_readonly
     return k
+
+
+cdef tuple _NO_ARGS = ()
+
+
+cdef object view_owner(DenseTensor src):
+    return src.owner if isinstance(src.owner, DenseTensor) else src
+
+
+# --------------------------------------------------------------------------- Python kernels
+
+cdef inline bint _fits_meta(const fastop_view* have, const fastop_view* want) noexcept nogil:
+    """`have` has `want`'s dtype, ndim and every known dim (-1: unknown)."""
+    cdef int i
+    if have.dtype != want.dtype or have.ndim != want.ndim:
+        return False
+    for i in range(want.ndim):
+        if want.shape[i] >= 0 and have.shape[i] != want.shape[i]:
+            return False
+    return True
+
+
+cdef DenseTensor _checked(object value, const fastop_view* meta, type out_cls):
+    """`value` as an `out_cls` tensor if it is an array or tensor fitting `meta`, else
+    None (the caller's mismatch path explains or converts)."""
+    cdef DenseTensor t, out
+    cdef cnp.ndarray arr
+    cdef cnp.npy_intp* dims
+    cdef int i
+    if cnp.PyArray_CheckExact(value):
+        arr = <cnp.ndarray>value
+        if cnp.PyArray_TYPE(arr) != numpy_type_num(meta.dtype) \
+                or cnp.PyArray_NDIM(arr) != meta.ndim or not cnp.PyArray_ISNOTSWAPPED(arr):
+            return None
+        dims = cnp.PyArray_DIMS(arr)
+        for i in range(meta.ndim):
+            if meta.shape[i] >= 0 and dims[i] != meta.shape[i]:
+                return None
+        return wrap_ndarray(out_cls, arr)
+    if isinstance(value, DenseTensor):
+        t = <DenseTensor>value
+        if not _fits_meta(&t.view, meta):
+            return None
+        if type(t) is out_cls:
+            return t
+        out = <DenseTensor>(<PyTypeObject*>out_cls).tp_new(out_cls,
+                                                           <PyObject*>_NO_ARGS, NULL)
+        out.view = t.view
+        out.owner = view_owner(t)
+        out.readonly = t.readonly
+        return out
+    return None
+
+
+cdef tuple wrap_results(object result, int n_out, const fastop_view* metas, type out_cls,
+                        object mismatch):
+    cdef DenseTensor t
+    cdef int i
+    cdef tuple out
+    if n_out == 1 and not isinstance(result, (tuple, list)):
+        t = _checked(result, &metas[0], out_cls)
+        if t is not None:
+            return (t,)
+    elif isinstance(result, (tuple, list)) and len(result) == n_out:
+        out = PyTuple_New(n_out)
+        for i in range(n_out):
+            t = _checked(result[i], &metas[i], out_cls)
+            if t is None:
+                break
+            Py_INCREF(t)
+            PyTuple_SET_ITEM(out, i, t)
+        else:
+            return out
+    # the rare case: the op's own errors, or values its policy converts (py_func)
+    values = mismatch(result)
+    return tuple([_accepted(v, out_cls) for v in values])
+
+
+cdef class PythonKernel:
+    """A Python kernel bound to one call's attributes and its outputs' metas.
+
+    ``PythonKernel(op_name, fn, attrs, metas, mismatch, inputs=None)``: `metas` is a list
+    of ``(shape, dtype code)`` per output (None or -1 for a dim unknown until run time);
+    `mismatch(result)` explains a result that does not fit them (raises) or returns the
+    values to take as they are; `inputs`, a tuple of DenseTensors, records the signature
+    eager dispatch memoizes the metas for (:meth:`matches`).
+    """
+
+    def __cinit__(self, str op_name, fn, dict attrs, list metas, mismatch, tuple inputs=None):
+        cdef int i, j
+        self.op_name, self.fn, self.attrs, self.mismatch = op_name, fn, attrs, mismatch
+        self.metas = metas
+        self.n_out = len(metas)
+        self.out_metas = <fastop_view*>PyMem_Malloc(max(self.n_out, 1) * sizeof(fastop_view))
+        self.n_in = -1 if inputs is None or not all(
+            [isinstance(x, DenseTensor) for x in inputs]) else len(inputs)
+        self.in_sig = <fastop_view*>PyMem_Malloc(max(self.n_in, 1) * sizeof(fastop_view))
+        if self.out_metas is NULL or self.in_sig is NULL:
+            raise MemoryError()
+        for i, (shape, dtype) in enumerate(metas):
+            if len(shape) > FASTOP_MAX_NDIM:
+                raise ValueError(f"{op_name}: output {i} has {len(shape)} dims, at most "
+                                 f"{FASTOP_MAX_NDIM} are supported")
+            self.out_metas[i].dtype = dtype
+            self.out_metas[i].ndim = len(shape)
+            for j, d in enumerate(shape):
+                self.out_metas[i].shape[j] = -1 if d is None or d < 0 else d
+        for i in range(max(self.n_in, 0)):
+            self.in_sig[i] = (<DenseTensor>inputs[i]).view
+
+    def __dealloc__(self):
+        PyMem_Free(self.out_metas)
+        PyMem_Free(self.in_sig)
+
+    cdef bint matches(self, tuple inputs, dict attrs) noexcept:
+        """Whether `inputs` (DenseTensors) have the recorded dtypes and shapes and
+        `attrs` is the recorded attrs dict itself."""
+        cdef int i, d
+        cdef fastop_view* have
+        if attrs is not self.attrs or len(inputs) != self.n_in:
+            return False
+        for i in range(self.n_in):
+            if not isinstance(inputs[i], DenseTensor):
+                return False
+            have = &(<DenseTensor>inputs[i]).view
+            if have.dtype != self.in_sig[i].dtype or have.ndim != self.in_sig[i].ndim:
+                return False
+            for d in range(have.ndim):
+                if have.shape[d] != self.in_sig[i].shape[d]:
+                    return False
+        return True
+
+    cdef tuple call(self, object inputs, type out_cls):
+        """Run on `inputs` (per declared input: a DenseTensor, a list of them for a
+        variadic input, or None); the outputs as `out_cls` tensors."""
+        cdef Py_ssize_t i, n = len(inputs)
+        cdef list arrays = [None] * n
+        for i in range(n):
+            x = inputs[i]
+            if isinstance(x, DenseTensor):
+                arrays[i] = as_ndarray(<DenseTensor>x)
+            elif x is not None:
+                arrays[i] = [as_ndarray(<DenseTensor>t) for t in x]
+        try:
+            if self.attrs:
+                result = self.fn(*arrays, **self.attrs)
+            elif n == 1:
+                result = self.fn(arrays[0])
+            else:
+                result = self.fn(*arrays)
+        except Exception as exc:
+            add_note(exc, f"raised inside the Python kernel of op '{self.op_name}'")
+            raise
+        return wrap_results(result, self.n_out, self.out_metas, out_cls, self.mismatch)
+
+    def __call__(self, *inputs):
+        """Run on DenseTensors (a list for a variadic input, None for an absent one)."""
+        return self.call(inputs, DenseTensor)
+
+
+def add_note(exc, str note):
+    """Attach a note to an exception (PEP 678), once."""
+    notes = getattr(exc, "__notes__", None) or []
+    if note in notes:
+        return
+    try:
+        exc.add_note(note)
+    except AttributeError:  # Python 3.10
+        exc.__notes__ = [*notes, note]
+
+
+cdef DenseTensor _accepted(object value, type out_cls):
+    """A value the mismatch path accepted, as an `out_cls` tensor (zero-copy)."""
+    cdef DenseTensor t, out
+    if isinstance(value, DenseTensor) and type(value) is out_cls:
+        return <DenseTensor>value
+    if isinstance(value, DenseTensor):
+        t = <DenseTensor>value
+    else:
+        t = wrap_ndarray(out_cls, value)
+        if t is not None:
+            return t
+        t = as_dense(value)
+    out = <DenseTensor>(<PyTypeObject*>out_cls).tp_new(out_cls, <PyObject*>_NO_ARGS,
+                                                       NULL)
+    out.view = t.view
+    out.owner = view_owner(t)
+    out.readonly = t.readonly
+    return out

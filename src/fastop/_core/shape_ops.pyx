@@ -7,14 +7,8 @@ from the end); one outside ``[-n, n)`` is an error naming the op.
 ``gather_grad(x, index, dout, axis=0)`` returns ``dx`` shaped like ``x``: zeros, plus
 ``dout`` added at the gathered positions (repeated indices accumulate).
 
-View kernels (:class:`ViewKernel`; the output shares the first input's memory, stride 0
-on broadcast dims, read-only): ``expand_as(x, y)`` (x broadcast to y's shape; y's values
-are not read) and ``broadcast_to(x, shape=)`` (``-1`` keeps x's dim). Their C function
-only sets the output view, so the static executor runs them without Python (< 0.1 µs).
-
-The other shape ops (reshape, transpose, slice, squeeze, unsqueeze) are views built in
-Python: see ``fastop.ops.builtin.shape``. Attributes: ``ints = [axis]`` for gather,
-``ints = shape`` for broadcast_to.
+The view kernels (reshape, transpose, slice, squeeze, unsqueeze, broadcast_to, expand_as)
+are in :mod:`fastop._core.views`. Attributes: ``ints = [axis]``.
 """
 from libc.string cimport memcpy, memset
 from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, FASTOP_INT32,
@@ -27,7 +21,7 @@ from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_ATTR, K_ERR_
 from fastop._core.parallel cimport parallel_run
 from fastop._core.kernel import int_attr, ints_attr
 
-__all__ = ["gather", "gather_grad", "ViewKernel", "expand_as", "broadcast_to"]
+__all__ = ["gather", "gather_grad"]
 
 
 # x (or dx) seen as [outer..., n, inner...] and out (or dout) as
@@ -312,127 +306,3 @@ for _k in (gather, gather_grad):
     (<CKernel>_k).reasons = {K_ERR_ATTR: "axis must be in [-ndim, ndim) of x",
                              K_ERR_VALUE: "each index must be in [-n, n) (n: x's size "
                                           "along axis)"}
-
-
-# --------------------------------------------------------------------------- view kernels
-
-cdef class ViewKernel:
-    """A shape op whose output is a view of its first input, as a C function that sets
-    the output view from the input views (see shape_ops.pxd).
-
-    ``kernel(*inputs, **attrs)`` (tensors or numpy arrays) returns a read-only
-    DenseTensor sharing the first input's memory; the static executor calls the C
-    function directly.
-    """
-
-    def __repr__(self):
-        return f"<ViewKernel {self.name}({', '.join(self.input_names)})>"
-
-    cdef int pack(self, dict attrs, fastop_attrs* out) except -1:
-        out.n_ints = 0
-        if self.packer is None:
-            return 0
-        try:
-            ints = self.packer(attrs)
-        except (TypeError, ValueError) as e:
-            raise type(e)(f"{self.name}: {e}") from None
-        if len(ints) > 2 * FASTOP_MAX_NDIM:
-            raise ValueError(f"{self.name}: at most {FASTOP_MAX_NDIM} dims, got {list(ints)}")
-        for i, v in enumerate(ints):
-            out.ints[i] = v
-        out.n_ints = len(ints)
-        return 0
-
-    def error(self, int status, list shapes, list ints):
-        """The exception for a failed view, naming the op, the input shapes and the
-        target (`ints`: the packed attributes)."""
-        target = shapes[1] if len(shapes) > 1 else ints
-        if status == K_ERR_BROADCAST:
-            return ValueError(f"{self.name}: cannot broadcast shape {shapes[0]} to {target}")
-        return ValueError(f"{self.name}: invalid target shape {target} for x of shape "
-                          f"{shapes[0]}")
-
-    def __call__(self, *inputs, **attrs):
-        cdef int n = len(self.input_names), i, status
-        if len(inputs) != n:
-            raise TypeError(f"{self.name}: expected {n} inputs "
-                            f"({', '.join(self.input_names)}), got {len(inputs)}")
-        cdef fastop_attrs packed
-        self.pack(attrs, &packed)
-        cdef list dense = [as_dense(x) for x in inputs]
-        cdef fastop_view* views[2]          # a view kernel has one or two inputs
-        for i in range(n):
-            views[i] = &(<DenseTensor>dense[i]).view
-        cdef DenseTensor out = (<DenseTensor>dense[0])._new_view()
-        status = self.fn(views, n, &out.view, &packed)
-        if status != K_OK:
-            raise self.error(status, [view_shape(views[i]) for i in range(n)],
-                             [packed.ints[i] for i in range(packed.n_ints)])
-        if not shape_fits(out.view.ndim, out.view.shape, out.view.dtype):
-            raise ValueError(f"{self.name}: shape {view_shape(&out.view)} is too big "
-                             f"(more than PY_SSIZE_T_MAX bytes) for x of shape "
-                             f"{view_shape(views[0])}")
-        out.readonly = True
-        return out
-
-
-cdef ViewKernel _view_kernel(str name, tuple input_names, view_fn fn, object packer):
-    cdef ViewKernel k = ViewKernel.__new__(ViewKernel)
-    k.name = name
-    k.input_names = input_names
-    k.fn = fn
-    k.packer = packer
-    return k
-
-
-cdef int _broadcast_view(const fastop_view* x, int nd, const ptrdiff_t* dims,
-                         fastop_view* out) noexcept nogil:
-    """out = x broadcast to `dims` (numpy's rules; a dim of -1 keeps x's)."""
-    cdef int lead = nd - x.ndim, i, j
-    cdef ptrdiff_t d
-    if lead < 0 or nd > FASTOP_MAX_NDIM:
-        return K_ERR_BROADCAST
-    out.data = x.data
-    out.dtype = x.dtype
-    out.ndim = nd
-    out.size = 1
-    for i in range(nd):
-        j = i - lead
-        d = dims[i]
-        if d == -1:
-            if j < 0:
-                return K_ERR_BROADCAST
-            d = x.shape[j]
-        if j < 0 or (x.shape[j] == 1 and d != 1):
-            out.strides[i] = 0
-        elif x.shape[j] == d:
-            out.strides[i] = x.strides[j]
-        else:
-            return K_ERR_BROADCAST
-        out.shape[i] = d
-        out.size *= d
-    return K_OK
-
-
-cdef int _expand_as_view(fastop_view** ins, int n_in, fastop_view* out,
-                         const fastop_attrs* a) noexcept nogil:
-    return _broadcast_view(ins[0], ins[1].ndim, ins[1].shape, out)
-
-
-cdef int _broadcast_to_view(fastop_view** ins, int n_in, fastop_view* out,
-                            const fastop_attrs* a) noexcept nogil:
-    cdef int i
-    for i in range(a.n_ints):
-        if a.ints[i] < -1:
-            return K_ERR_ATTR
-    return _broadcast_view(ins[0], a.n_ints, a.ints, out)
-
-
-def _pack_shape(attrs):
-    if "shape" not in attrs:
-        raise TypeError("missing attribute 'shape'")
-    return ints_attr(attrs, "shape")
-
-
-expand_as = _view_kernel("fastop::expand_as", ("x", "y"), _expand_as_view, None)
-broadcast_to = _view_kernel("fastop::broadcast_to", ("x",), _broadcast_to_view, _pack_shape)

@@ -5,6 +5,7 @@ from libc.stddef cimport ptrdiff_t
 
 cdef extern from "tensor_view.h":
     enum: FASTOP_MAX_NDIM
+    enum: FASTOP_MAX_ATTR_INTS
     enum:
         FASTOP_BOOL
         FASTOP_INT32
@@ -21,7 +22,7 @@ cdef extern from "tensor_view.h":
         ptrdiff_t strides[FASTOP_MAX_NDIM]
     ctypedef struct fastop_attrs:
         int n_ints
-        ptrdiff_t ints[2 * FASTOP_MAX_NDIM]
+        ptrdiff_t ints[FASTOP_MAX_ATTR_INTS]
         double f[4]
 
 ctypedef fused numeric_t:
@@ -116,4 +117,9 @@ cdef int dtype_code(object dtype) except -1
 cdef DenseTensor alloc_tensor(type cls, int ndim, const ptrdiff_t* shape, int dtype)
 cdef DenseTensor alloc_like(type cls, const fastop_view* like)
 cdef DenseTensor as_dense(object obj, int dtype=*)
+# A zero-copy tensor of class `cls` over an ndarray of a fastop dtype (numpy's C API,
+# no buffer-protocol parsing); None when `obj` is not such an array.
+cdef DenseTensor wrap_ndarray(type cls, object obj)
+# numpy's type number for a dtype code
+cdef int numpy_type_num(int code) noexcept nogil
 cpdef object as_ndarray(DenseTensor t)

@@ -1169,6 +1169,19 @@ cdef DenseTensor _borrow_ndarray(type cls, cnp.ndarray arr, int dtype):
     return out
 
 
+cdef DenseTensor wrap_ndarray(type cls, object obj):
+    cdef int dtype
+    if cnp.PyArray_CheckExact(obj):
+        dtype = _code_from_ndarray(<cnp.ndarray>obj)
+        if dtype >= 0:
+            return _borrow_ndarray(cls, <cnp.ndarray>obj, dtype)
+    return None
+
+
+cdef int numpy_type_num(int code) noexcept nogil:
+    return _NPY_TYPES[code]
+
+
 cdef inline DenseTensor _borrow(type cls, object obj):
     """Zero-copy wrapper of an ndarray (C-API fast path) or of any other buffer."""
     cdef int dtype

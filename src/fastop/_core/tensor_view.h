@@ -10,6 +10,8 @@
 #include <stdint.h>
 
 #define FASTOP_MAX_NDIM 8
+/* room for a slice's (start, end, step) per dim plus flags */
+#define FASTOP_MAX_ATTR_INTS (4 * FASTOP_MAX_NDIM + 4)
 
 typedef enum {
     FASTOP_BOOL = 0,
@@ -33,7 +35,7 @@ typedef struct {
  * in eager mode) so kernels read them without Python. */
 typedef struct {
     int n_ints;
-    ptrdiff_t ints[2 * FASTOP_MAX_NDIM];
+    ptrdiff_t ints[FASTOP_MAX_ATTR_INTS];
     double f[4];
 } fastop_attrs;
 

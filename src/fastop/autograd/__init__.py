@@ -1,6 +1,14 @@
-"""Autograd: grad mode, backward/grad, PyLayer (Python-defined ops) and gradient checks."""
-from fastop.autograd._engine import (backward, enable_grad, grad, is_grad_enabled,
-                                     no_grad, set_grad_enabled)
+"""Autograd: grad mode, backward/grad, PyLayer (Python-defined ops) and gradient checks.
+
+The engine is Cython, one module per job: ``_grad_mode`` (per-thread recording switch),
+``_graph`` (nodes, recording, the backward walk), ``_eager`` (how an op call computes in
+eager mode: the eager half of the one dispatch entry) and ``_py_layer`` (PyLayer's
+context and ``apply``).
+"""
+from fastop.autograd import _eager  # noqa: F401  (installs the eager dispatcher)
+from fastop.autograd._grad_mode import (enable_grad, is_grad_enabled, no_grad,
+                                        set_grad_enabled)
+from fastop.autograd._graph import backward, grad
 from fastop.autograd.py_layer import PyLayer, PyLayerContext
 from fastop.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck
 

@@ -20,19 +20,19 @@ Subclass :class:`PyLayer` with two static methods and run it with ``apply``:
     >>> x.grad.numpy().round(4).tolist()
     [1.0, 0.42]
 
-``apply`` and the graph node live in the Cython engine (:mod:`fastop.autograd._engine`);
+``apply`` and the graph node live in the Cython engine (:mod:`fastop.autograd._py_layer`);
 the context object *is* the node, so one call allocates one object.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from fastop.autograd import _engine
+from fastop.autograd import _py_layer
 
 __all__ = ["PyLayer", "PyLayerContext"]
 
 
-class PyLayerContext(_engine.PyLayerNode):
+class PyLayerContext(_py_layer.PyLayerNode):
     """What ``forward`` and ``backward`` of a :class:`PyLayer` receive as ``ctx``.
 
     Call-site rules:
@@ -81,7 +81,7 @@ class PyLayer:
         raise NotImplementedError("a PyLayer subclass must define a static "
                                   "backward(ctx, *grads)")
 
-    apply = classmethod(_engine.apply_py_layer)
+    apply = classmethod(_py_layer.apply_py_layer)
 
 
-_engine.set_context_type(PyLayerContext)
+_py_layer.set_context_type(PyLayerContext)

@@ -23,25 +23,30 @@ Example::
         return x / (1.0 + np.exp(-beta * x))
 
     @op.grad_kernel(needs=["x", "y", "dy"])
-    def _(x, y, dy, beta):
+    def swish_backward(x, y, dy, beta):
         s = 1.0 / (1.0 + np.exp(-beta * x))
         return dy * (y * beta + s * (1.0 - beta * y))
+
+Calling an op (``op(x, beta=2.0)``) is :class:`fastop.ops._dispatch.OpBase`'s C entry:
+it computes in eager mode and appends an operator in static mode.
 """
 from __future__ import annotations
 
-import sys
+import functools
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from fastop._core.kernel import CKernel
-from fastop._core.storage import DType, DenseTensor, as_dtype, as_ndarray, from_numpy
-from fastop.ops._dispatch import dispatch
+from fastop._core.kernel import CKernel, PythonKernel, add_note
+from fastop._core.storage import DType, DenseTensor, as_dtype
+from fastop.ops._dispatch import OpBase, bump_registry_version, invoke
 
 __all__ = [
-    "ArgSpec", "AttrSpec", "TensorMeta", "OpDef", "Registry", "OpError",
-    "UnknownOpError", "DuplicateOpError", "OpDefinitionError", "registry",
+    "ArgSpec", "AttrSpec", "TensorMeta", "OpDef", "GradRule", "Registry", "OpError",
+    "UnknownOpError", "DuplicateOpError", "OpDefinitionError", "registry", "add_note",
+    "apply_grad_rule",
 ]
 
 REQUIRED = object()  # marks an attribute without a default
@@ -190,14 +195,29 @@ class GradRule:
 
     fn: Callable[..., Any]
     needs: tuple[str, ...]
-    kernel_op: str | None = None  # set when made from a Python backward kernel
     materialize_grads: bool = True
     reads: dict[str, tuple[str, ...]] | None = None
+    # A *kernel rule* (``OpDef.grad_op``, ``grad_kernel``): the gradients are the outputs
+    # of one backward op, whose inputs are taken from the needed values and the output
+    # gradients (``backward_args``: per backward input, (0, k) for needs[k] or (1, j) for
+    # output j's gradient). Eager backward then runs that op's kernel directly.
+    backward_op: "OpDef | None" = None
+    backward_args: tuple[tuple[int, int], ...] = ()
+    # the composite rule takes a keyword ``needs_input_grad`` (one bool per input)
+    wants_needs_input_grad: bool = False
+
+    @property
+    def kernel_op(self) -> str | None:
+        """The backward op's name, for a kernel rule."""
+        return None if self.backward_op is None else self.backward_op.name
 
 
-@dataclass
-class OpDef:
-    """One op definition. Build with :meth:`Registry.define`; call it to run the op."""
+@dataclass(eq=False)
+class OpDef(OpBase):
+    """One op definition. Build with :meth:`Registry.define`; call it to run the op.
+
+    Change a definition through its decorators (they invalidate the call plans that
+    cache what its calls need)."""
 
     name: str
     inputs: tuple[ArgSpec, ...]
@@ -210,12 +230,19 @@ class OpDef:
     plugin: str = "fastop"        # the distribution that provides the op
     version: str = ""
     differentiable: tuple[str, ...] | None = None  # inputs that take gradients
+    # the inputs that compute in one dtype with Python scalars (None: all; see
+    # fastop.ops._dispatch's scalar rule), e.g. where's x and y, not its condition
+    promotes: tuple[str, ...] | None = None
+    int_to_float: bool = False    # integer/bool inputs compute in float32 (true division)
+    # how to rebuild an op that is not in the registry (py_func's functions), for saving
+    source: Any = field(default=None, repr=False)
     registry: "Registry | None" = field(default=None, repr=False, compare=False)
 
     # -- definition (decorators) -----------------------------------------------
     def meta(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """Register the meta function: ``fn(*input_metas, **attrs) -> TensorMeta(s)``."""
         self.meta_fn = fn
+        bump_registry_version()
         return fn
 
     def kernel(self, *dtypes: Any) -> Callable[[Callable], Callable]:
@@ -230,6 +257,7 @@ class OpDef:
         def register(fn: Callable) -> Callable:
             for n in names:
                 self.kernels[n] = fn
+            bump_registry_version()
             return fn
         return register
 
@@ -247,10 +275,62 @@ class OpDef:
             self._check_needs(needs, allow_grads=False)
             if reads is not None:
                 self._check_reads(needs, reads)
+            try:
+                wants = "needs_input_grad" in inspect.signature(fn).parameters
+            except (TypeError, ValueError):        # a callable without a signature
+                wants = False
             self.grad_rule = GradRule(fn, needs, materialize_grads=materialize_grads,
-                                      reads=reads)
+                                      reads=reads, wants_needs_input_grad=wants)
+            bump_registry_version()
             return fn
         return register
+
+    def grad_op(self, backward_op: OpDef, needs: Iterable[str],
+                reads: Mapping[str, Iterable[str]] | None = None) -> OpDef:
+        """Declare the gradient as one backward op (OneFlow's ``REGISTER_USER_OP_GRAD``
+        binding a backward op): its inputs are ``needs`` — forward inputs and outputs by
+        name, output gradients as ``"d" + output`` — and its outputs are the gradients of
+        the differentiable inputs, in order. It must take this op's attributes.
+
+        Eager backward runs the backward op's kernel directly (no Python rule runs);
+        ``create_graph=True`` and static ``append_backward`` call the op, so a backward
+        op with a gradient rule of its own makes higher-order gradients work."""
+        needs = tuple(needs)
+        self._check_needs(needs, allow_grads=True)
+        outputs = [a.name for a in self.outputs]
+        grad_names = {"d" + o for o in outputs} - {a.name for a in self.inputs} - set(outputs)
+        forward_needs = tuple(n for n in needs if n not in grad_names)
+        args = tuple((1, outputs.index(n[1:])) if n in grad_names else
+                     (0, forward_needs.index(n)) for n in needs)
+        diff = self.differentiable_inputs
+        if len(backward_op.inputs) != len(needs) or len(backward_op.outputs) != len(diff):
+            raise OpDefinitionError(
+                f"{self.name}: backward op {backward_op.name} takes {len(backward_op.inputs)} "
+                f"inputs and makes {len(backward_op.outputs)} outputs; the gradient needs "
+                f"{len(needs)} inputs ({', '.join(needs)}) and {len(diff)} outputs (one "
+                f"per differentiable input: {', '.join(diff)})")
+        if set(backward_op.attrs) != set(self.attrs):
+            raise OpDefinitionError(f"{self.name}: backward op {backward_op.name} must take "
+                                    f"this op's attributes {sorted(self.attrs)}, it takes "
+                                    f"{sorted(backward_op.attrs)}")
+        reads = None if reads is None else {k: tuple(v) for k, v in reads.items()}
+        if reads is not None:
+            self._check_reads(forward_needs, reads)
+        input_order = [a.name for a in self.inputs]
+
+        def kernel_rule(*values: Any, **attrs: Any) -> tuple[Any, ...]:
+            """The backward op on the needed values and output gradients."""
+            grads = values[len(forward_needs):]
+            result = backward_op(*[values[k] if src == 0 else grads[k] for src, k in args],
+                                 **attrs)
+            by_input = dict(zip(diff, result if isinstance(result, tuple) else (result,)))
+            return tuple(by_input.get(n) for n in input_order)
+
+        kernel_rule.__name__ = kernel_rule.__qualname__ = f"{self.short_name}_grad_rule"
+        self.grad_rule = GradRule(kernel_rule, forward_needs, reads=reads,
+                                  backward_op=backward_op, backward_args=args)
+        bump_registry_version()
+        return backward_op
 
     def grad_kernel(self, needs: Iterable[str],
                     meta: Callable[..., Any] | None = None) -> Callable[[Callable], Callable]:
@@ -277,7 +357,6 @@ class OpDef:
         out_names = {a.name for a in self.outputs}
         grad_names = tuple(n for n in needs if n[1:] in out_names and n.startswith("d")
                            and n not in {a.name for a in self.inputs} | out_names)
-        forward_needs = tuple(n for n in needs if n not in grad_names)
         diff = self.differentiable_inputs
         if meta is None:
             meta = _default_grad_meta(self.name, needs, grad_names, diff)
@@ -286,19 +365,7 @@ class OpDef:
                                    attrs=dict(self.attrs), meta=meta,
                                    doc=f"Backward kernel of {self.name}.")
         gop.kernel()(fn)
-        output_order = [a.name for a in self.outputs]
-        input_order = [a.name for a in self.inputs]
-
-        def rule(*values: Any, **attrs: Any) -> tuple[Any, ...]:
-            named = dict(zip(forward_needs, values))
-            grads = values[len(forward_needs):]
-            named.update({"d" + o: g for o, g in zip(output_order, grads)})
-            result = gop(*[named[n] for n in needs], **attrs)
-            result = result if isinstance(result, (tuple, list)) else (result,)
-            by_input = dict(zip(diff, result))
-            return tuple(by_input.get(n) for n in input_order)
-
-        self.grad_rule = GradRule(rule, forward_needs, kernel_op=gop.name)
+        self.grad_op(gop, needs)
 
     @property
     def differentiable_inputs(self) -> tuple[str, ...]:
@@ -422,107 +489,59 @@ class OpDef:
         return [_as_meta(r) for r in results]
 
     # -- kernels ------------------------------------------------------------------
-    def kernel_for(self, dtype: Any) -> Any:
-        """The kernel for a dtype: a CKernel or a Python function."""
-        name = as_dtype(dtype).name
-        for key in (name, "*"):
-            k = self.kernels.get(key)
-            if k is not None and (not isinstance(k, CKernel) or name in k.dtypes):
-                return k
-        raise TypeError(f"{self.name}: no kernel for dtype {name}; kernels exist for "
-                        f"{self.dtypes or 'no dtype'}")
+    def no_kernel_message(self, dtype: str) -> str:
+        return (f"{self.name}: no kernel for dtype {dtype}; kernels exist for "
+                f"{self.dtypes or 'no dtype'}")
 
-    def dispatch_dtype(self, inputs: Sequence[Any]) -> Any:
-        """The dtype that selects the kernel: a CKernel's dispatch input, else the first
-        input given."""
-        ck = self.kernels.get("*")
-        if isinstance(ck, CKernel) and ck.dispatch_input < len(inputs) \
-                and inputs[ck.dispatch_input] is not None:
-            return inputs[ck.dispatch_input].dtype
-        for x in inputs:
-            if isinstance(x, (list, tuple)):
-                if x:
-                    return x[0].dtype
-            elif x is not None:
-                return x.dtype
-        return "float32"
+    def invoke(self, inputs: Sequence[Any], attrs: dict[str, Any]) -> tuple[DenseTensor, ...]:
+        """Run the op's kernel on DenseTensors (per input a tensor, a list for a variadic
+        one, None for an absent optional one), without autograd and whatever the mode:
+        the same kernel call and result check as an eager call. `attrs` as
+        :meth:`check_attrs` returns them."""
+        return invoke(self, inputs, attrs)
 
-    def invoke(self, inputs: Sequence[Any], attrs: dict[str, Any],
-               metas: Sequence[TensorMeta] | None = None) -> tuple[DenseTensor, ...]:
-        """Run the op's kernel on DenseTensors; return DenseTensors.
-
-        The one path to a kernel for eager fallback, the executor and the profiler.
-        Python kernels run through :meth:`run_python_kernel` (`metas` as there).
-        """
-        kernel = self.kernel_for(self.dispatch_dtype(inputs))
-        if isinstance(kernel, CKernel):
-            return kernel.run_py(tuple(inputs), attrs)
-        return self.run_python_kernel(kernel, inputs, attrs, metas)
-
-    def run_python_kernel(self, kernel: Callable[..., Any], inputs: Sequence[Any],
-                          attrs: dict[str, Any],
-                          metas: Sequence[TensorMeta] | None = None) -> tuple[DenseTensor, ...]:
-        """Call one of this op's Python kernels and check its results (eager mode and
-        the static executor both come here).
-
-        `inputs` are DenseTensors (a list for a variadic input, None for an absent
-        optional one); the kernel gets zero-copy numpy arrays. An exception from the
-        kernel gets a note naming the op. Results are checked by :meth:`check_results`
-        against `metas` — the outputs' metas when the caller knows them already (the
-        static executor: from the program, None for dims known only at run time) —
-        else against the meta function's answer for these inputs.
-        """
-        arrays = [None if x is None else [_ndarray(t) for t in x]
-                  if isinstance(x, (list, tuple)) else _ndarray(x) for x in inputs]
+    def python_kernel(self, fn: Callable[..., Any], inputs: Sequence[Any],
+                      attrs: dict[str, Any]) -> PythonKernel:
+        """`fn` bound to `attrs`, checking its results against the meta function's
+        answer for `inputs` (DenseTensors, lists of them, or None). An exception from
+        the meta function gets a note naming the op, as one from a kernel does."""
+        metas = [None if x is None else [TensorMeta(t.shape, t.dtype) for t in x]
+                 if isinstance(x, (list, tuple)) else TensorMeta(x.shape, x.dtype)
+                 for x in inputs]
         try:
-            result = kernel(*arrays, **attrs)
+            out = self.infer_meta(metas, attrs)
         except Exception as exc:
-            add_note(exc, f"raised inside the Python kernel of op '{self.name}'")
+            add_note(exc, f"raised inside the meta function of op '{self.name}'")
             raise
-        return self.check_results(result, inputs, attrs, metas)
+        return PythonKernel(self.name, fn, attrs, [(m.shape, m.dtype.code) for m in out],
+                            functools.partial(self.explain_results, out), tuple(inputs))
 
-    def check_results(self, result: Any, inputs: Sequence[Any], attrs: dict[str, Any],
-                      metas: Sequence[TensorMeta] | None = None) -> tuple[DenseTensor, ...]:
-        """Validate a Python kernel's results (count, dtype, known dims) against `metas`,
-        or the meta function's answer for `inputs` when None; wrap them without copying
-        (a non-contiguous array is made contiguous; DenseTensor views stay views)."""
+    def explain_results(self, metas: Sequence[TensorMeta], result: Any) -> list[Any]:
+        """A Python kernel's result that the C check refused: the error naming the
+        output and what was expected — or, for values that are right but not arrays
+        (a numpy scalar), the values to take."""
         results = result if isinstance(result, (tuple, list)) else (result,)
         if len(results) != len(self.outputs):
             raise ValueError(f"{self.name}: the Python kernel returned {len(results)} "
                              f"value(s), expected {len(self.outputs)} "
                              f"({', '.join(o.name for o in self.outputs)})")
-        if metas is None:
-            metas = self.infer_meta([None if x is None else [TensorMeta(t.shape, t.dtype)
-                                                             for t in x]
-                                     if isinstance(x, (list, tuple))
-                                     else TensorMeta(x.shape, x.dtype) for x in inputs], attrs)
-        out = []
+        values = []
         for spec, value, meta in zip(self.outputs, results, metas):
-            if isinstance(value, DenseTensor):
-                if value.dtype != meta.dtype:
-                    raise TypeError(f"{self.name}: output '{spec.name}' should have dtype "
-                                    f"{meta.dtype.name}, the kernel returned "
-                                    f"{value.dtype.name}")
-            else:
-                if type(value) is not np.ndarray:
+            if not isinstance(value, DenseTensor):
+                try:
                     value = np.asarray(value)
-                if value.dtype != meta.dtype.numpy_dtype:
-                    raise TypeError(f"{self.name}: output '{spec.name}' should have dtype "
-                                    f"{meta.dtype.name}, the kernel returned {value.dtype}")
+                except Exception:
+                    raise TypeError(f"{self.name}: output '{spec.name}' must be an array, "
+                                    f"the kernel returned {type(value).__name__}") from None
+            have = value.dtype.name if isinstance(value, DenseTensor) else value.dtype
+            if have != meta.dtype.name:
+                raise TypeError(f"{self.name}: output '{spec.name}' should have dtype "
+                                f"{meta.dtype.name}, the kernel returned {have}")
             if not _fits(value.shape, meta.shape):
                 raise ValueError(f"{self.name}: output '{spec.name}' should have shape "
                                  f"{meta.shape}, the kernel returned {list(value.shape)}")
-            if not isinstance(value, DenseTensor):
-                if not (value.flags.c_contiguous or value.flags.f_contiguous) and value.size:
-                    value = np.ascontiguousarray(value)
-                value = from_numpy(value)
-            out.append(value)
-        return tuple(out)
-
-    # -- calling ---------------------------------------------------------------------
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Run the op in the current mode (eager: compute; static: append an operator)."""
-        return dispatch(self, args, kwargs)
+            values.append(value)
+        return values
 
 
 def _fits(shape: Sequence[int], declared: list[int | None]) -> bool:
@@ -533,10 +552,6 @@ def _fits(shape: Sequence[int], declared: list[int | None]) -> bool:
         if want is not None and have != want:
             return False
     return True
-
-
-def _ndarray(x: Any) -> np.ndarray:
-    return as_ndarray(x) if isinstance(x, DenseTensor) else np.asarray(x)
 
 
 def _default_grad_meta(op: str, needs: tuple[str, ...], grad_names: tuple[str, ...],
@@ -557,15 +572,29 @@ def _default_grad_meta(op: str, needs: tuple[str, ...], grad_names: tuple[str, .
     return meta
 
 
-def add_note(exc: BaseException, note: str) -> None:
-    """Attach a note to an exception (PEP 678), once."""
-    notes = getattr(exc, "__notes__", [])
-    if note in notes:
-        return
-    if sys.version_info >= (3, 11):
-        exc.add_note(note)
-    else:  # pragma: no cover - Python 3.10
-        exc.__notes__ = [*notes, note]
+def apply_grad_rule(op: OpDef, needed: Sequence[Any], grads: Sequence[Any],
+                    attrs: dict[str, Any], needs_input_grad: Sequence[bool] | None = None
+                    ) -> tuple[Any, ...]:
+    """Apply `op`'s gradient rule — the one function eager backward, static
+    ``append_backward`` and the gradient checker share: the needed values and the output
+    gradients in (tensors in eager mode, Variables in static mode: the rule's ops compute
+    or append), one gradient per declared input out (None for none; a list for a
+    variadic input). A rule of a single-input op may return a bare gradient."""
+    rule = op.grad_rule
+    if rule.wants_needs_input_grad:
+        result = rule.fn(*needed, *grads, needs_input_grad=needs_input_grad, **attrs)
+    else:
+        result = rule.fn(*needed, *grads, **attrs)
+    n = len(op.inputs)
+    if n == 1 and not (isinstance(result, tuple) and len(result) == 1):
+        if not isinstance(result, (tuple, list)) or op.inputs[0].variadic:
+            result = (result,)
+    if not isinstance(result, (tuple, list)) or len(result) != n:
+        count = len(result) if isinstance(result, (tuple, list)) else 1
+        raise TypeError(f"{op.name}: the gradient rule returned {count} gradient(s), "
+                        f"expected {n} (one per input: "
+                        f"{', '.join(a.name for a in op.inputs)}; None for none)")
+    return tuple(result)
 
 
 class _Namespace:
@@ -595,12 +624,17 @@ class Registry:
         self._current_plugin: tuple[str, str] = ("fastop", "")
         self._version = 0   # bumped on every change; caches key on it
 
+    def _changed(self) -> None:
+        self._version += 1
+        bump_registry_version()
+
     # -- defining ---------------------------------------------------------------
     def define(self, name: str, inputs: Sequence[str | ArgSpec] = (),
                outputs: Sequence[str | ArgSpec] = ("out",),
                attrs: dict[str, Any] | None = None, *, meta: Callable | None = None,
                kernels: dict[Any, Any] | None = None, doc: str = "",
-               differentiable: Sequence[str] | None = None) -> OpDef:
+               differentiable: Sequence[str] | None = None,
+               promotes: Sequence[str] | None = None, int_to_float: bool = False) -> OpDef:
         """Define and register an op; returns the OpDef for decorating."""
         if not isinstance(name, str) or name.count("::") != 1 or not all(
                 part.isidentifier() for part in name.split("::")):
@@ -623,18 +657,22 @@ class Registry:
                    {k: AttrSpec.from_default(k, v) for k, v in (attrs or {}).items()},
                    doc=doc, meta_fn=meta, plugin=plugin, version=version,
                    differentiable=tuple(differentiable) if differentiable is not None else None,
-                   registry=self)
+                   promotes=tuple(promotes) if promotes is not None else None,
+                   int_to_float=int_to_float, registry=self)
         for dtype, fn in (kernels or {}).items():
             op.kernel(*(() if dtype == "*" else (dtype,)))(fn)
         self._ops[name] = op
-        self._version += 1
+        self._changed()
         return op
 
     def define_ckernel(self, name: str, kernel: CKernel, attrs: dict[str, Any] | None = None,
-                       doc: str = "", differentiable: Sequence[str] | None = None) -> OpDef:
+                       doc: str = "", differentiable: Sequence[str] | None = None,
+                       promotes: Sequence[str] | None = None,
+                       int_to_float: bool = False) -> OpDef:
         """Define an op whose kernel and meta come from a Cython CKernel."""
         op = self.define(name, kernel.input_names, kernel.output_names, attrs,
-                         doc=doc, differentiable=differentiable)
+                         doc=doc, differentiable=differentiable, promotes=promotes,
+                         int_to_float=int_to_float)
 
         def meta(*metas: TensorMeta, **attrs: Any) -> list[TensorMeta]:
             return [TensorMeta(s, d) for s, d in kernel.meta(
@@ -642,11 +680,12 @@ class Registry:
         op.meta_fn = meta
         op.kernels["*"] = kernel
         kernel._set_op_name(name)
+        self._changed()
         return op
 
     def remove(self, name: str) -> None:
         del self._ops[name]
-        self._version += 1
+        self._changed()
 
     # -- looking up ---------------------------------------------------------------
     def get(self, name: str) -> OpDef:

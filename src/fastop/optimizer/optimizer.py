@@ -1,8 +1,8 @@
 """Optimizers: SGD, Momentum, Adam — eager ``step``/``clear_grad`` and ``minimize``.
 
-Eager mode: ``step()`` updates every parameter that has a gradient in place, with the
-Cython kernels of :mod:`fastop._core.optim` (no graph, no allocation after the
-first step). Static mode: ``minimize(loss)`` calls ``fastop.static.append_backward``
+Eager mode: ``step()`` updates every parameter that has a gradient in place by calling
+the registered update op (``fastop::sgd_update`` ...) with ``out=`` the parameter and its
+state (Cython kernels, no graph, no allocation after the first step). Static mode: ``minimize(loss)`` calls ``fastop.static.append_backward``
 and appends the registered update ops (``fastop::sgd_update`` ...) whose outputs are
 the parameter and state variables themselves, so the executor updates them in place.
 State (velocity, moments, beta powers) is created per parameter on first use — eager
@@ -21,10 +21,10 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from fastop._core.storage import DenseTensor, zeros
+from fastop._core.storage import DenseTensor
 from fastop.ops import registry
 from fastop.ops._dispatch import current_mode
-from fastop._core import optim
+from fastop.ops.builtin._table import B
 
 __all__ = ["Optimizer", "SGD", "Momentum", "Adam"]
 
@@ -66,6 +66,7 @@ class Optimizer:
             if not self._parameter_list:
                 raise ValueError(f"{type(self).__name__}: got an empty parameter list")
         self._state: dict[int, dict[str, Any]] = {}
+        self._lr_tensors: dict[Any, Any] = {}    # dtype -> the learning rate as a [1] tensor
         self._seen_grads: dict[int, Any] = {}
         self._name = name or _unique_name(type(self).__name__.lower())
 
@@ -81,6 +82,7 @@ class Optimizer:
             raise TypeError(f"{type(self).__name__}: learning_rate must be a non-negative "
                             f"float, got {value!r}")
         self._learning_rate = float(value)
+        self._lr_tensors = {}
 
     # -- eager -----------------------------------------------------------------------------
     def step(self) -> None:
@@ -119,10 +121,24 @@ class Optimizer:
         return state
 
     def _new_state(self, param: Any) -> dict[str, Any]:
+        from fastop import zeros
         return {name: zeros(param.shape, param.dtype) for name in self._state_names}
 
+    def _lr(self, param: Any) -> Any:
+        """The learning rate as a one-element tensor of param's dtype (the update ops
+        take it as an input, as PaddlePaddle's do)."""
+        lr = self._lr_tensors.get(param.dtype)
+        if lr is None:
+            from fastop import full
+            lr = self._lr_tensors[param.dtype] = full([1], self._learning_rate, param.dtype)
+        return lr
+
     def _eager_update(self, param: DenseTensor, grad: DenseTensor, state: dict) -> None:
-        raise NotImplementedError
+        """Run the update op in place: its inputs and outputs are _static_io's, with
+        eager tensors."""
+        inputs, outputs = self._static_io(param, grad.contiguous(), self._lr(param),
+                                          [state[n] for n in self._state_names])
+        getattr(B, self._update_op.split("::")[1])(*inputs, out=outputs, **self._attrs())
 
     # -- both modes ------------------------------------------------------------------------
     def minimize(self, loss: Any, startup_program: Any = None, parameters: Any = None,
@@ -233,9 +249,6 @@ class SGD(Optimizer):
 
     _update_op = "fastop::sgd_update"
 
-    def _eager_update(self, param, grad, state):
-        optim.sgd_step(param, grad, self._learning_rate, self._weight_decay)
-
     def _static_io(self, param, grad, lr, state):
         return [param, grad, lr], [param]
 
@@ -253,10 +266,6 @@ class Momentum(Optimizer):
                  name: str | None = None) -> None:
         super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
         self._momentum, self._use_nesterov = float(momentum), bool(use_nesterov)
-
-    def _eager_update(self, param, grad, state):
-        optim.momentum_step(param, grad, state["velocity"], self._learning_rate,
-                               self._momentum, self._use_nesterov, self._weight_decay)
 
     def _static_io(self, param, grad, lr, state):
         (velocity,) = state
@@ -287,17 +296,16 @@ class Adam(Optimizer):
         self._beta1, self._beta2, self._epsilon = float(beta1), float(beta2), float(epsilon)
 
     def _new_state(self, param):
+        from fastop import full
         state = super()._new_state(param)
-        state["beta1_pow"] = self._beta1
-        state["beta2_pow"] = self._beta2
+        state["beta1_pow"] = full([1], self._beta1, param.dtype)
+        state["beta2_pow"] = full([1], self._beta2, param.dtype)
         return state
 
     def _eager_update(self, param, grad, state):
-        optim.adam_step(param, grad, state["moment1"], state["moment2"],
-                           self._learning_rate, self._beta1, self._beta2, self._epsilon,
-                           self._weight_decay, state["beta1_pow"], state["beta2_pow"])
-        state["beta1_pow"] *= self._beta1
-        state["beta2_pow"] *= self._beta2
+        inputs = [param, grad.contiguous(), self._lr(param), state["moment1"],
+                  state["moment2"], state["beta1_pow"], state["beta2_pow"]]
+        B.adam_update(*inputs, out=[param, *inputs[3:]], **self._attrs())
 
     def _static_io(self, param, grad, lr, state):
         m1, m2 = state
@@ -314,6 +322,5 @@ class Adam(Optimizer):
 
     def _load_state_value(self, state, key, value, param):
         if key in ("beta1_pow", "beta2_pow"):
-            state[key] = float(value)
-        else:
-            super()._load_state_value(state, key, value, param)
+            value = np.reshape(value, [1])
+        super()._load_state_value(state, key, value, param)

@@ -1,12 +1,12 @@
 """Reverse-mode differentiation of a Program: :func:`append_backward`, :func:`gradients`.
 
 For every op between the sources and the targets, in reverse order, the op's gradient
-rule runs on Variables under the static dispatcher, so it appends gradient operators —
-the same rules eager autograd runs on tensors. A py_func's gradient is a py_func-style
-op calling its ``backward_func``. Gradients of a variable used several times are summed
-with ``fastop::add``; a missing output gradient is zero-filled (``fastop::full_like``),
-except for py_func, whose ``backward_func`` gets None. Gradient ops whose results
-nobody needs are removed at the end.
+rule is applied (``apply_grad_rule``, the function eager autograd uses too) to
+Variables under the static dispatcher, so it appends gradient operators. A py_func's
+rule appends an op calling its ``backward_func``. Gradients of a variable used several
+times are summed with ``fastop::add``; a missing output gradient is zero-filled
+(``fastop::full_like``) unless the rule takes None for it (``materialize_grads=False``,
+as py_func's does). Gradient ops whose results nobody needs are removed at the end.
 """
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from fastop.ops import registry
+from fastop.ops._registry import apply_grad_rule
+from fastop.ops.builtin._table import B
 from fastop.static.framework import (Block, Operator, Program, Variable, program_guard,
                                      static_mode_guard)
-from fastop.static.py_func import PyFuncOp
 
 __all__ = ["append_backward", "gradients"]
 
@@ -50,24 +50,17 @@ def _grad_inputs(op: Operator, out_grads: list[Variable | None],
                  req: set[int]) -> list[tuple[Variable, Any]]:
     """Append the gradient ops of `op`; (input variable, its gradient) pairs."""
     opdef = op.opdef
-    if isinstance(opdef, PyFuncOp):
-        xs = op.inputs[0]
-        grads = opdef.build_grad(op, out_grads, [id(x) in req for x in xs])
-        return list(zip(xs, grads))
     filled = out_grads if not opdef.grad_rule.materialize_grads else \
-        [g if g is not None else registry.get("fastop::full_like")(o, fill_value=0.0)
+        [g if g is not None else B.full_like(o, fill_value=0.0)
          for g, o in zip(out_grads, op.outputs)]
     in_names = [a.name for a in opdef.inputs]
     needed = [op.inputs[in_names.index(n)] if n in in_names else op.output(n)
               for n in opdef.grad_rule.needs]
-    result = opdef.grad_rule.fn(*needed, *filled, **op.attrs)
-    if len(opdef.inputs) == 1:
-        results = [result[0] if isinstance(result, tuple) and len(result) == 1 else result]
-    else:
-        results = list(result) if isinstance(result, (list, tuple)) else [result]
-    if len(results) != len(opdef.inputs):
-        raise ValueError(f"{opdef.name}: the gradient rule returned {len(results)} "
-                         f"value(s), expected one per input ({', '.join(in_names)})")
+    diff = set(opdef.differentiable_inputs)
+    needs_input_grad = [spec.name in diff and any(
+        v is not None and id(v) in req for v in (x if isinstance(x, list) else [x]))
+        for spec, x in zip(opdef.inputs, op.inputs)]
+    results = apply_grad_rule(opdef, needed, filled, op.attrs, needs_input_grad)
     pairs = []
     for k, v in _diff_pairs(op):
         g = results[k]
@@ -102,9 +95,10 @@ def _backward(targets: Sequence[Variable], target_grads: Sequence[Any] | None,
             if given is not None:
                 grads[id(t)] = given
             elif None in t.shape:
-                grads[id(t)] = registry.get("fastop::full_like")(t, fill_value=1.0)
+                grads[id(t)] = B.full_like(t, fill_value=1.0)
             else:
-                grads[id(t)] = block._constant(np.ones(t.shape), t.dtype)
+                grads[id(t)] = block._constant("append_backward", "the loss's gradient",
+                                               np.ones(t.shape), t.dtype)
         for op in path:
             out_grads = [grads.get(id(o)) for o in op.outputs]
             if all(g is None for g in out_grads):
@@ -116,7 +110,7 @@ def _backward(targets: Sequence[Variable], target_grads: Sequence[Any] | None,
                     raise TypeError(f"{op.type}: the gradient rule returned "
                                     f"{type(g).__name__} for '{v.name}', expected a Variable")
                 old = grads.get(id(v))
-                grads[id(v)] = g if old is None else registry.get("fastop::add")(old, g)
+                grads[id(v)] = g if old is None else B.add(old, g)
     return grads, n_ops, n_vars
 
 

@@ -5,9 +5,11 @@ that holds persistable values (parameters) across runs.
 Lowering: ops are scheduled in dependency order (program order unless a variable is
 read before the op that writes it; a cycle is an error); every variable gets a slot;
 each op becomes a C kernel record (its ``infer``/kernel pointers and packed attrs), a
-C view record (expand_as, broadcast_to: the output views the input's memory) or a
-Python callable (py_func, Python-kernel ops through the registry's
-``OpDef.run_python_kernel``, dtypes a C kernel lacks).
+C view record (reshape, transpose, slice, broadcast_to, ...: the output views the
+input's memory) or a Python kernel (py_func and plugin ops alike): a
+:class:`~fastop._core.kernel.PythonKernel` bound to the op's attributes and its output
+variables' metas, whose results the one C result checker verifies — the same call and
+check as eager mode.
 
 Running: a repeated run with the same fetch list goes straight to the previous plan,
 whose ``try_run`` checks the feeds' names, dtypes, shapes and layout in C; anything
@@ -16,6 +18,7 @@ else takes the signature path (convert feeds, look the plan up, compile on a mis
 from __future__ import annotations
 
 import contextlib
+import functools
 import heapq
 import operator
 import weakref
@@ -25,12 +28,10 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from fastop._core.executor import SLOT_KINDS, Plan
-from fastop._core.kernel import CKernel
-from fastop._core.shape_ops import ViewKernel
+from fastop._core.kernel import CKernel, PythonKernel
 from fastop._core.storage import DenseTensor, as_dtype, from_numpy
 from fastop.ops._registry import TensorMeta, add_note, did_you_mean
 from fastop.static.framework import Operator, Program, Variable, default_main_program
-from fastop.static.py_func import PyFuncOp
 
 __all__ = ["Executor", "Scope", "global_scope", "scope_guard"]
 
@@ -188,26 +189,17 @@ class _Compiled:
             add_note(exc, f"raised while running {self.labels[k]}")
 
 
-class _PythonKernel:
-    """The executor callable of a registry op with a Python kernel: regroups the flat
-    tensors the plan passes (variadic inputs as lists) and runs the kernel through
-    ``OpDef.run_python_kernel`` — the same call and result check as eager mode —
-    against the output variables' metas (what the meta function said while the program
-    was built), so no meta function runs per call."""
+class _Variadic:
+    """A Python kernel of an op with variadic inputs: the plan passes flat tensors,
+    regrouped here into the op's inputs (a list per variadic input)."""
 
-    __slots__ = ("opdef", "kernel", "attrs", "sizes", "metas")
+    __slots__ = ("kernel", "sizes")
 
-    def __init__(self, op: Operator, kernel: Any) -> None:
-        self.opdef, self.kernel, self.attrs = op.opdef, kernel, op.attrs
-        sizes = [len(x) if isinstance(x, list) else None for x in op.inputs]
-        self.sizes = None if all(s is None for s in sizes) else sizes
-        self.metas = [TensorMeta(v.shape, v.dtype) for v in op.outputs]
+    def __init__(self, kernel: PythonKernel, sizes: list[int | None]) -> None:
+        self.kernel, self.sizes = kernel, sizes
 
     def __call__(self, *tensors: Any) -> tuple:
-        inputs: Sequence[Any] = tensors
-        if self.sizes is not None:
-            inputs = _regroup(tensors, self.sizes)
-        return self.opdef.run_python_kernel(self.kernel, inputs, self.attrs, self.metas)
+        return self.kernel(*_regroup(tensors, self.sizes))
 
 
 def _regroup(tensors: Sequence[Any], sizes: Sequence[int | None]) -> list[Any]:
@@ -226,25 +218,27 @@ def _flat_inputs(op: Operator) -> list[Variable | None]:
     return flat
 
 
-def _view_kernel(op: Operator) -> ViewKernel | None:
-    """The op's C view kernel (expand_as, broadcast_to), if it has one and its output
-    is a temporary (a persistable output keeps its own memory)."""
-    kernel = None if isinstance(op.opdef, PyFuncOp) else op.opdef.kernels.get("*")
-    if isinstance(kernel, ViewKernel) and len(op.outputs) == 1 \
-            and not op.outputs[0].persistable and None not in op.input_vars():
-        return kernel
+def _view_kernel(op: Operator) -> tuple[CKernel, int] | None:
+    """The op's C view kernel (reshape, transpose, slice, broadcast_to, ...) and dtype
+    code, if it has one for its input's dtype and its output is a temporary (a
+    persistable output keeps its own memory)."""
+    kernel = op.opdef.kernels.get("*")
+    flat = op.input_vars()
+    if isinstance(kernel, CKernel) and kernel.is_view and len(op.outputs) == 1 \
+            and not op.outputs[0].persistable and flat and None not in flat \
+            and flat[0].dtype.name in kernel.dtypes:
+        return kernel, flat[0].dtype.code
     return None
 
 
 def _c_kernel(op: Operator) -> tuple[CKernel, int] | None:
     """The op's C kernel and the dtype code selecting its function, if it has one for
     the dtype of the kernel's dispatch input."""
-    if isinstance(op.opdef, PyFuncOp):
-        return None
     flat = op.input_vars()
     if len(flat) > _MAX_OPERANDS or len(op.outputs) > _MAX_OPERANDS:
         return None
-    for kernel in dict.fromkeys(k for k in op.opdef.kernels.values() if isinstance(k, CKernel)):
+    for kernel in dict.fromkeys(k for k in op.opdef.kernels.values()
+                                if isinstance(k, CKernel) and not k.is_view):
         d = kernel.dispatch_input
         dispatch = flat[d].dtype if 0 <= d < len(flat) else op.outputs[0].dtype
         if dispatch.name in kernel.dtypes:
@@ -253,21 +247,36 @@ def _c_kernel(op: Operator) -> tuple[CKernel, int] | None:
 
 
 def _python_call(op: Operator) -> Any:
-    """One Python call per run: a Python kernel, or ``OpDef.invoke`` for a C kernel run
-    on a dtype it lacks (invoke finds the fallback or raises the registry's error)."""
-    flat = op.input_vars()
-    try:
-        kernel = op.opdef.kernel_for(flat[0].dtype if flat else op.outputs[0].dtype)
-    except TypeError:
-        kernel = None
-    if kernel is not None and not isinstance(kernel, CKernel):
-        return _PythonKernel(op, kernel)
-    sizes = [len(x) if isinstance(x, list) else None for x in op.inputs]
+    """One Python call per run: the op's Python kernel for its dispatch dtype, bound to
+    its attributes and checked against the output variables' metas (what the meta
+    function said while the program was built: no meta function runs per call); or
+    ``OpDef.invoke`` for a C kernel run where it cannot be a record (it reports a dtype
+    it lacks with the registry's error)."""
     opdef, attrs = op.opdef, op.attrs
+    sizes = [len(x) if isinstance(x, list) else None for x in op.inputs]
+    kernel = opdef.plan.kernels[_dispatch_dtype(op)]
+    if kernel is not None and not isinstance(kernel, CKernel):
+        metas = [TensorMeta(v.shape, v.dtype) for v in op.outputs]
+        bound = PythonKernel(opdef.name, kernel, attrs,
+                             [(m.shape, m.dtype.code) for m in metas],
+                             functools.partial(opdef.explain_results, metas))
+        return bound if all(s is None for s in sizes) else _Variadic(bound, sizes)
 
     def invoke(*tensors: Any) -> tuple:
         return opdef.invoke(_regroup(tensors, sizes), attrs)
     return invoke
+
+
+def _dispatch_dtype(op: Operator) -> int:
+    """The dtype code selecting the op's kernel: its dispatch input's, else the first
+    input's (float32 for an op without inputs), as eager dispatch picks it."""
+    plan = op.opdef.plan
+    if plan.dispatch_input < len(op.inputs):
+        x = op.inputs[plan.dispatch_input]
+        if isinstance(x, Variable):
+            return x.dtype.code
+    flat = op.input_vars()
+    return flat[0].dtype.code if flat else 3
 
 
 class _Folded:
@@ -307,7 +316,7 @@ def _fold_constants(ops: Sequence[Operator], order: Sequence[int],
     for i in order:
         op = ops[i]
         ins = op.input_vars()
-        if isinstance(op.opdef, PyFuncOp) or op.opdef.namespace != "fastop" or not ins or any(
+        if op.opdef.namespace != "fastop" or not ins or any(
                 o.persistable or o.name in sources or written[o.name] > 1 for o in op.outputs):
             continue
         values = [folded.value(v) for v in ins]
@@ -464,21 +473,16 @@ def _compile(program: Program, feeds: dict[str, Any],
         outs = [slot[v.name] for v in op.outputs]
         choice = lowered[k]
         if views[k] is not None and kinds[slot[op.outputs[0].name]] == "view":
-            plan.add_view(views[k], [slot[v.name] for v in op.input_vars()], outs[0],
-                          op.attrs)
+            plan.add_ckernel(views[k][0], views[k][1], [slot[v.name] for v in op.input_vars()],
+                             outs, op.attrs)
             continue
         if choice is not None:
             plan.add_ckernel(choice[0], choice[1], [slot[v.name] for v in op.input_vars()],
                              outs, op.attrs)
             continue
         ins = [-1 if v is None else slot[v.name] for v in _flat_inputs(op)]
-        if isinstance(op.opdef, PyFuncOp):
-            call, direct = op.opdef.runner(), op.opdef.direct_call()
-        else:
-            call, direct = _python_call(op), None
-        if k in copies:
-            call, direct = _Copying(call), None
-        plan.add_python(call, ins, outs, direct)
+        call = _python_call(op)
+        plan.add_python(_Copying(call) if k in copies else call, ins, outs)
     plan.set_io([(name, slot[name], value) for name, value in feeds.items()],
                 persists, [slot[n] for n in fetch_names])
     return _Compiled(plan, labels)

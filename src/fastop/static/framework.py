@@ -22,8 +22,10 @@ import numpy as np
 
 from fastop._core.storage import DenseTensor, DType, as_dtype
 from fastop.ops import OpDef, TensorMeta, registry
-from fastop.ops._dispatch import current_mode, set_dispatcher, set_mode
+from fastop.ops import _indexing
+from fastop.ops._dispatch import kind_of, mode_guard, promotion, set_static_dispatcher
 from fastop.ops._registry import add_note, did_you_mean
+from fastop.ops.builtin._table import B
 
 __all__ = ["Variable", "Operator", "Block", "Program", "default_main_program",
            "default_startup_program", "program_guard", "data", "unique_name",
@@ -126,8 +128,8 @@ class Variable:
 
     # -- operators (each appends an op) ---------------------------------------------------
     def _binary(self, name: str, other: Any, reverse: bool = False) -> Variable:
-        op = registry.get("fastop::" + name)
-        with static_mode_guard():
+        op = getattr(B, name)
+        with mode_guard("static"):
             return op(other, self) if reverse else op(self, other)
 
     def __add__(self, o): return self._binary("add", o)
@@ -148,11 +150,16 @@ class Variable:
     def __ge__(self, o): return self._binary("greater_equal", o)
 
     def _unary(self, name: str, **attrs: Any) -> Variable:
-        with static_mode_guard():
-            return registry.get("fastop::" + name)(self, **attrs)
+        with mode_guard("static"):
+            return getattr(B, name)(self, **attrs)
 
     def __neg__(self): return self._unary("neg")
     def __abs__(self): return self._unary("abs")
+
+    def __getitem__(self, key: Any) -> Variable:
+        """Indexing appends slice/unsqueeze/gather ops, as an eager Tensor's runs them."""
+        with mode_guard("static"):
+            return _indexing.getitem(self, key)
 
     def sum(self, axis: Any = None, keepdim: bool = False) -> Variable:
         return self._unary("sum", axis=axis, keepdim=keepdim)
@@ -162,6 +169,9 @@ class Variable:
 
     def reshape(self, shape: Sequence[int]) -> Variable:
         return self._unary("reshape", shape=list(shape))
+
+    def transpose(self, perm: Sequence[int]) -> Variable:
+        return self._unary("transpose", perm=list(perm))
 
     def astype(self, dtype: Any) -> Variable:
         return self._unary("cast", dtype=as_dtype(dtype))
@@ -260,8 +270,15 @@ class Block:
     def all_parameters(self) -> list[Variable]:
         return [v for v in self.vars.values() if v.is_parameter]
 
-    def _constant(self, value: Any, dtype: Any) -> Variable:
-        array = np.array(value, dtype=as_dtype(dtype).numpy_dtype)
+    def _constant(self, op: Any, name: str, value: Any, dtype: Any) -> Variable:
+        """A constant of the program holding `value` as `dtype` (a value `dtype` cannot
+        hold is refused, naming the op and the input)."""
+        dtype = as_dtype(dtype)
+        try:
+            array = np.array(value, dtype=dtype.numpy_dtype)
+        except (OverflowError, ValueError, TypeError) as e:
+            raise type(e)(f"{op}: input '{name}' is {value!r:.60}, which does not fit the "
+                          f"{dtype.name} the op computes in ({e})") from None
         return self.create_var(unique_name("constant"), array.dtype, array.shape,
                                stop_gradient=True, constant=array)
 
@@ -280,9 +297,7 @@ class Block:
         inputs = list(inputs)
         if len(inputs) != len(op.inputs):
             raise TypeError(f"{op.name}: expected {len(op.inputs)} inputs, got {len(inputs)}")
-        ref = _reference_dtype(inputs)
-        ins = [self._as_input(op, spec.name, x, ref, spec.variadic)
-               for spec, x in zip(op.inputs, inputs)]
+        ins = self._as_inputs(op, inputs)
         metas = [_meta(x) for x in ins]
         try:
             out_metas = op.infer_meta(metas, attrs)
@@ -320,18 +335,49 @@ class Block:
             raise ValueError(f"{op.name}: variable '{var.name}' belongs to another "
                              f"program; build ops with program_guard on one program")
 
-    def _as_input(self, op: Any, name: str, x: Any, ref: Any, variadic: bool) -> Any:
-        if x is None:
-            return None
-        if variadic:
-            return [self._as_input(op, name, v, ref, False) for v in x]
+    def _as_inputs(self, op: Any, inputs: list[Any]) -> list[Any]:
+        """The inputs as Variables by the one scalar rule (fastop.ops._dispatch): Python
+        and numpy scalars become constants of the op's dtype group, and a Variable of
+        the group whose dtype differs is cast by an appended op — as eager mode does."""
+        kinds: list[Any] = []
+        values: list[Any] = []
+        for spec, x in zip(op.inputs, inputs):
+            if x is None or spec.variadic:
+                kinds.append(None)
+                values.append(x if x is None else
+                              [self._own_input(op, spec.name, v) for v in x])
+                continue
+            kind = kind_of(x)
+            if kind is None and isinstance(x, (list, tuple)):
+                array = np.asarray(x)
+                kind = {"f": "float", "b": "bool"}.get(array.dtype.kind, "int")
+            if kind is None:
+                x = self._own_input(op, spec.name, x)
+                kinds.append(x.dtype.code)
+            else:
+                kinds.append(kind)
+            values.append(x)
+        target = promotion(op, kinds)
+        ins = []
+        for spec, x, kind in zip(op.inputs, values, kinds):
+            in_group = target >= 0 and (op.promotes is None or spec.name in op.promotes)
+            if isinstance(kind, str):
+                dtype = target if in_group else _NATURAL[kind]
+                x = self._constant(op, spec.name, x, as_dtype(_DTYPES[dtype]))
+            elif isinstance(kind, int) and in_group and kind != target:
+                with mode_guard("static"):
+                    x = B.cast(x, dtype=_DTYPES[target])
+            ins.append(x)
+        return ins
+
+    def _own_input(self, op: Any, name: str, x: Any) -> Variable:
+        """A tensor input as a Variable of this block (an array becomes a constant)."""
         if isinstance(x, Variable):
             self._check_own(op, x)
             return x
-        if isinstance(x, (bool, int, float, np.number)):
-            return self._constant(x, ref if ref is not None else np.asarray(x).dtype)
         if isinstance(x, (np.ndarray, DenseTensor)):
-            return self._constant(np.asarray(x), np.asarray(x).dtype)
+            array = np.asarray(x)
+            return self._constant(op, name, array, array.dtype)
         raise TypeError(f"{op.name}: input '{name}' must be a Variable, a scalar or an "
                         f"array in static mode, got {type(x).__name__}")
 
@@ -342,14 +388,8 @@ def _meta(x: Any) -> Any:
     return None if x is None else TensorMeta(x.shape, x.dtype)
 
 
-def _reference_dtype(inputs: Sequence[Any]) -> DType | None:
-    for x in inputs:
-        for v in (x if isinstance(x, (list, tuple)) else [x]):
-            if isinstance(v, Variable):
-                return v.dtype
-            if isinstance(v, (np.ndarray, DenseTensor)):
-                return as_dtype(v.dtype)
-    return None
+_DTYPES = ("bool", "int32", "int64", "float32", "float64")
+_NATURAL = {"float": 3, "int": 2, "bool": 0}     # a scalar's dtype code outside a group
 
 
 def _describe_inputs(ins: Sequence[Any]) -> str:
@@ -471,15 +511,9 @@ def program_guard(main_program: Program,
         _main_program, _startup_program = saved
 
 
-@contextlib.contextmanager
-def static_mode_guard() -> Iterator[None]:
-    """Dispatch op calls to the static dispatcher inside the block."""
-    saved = current_mode()
-    set_mode("static")
-    try:
-        yield
-    finally:
-        set_mode(saved)
+def static_mode_guard() -> mode_guard:
+    """Dispatch this thread's op calls to the static dispatcher inside the block."""
+    return mode_guard("static")
 
 
 def data(name: str, shape: Sequence[int | None], dtype: Any = "float32",
@@ -500,4 +534,4 @@ def _static_dispatch(op: OpDef, args: tuple, kwargs: dict) -> Any:
     return default_main_program().current_block().append_op(op, inputs, attrs, out)
 
 
-set_dispatcher("static", _static_dispatch)
+set_static_dispatcher(_static_dispatch)

@@ -23,12 +23,12 @@ from fastop._core.storage import DType, as_dtype
 from fastop.ops import TensorMeta, UnknownOpError, registry
 from fastop.static.executor import Executor, Scope, global_scope
 from fastop.static.framework import Operator, Program
-from fastop.static.py_func import PyFuncOp
+from fastop.static.py_func import PyFuncOp, PyFuncSource
 
 __all__ = ["save", "load", "load_program"]
 
 FORMAT = "fastop.program"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2   # 2: a py_func op records its inputs' metas (it is an OpDef)
 
 
 def _atomic_write(path: str, write: Callable[[Any], None]) -> None:
@@ -118,15 +118,19 @@ def _names(x: Any) -> Any:
 def _encode_op(op: Operator) -> dict[str, Any]:
     record: dict[str, Any] = {"inputs": _names(op.inputs), "outputs": _names(op.outputs)}
     opdef = op.opdef
-    if isinstance(opdef, PyFuncOp):
-        what = "py_func backward_func" if opdef.role == "backward" else "py_func func"
+    source = opdef.source
+    if isinstance(source, PyFuncSource):
+        what = "py_func backward_func" if source.role == "backward" else "py_func func"
         record["py_func"] = {
-            "role": opdef.role, "func": function_ref(opdef.func, what),
-            "backward_func": None if opdef.backward_func is None else
-            function_ref(opdef.backward_func, "py_func backward_func"),
-            "out_metas": [[m.shape, m.dtype.name] for m in opdef.out_metas],
-            "out_names": opdef.out_names, "expected": opdef.expected, "keep": opdef.keep,
-            "skip_positions": opdef.skip_positions}
+            "role": source.role, "func": function_ref(source.func, what),
+            "backward_func": None if source.backward_func is None else
+            function_ref(source.backward_func, "py_func backward_func"),
+            "in_metas": [_encode_meta(m) for m in source.in_metas],
+            "in_names": source.in_names,
+            "out_metas": [_encode_meta(m) for m in source.out_metas],
+            "out_names": source.out_names, "expected": source.expected,
+            "keep": source.keep, "skip_positions": source.skip_positions,
+            "optional_from": source.optional_from}
     else:
         record.update(op=opdef.name, plugin=opdef.plugin, plugin_version=opdef.version,
                       attrs={k: _encode_attr(opdef.name, k, v) for k, v in op.attrs.items()})
@@ -148,16 +152,25 @@ def program_to_dict(program: Program) -> dict[str, Any]:
             "ops": [_encode_op(op) for op in block.ops]}
 
 
+def _encode_meta(meta: TensorMeta | None) -> list[Any] | None:
+    return None if meta is None else [meta.shape, meta.dtype.name]
+
+
+def _decode_meta(value: list[Any] | None) -> TensorMeta | None:
+    return None if value is None else TensorMeta(*value)
+
+
 def _decode_op(record: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     if "py_func" in record:
         p = record["py_func"]
         what = "py_func backward_func" if p["role"] == "backward" else "py_func func"
-        op = PyFuncOp(resolve_ref(p["func"], what),
-                      [TensorMeta(s, d) for s, d in p["out_metas"]], p["out_names"],
-                      role=p["role"], expected=p["expected"], keep=p["keep"],
-                      backward_func=None if p["backward_func"] is None else
-                      resolve_ref(p["backward_func"], "py_func backward_func"),
-                      skip_positions=p["skip_positions"])
+        op = PyFuncOp(PyFuncSource(
+            resolve_ref(p["func"], what), [_decode_meta(m) for m in p["in_metas"]],
+            p["in_names"], [_decode_meta(m) for m in p["out_metas"]], p["out_names"],
+            role=p["role"], expected=p["expected"], keep=p["keep"],
+            backward_func=None if p["backward_func"] is None else
+            resolve_ref(p["backward_func"], "py_func backward_func"),
+            skip_positions=p["skip_positions"], optional_from=p["optional_from"]))
         return op, {}
     name = record["op"]
     try:

@@ -1,11 +1,15 @@
 """``py_func``: a Python function as an operator of a static Program.
 
-Rules (PaddlePaddle's ``py_func``, seeds 000/001):
+Each ``py_func`` call makes an op definition (:class:`PyFuncOp`, an ordinary
+:class:`~fastop.ops.OpDef`, not added to the global registry) carrying its functions:
+inputs ``x0 .. x{n-1}``, outputs ``out0 .. out{m-1}`` with the declared metas, ``func``
+as its Python kernel and, with ``backward_func``, a gradient rule appending the
+backward op. The executor, ``append_backward``, saving and the profiler treat it like
+any op. Rules (PaddlePaddle's ``py_func``, seeds 000/001):
 
-* ``func(*x)`` runs on every ``Executor.run``; it gets DenseTensors (``np.asarray`` reads
-  them without copying, numpy functions take them directly) and returns numpy arrays or
-  tensors, one per ``out`` variable. ``out=None`` makes a debugging op: it still runs,
-  its result is ignored.
+* ``func(*x)`` runs on every ``Executor.run`` on numpy arrays (views of the inputs) and
+  returns one array per ``out`` variable. ``out=None`` makes a debugging op: it still
+  runs, its result is ignored.
 * The declared ``out`` shape/dtype is a contract: a result whose known dims or dtype
   differ warns once (naming op, variable, declared and actual) and is an error in
   strict mode (:func:`set_strict`, or ``FASTOP_STRICT=1``); a wrong count of results
@@ -17,19 +21,23 @@ Rules (PaddlePaddle's ``py_func``, seeds 000/001):
 """
 from __future__ import annotations
 
+import itertools
 import os
 import warnings
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from fastop._core.storage import DenseTensor, as_dtype, from_numpy
-from fastop.ops import ArgSpec, TensorMeta
-from fastop.static.framework import Operator, Variable, default_main_program
+from fastop._core.storage import DenseTensor, as_dtype
+from fastop.ops import ArgSpec, OpDef, TensorMeta
+from fastop.ops._dispatch import mode_guard
+from fastop.static.framework import Variable, default_main_program
 
-__all__ = ["py_func", "PyFuncOp", "set_strict"]
+__all__ = ["py_func", "PyFuncOp", "PyFuncSource", "set_strict"]
 
 _strict = os.environ.get("FASTOP_STRICT", "") not in ("", "0")
+_ids = itertools.count()
 
 
 def set_strict(enabled: bool = True) -> None:
@@ -46,182 +54,148 @@ def _shape_str(shape: Sequence[Any]) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
-class PyFuncOp:
-    """The op definition of one py_func call (forward, or the gradient op calling
-    ``backward_func``): declared output metas, a Python kernel, no attributes."""
+@dataclass
+class PyFuncSource:
+    """What a py_func op is made of: enough to rebuild it (saving a program records it
+    with its functions' ``module:qualname``).
 
-    name = "py_func"
-    attrs: dict[str, Any] = {}
-    inputs = (ArgSpec("x", variadic=True),)
-    outputs = (ArgSpec("out", variadic=True),)
-    plugin = "fastop"
+    ``role`` is "forward" (``func``; ``backward_func`` its gradient) or "backward" (the
+    gradient op calling ``backward_func``: it returns ``expected`` values, of which the
+    outputs are those at ``keep``)."""
 
-    def __init__(self, func: Callable, out_metas: Sequence[TensorMeta],
-                 out_names: Sequence[str], *, role: str = "forward",
-                 expected: int | None = None, keep: Sequence[int] | None = None,
-                 backward_func: Callable | None = None,
-                 skip_positions: Sequence[int] = ()) -> None:
-        self.func = func
-        self.role = role
-        self.out_metas = list(out_metas)
-        self.out_names = list(out_names)
-        self.expected = len(self.out_metas) if expected is None else expected
-        self.keep = list(range(len(self.out_metas))) if keep is None else list(keep)
-        self.backward_func = backward_func
-        self.skip_positions = sorted(skip_positions)
-        self.label = ("py_func" if role == "forward" else "py_func_grad") + \
-            f"[{_func_name(func)}]"
-        # per output, for a fast check: numpy dtype, the shape as a tuple when fully
-        # known, else (ndim, positions of the known dims, their sizes)
-        self._checks = [(m.dtype.numpy_dtype, None if None in m.shape else tuple(m.shape),
-                         len(m.shape), [i for i, d in enumerate(m.shape) if d is not None],
-                         [d for d in m.shape if d is not None]) for m in self.out_metas]
-        self._single = self.expected == 1 and self.keep == [0]
-        self._dtype0, self._shape0 = self._checks[0][:2] if self._checks else (None, None)
-        self._warned: set[tuple[str, str]] = set()
+    func: Callable
+    in_metas: list[TensorMeta]
+    in_names: list[str]
+    out_metas: list[TensorMeta]
+    out_names: list[str]
+    role: str = "forward"
+    backward_func: Callable | None = None
+    skip_positions: list[int] = field(default_factory=list)
+    expected: int | None = None
+    keep: list[int] | None = None
+    optional_from: int | None = None    # inputs from here on may be None (output grads)
 
-    # -- the OpDef interface the IR, backward and executor use --------------------------
     @property
-    def grad_rule(self) -> Callable | None:
-        return self.backward_func
+    def n_inputs(self) -> int:
+        return len(self.in_metas)
 
-    differentiable_inputs = ("x",)
 
-    def check_attrs(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if attrs:
-            raise TypeError(f"{self.label}: takes no attributes, got {sorted(attrs)}")
-        return {}
+class PyFuncOp(OpDef):
+    """The op definition of one py_func call (forward, or the gradient op calling
+    ``backward_func``). Its results follow py_func's contract (:meth:`explain_results`)
+    instead of the registry's strict check."""
 
-    def infer_meta(self, metas: Sequence[Any], attrs: dict[str, Any]) -> list[TensorMeta]:
-        return list(self.out_metas)
+    def __init__(self, source: PyFuncSource) -> None:
+        n_opt = source.optional_from
+        inputs = tuple(ArgSpec(f"x{i}", optional=n_opt is not None and i >= n_opt)
+                       for i in range(source.n_inputs))
+        outputs = tuple(ArgSpec(f"out{i}") for i in range(len(source.out_metas)))
+        label = "py_func" if source.role == "forward" else "py_func_grad"
+        super().__init__(f"{label}::{_identifier(_func_name(source.func))}_{next(_ids)}",
+                         inputs, outputs, {}, doc=f"{label}[{_func_name(source.func)}]",
+                         source=source)
+        self.meta(self._declared)
+        self.kernel()(source.func)
+        if source.backward_func is not None:
+            self._attach_grad()
+        self._warned: set[tuple[str, str]] = set()
+        self.expected = len(outputs) if source.expected is None else source.expected
+        self.keep = list(range(len(outputs))) if source.keep is None else source.keep
 
-    def runner(self) -> Callable[..., tuple]:
-        """The executor's callable: run the function, check and wrap its results."""
-        return self._run
+    @property
+    def label(self) -> str:
+        return self.doc
 
-    def direct_call(self) -> tuple | None:
-        """For one output: ``(func, finish, numpy dtype, ndim, [(position, size)] of the
-        known dims)``, so the executor calls the function itself and takes a fresh
-        C-contiguous array as declared without Python in between; other results go to
-        ``finish(result, tensors)`` (Plan.add_python). None for other arities."""
-        if not self._single:
-            return None
-        np_dtype, _, ndim, positions, sizes = self._checks[0]
-        return (self.func, self._finish, np_dtype, ndim, tuple(zip(positions, sizes)))
+    def _declared(self, *metas: Any) -> list[TensorMeta]:
+        return list(self.source.out_metas)
 
-    # -- running ------------------------------------------------------------------------
-    def _run(self, *tensors: Any) -> tuple:
-        return self._finish(self.func(*tensors), tensors)
-
-    def _finish(self, result: Any, tensors: Sequence[Any]) -> tuple:
-        """The function's result checked against the declaration; the outputs."""
-        if self._single:
-            # the common case, checked inline: one fresh C-contiguous array as declared
-            if type(result) is np.ndarray and result.base is None \
-                    and result.dtype == self._dtype0 and result.flags.c_contiguous \
-                    and (result.shape == self._shape0 or self._known_dims_fit(result.shape, 0)):
-                return (from_numpy(result),)
-            if not isinstance(result, (list, tuple)):
-                return (self._conform(result, 0, tensors),)
-        if self.expected == 0:
-            return ()
+    # -- the result contract ----------------------------------------------------------
+    def explain_results(self, metas: Sequence[TensorMeta], result: Any) -> list[Any]:
+        """Results the C check refused: a wrong count is an error; a dtype or known dim
+        that differs from the declaration warns (an error in strict mode) and the value
+        is taken (converted to the declared dtype); a None gradient is zeros when its
+        shape is known."""
+        if not self.outputs:
+            return []
         values = list(result) if isinstance(result, (list, tuple)) else [result]
         if len(values) != self.expected:
-            what = "gradients" if self.role == "backward" else "outputs"
+            what = "gradients" if self.source.role == "backward" else "outputs"
             raise ValueError(
-                f"{self.label}: {_func_name(self.func)} returned {len(values)} value(s), "
-                f"expected {self.expected} {what}"
-                + (f" ({', '.join(self.out_names)})" if self.role == "forward" else ""))
-        return tuple([self._conform(values[i], k, tensors)
-                      for i, k in zip(self.keep, range(len(self.keep)))])
+                f"{self.label}: {_func_name(self.source.func)} returned {len(values)} "
+                f"value(s), expected {self.expected} {what}"
+                + (f" ({', '.join(self.source.out_names)})"
+                   if self.source.role == "forward" else ""))
+        return [self._conform(values[i], k) for k, i in enumerate(self.keep)]
 
-    def _known_dims_fit(self, shape: tuple, k: int) -> bool:
-        """Whether `shape` has output `k`'s declared rank and known dims."""
-        ndim, positions, sizes = self._checks[k][2:]
-        return len(shape) == ndim and [shape[i] for i in positions] == sizes
-
-    def _conform(self, value: Any, k: int, inputs: Sequence[Any]) -> DenseTensor:
-        """Output `k`'s value checked against its declaration, as a DenseTensor."""
-        np_dtype, _, ndim, positions, sizes = self._checks[k]
-        if type(value) is np.ndarray and value.base is None and value.dtype == np_dtype \
-                and value.flags.c_contiguous and self._known_dims_fit(value.shape, k):
-            return from_numpy(value)         # fresh memory as declared: no copy, no alias
-        meta, name = self.out_metas[k], self.out_names[k]
+    def _conform(self, value: Any, k: int) -> Any:
+        meta, name = self.source.out_metas[k], self.source.out_names[k]
         if value is None:
-            if self.role == "backward" and None not in meta.shape:
-                return from_numpy(np.zeros(meta.shape, meta.dtype.numpy_dtype))
+            if self.source.role == "backward" and None not in meta.shape:
+                return np.zeros(meta.shape, meta.dtype.numpy_dtype)
             raise ValueError(
-                f"{self.label}: {_func_name(self.func)} returned None for '{name}'"
+                f"{self.label}: {_func_name(self.source.func)} returned None for '{name}'"
                 + (", a gradient that is needed and whose shape "
                    f"{_shape_str(meta.shape)} is not fully known; return an array"
-                   if self.role == "backward" else ""))
-        if isinstance(value, DenseTensor):
-            array, shape = value, value.shape
-            if value.dtype != meta.dtype:
-                array = self._convert(np.asarray(value), meta, name)
-        else:
-            array = value if type(value) is np.ndarray else np.asarray(value)
-            shape = array.shape
-            if array.dtype != meta.dtype.numpy_dtype:
-                array = self._convert(array, meta, name)
-        if len(shape) != ndim or [shape[i] for i in positions] != sizes:
-            self._break_contract(name, f"shape {_shape_str(meta.shape)}",
-                                 f"shape {list(shape)}")
-        if type(array) is np.ndarray:
-            owned = array.base is None       # fresh memory: cannot alias an input
-            if not array.flags.c_contiguous:
-                array = np.ascontiguousarray(array)
-            tensor = from_numpy(array)
-        else:
-            owned, tensor = False, array if array.is_contiguous() else array.contiguous()
-        return tensor if owned or not _aliases(tensor, inputs) else tensor.copy()
-
-    def _convert(self, array: np.ndarray, meta: TensorMeta, name: str) -> np.ndarray:
-        try:
-            actual = as_dtype(array.dtype).name
-        except TypeError:
-            actual = str(array.dtype)
-        self._break_contract(name, f"dtype {meta.dtype.name}", f"dtype {actual}",
-                             f"converting it to {meta.dtype.name}")
-        return array.astype(meta.dtype.numpy_dtype)
+                   if self.source.role == "backward" else ""))
+        array = value if isinstance(value, DenseTensor) else np.asarray(value)
+        actual = array.dtype.name if isinstance(array, DenseTensor) else str(array.dtype)
+        if actual != meta.dtype.name:
+            self._break_contract(name, f"dtype {meta.dtype.name}", f"dtype {actual}",
+                                 f"converting it to {meta.dtype.name}")
+            array = np.asarray(array).astype(meta.dtype.numpy_dtype)
+        shape = list(array.shape)
+        if len(shape) != len(meta.shape) or any(
+                d is not None and d != s for d, s in zip(meta.shape, shape)):
+            self._break_contract(name, f"shape {_shape_str(meta.shape)}", f"shape {shape}")
+        return array
 
     def _break_contract(self, name: str, declared: str, actual: str,
                         resolution: str = "using the returned value") -> None:
         message = (f"{self.label}: '{name}' was declared with {declared} but "
-                   f"{_func_name(self.func)} returned {actual}")
+                   f"{_func_name(self.source.func)} returned {actual}")
         if _strict:
             raise ValueError(message + " (strict mode)")
         if (name, declared) not in self._warned:
             self._warned.add((name, declared))
-            warnings.warn(f"{message}; {resolution}", RuntimeWarning,
-                          stacklevel=6)
+            warnings.warn(f"{message}; {resolution}", RuntimeWarning, stacklevel=2)
 
     # -- gradient -----------------------------------------------------------------------
-    def build_grad(self, op: Operator, out_grads: Sequence[Variable | None],
-                   needs_grad: Sequence[bool]) -> list[Variable | None]:
-        """Append the gradient op (calling ``backward_func``); one grad per input."""
-        xs: list[Variable] = op.inputs[0]
-        visible = [v for i, v in enumerate(xs + op.outputs) if i not in self.skip_positions]
-        wanted = [i for i, need in enumerate(needs_grad) if need]
-        gop = PyFuncOp(self.backward_func,
-                       [TensorMeta(xs[i].shape, xs[i].dtype) for i in wanted],
-                       [xs[i].name + "@GRAD" for i in wanted], role="backward",
-                       expected=len(xs), keep=wanted)
-        grads = op.block.append_op(gop, [visible + list(out_grads)])
-        grads = list(grads) if isinstance(grads, tuple) else [grads]
-        result: list[Variable | None] = [None] * len(xs)
-        for i, g in zip(wanted, grads):
-            result[i] = g
-        return result
+    def _attach_grad(self) -> None:
+        source = self.source
+        names = [a.name for a in self.inputs] + [a.name for a in self.outputs]
+        visible = tuple(n for i, n in enumerate(names) if i not in source.skip_positions)
+
+        def py_func_grad(*values: Any, needs_input_grad: Sequence[bool] | None = None
+                         ) -> list[Any]:
+            """Append the op calling backward_func; one gradient per input."""
+            forward, grads = values[:len(visible)], values[len(visible):]
+            wanted = [i for i, need in
+                      enumerate(needs_input_grad or [True] * source.n_inputs) if need]
+            grad_op = PyFuncOp(PyFuncSource(
+                source.backward_func,
+                [_meta(v) for v in forward] + [_meta(g) for g in grads],
+                [f"x{i}" for i in range(len(forward) + len(grads))],
+                [source.in_metas[i] for i in wanted],
+                [f"{source.in_names[i]}@GRAD" for i in wanted], role="backward",
+                expected=source.n_inputs, keep=wanted, optional_from=len(forward)))
+            with mode_guard("static"):
+                made = grad_op(*forward, *grads)
+            made = list(made) if isinstance(made, tuple) else [made]
+            result: list[Any] = [None] * source.n_inputs
+            for i, g in zip(wanted, made):
+                result[i] = g
+            return result
+
+        self.grad(needs=visible, materialize_grads=False)(py_func_grad)
 
 
-def _aliases(tensor: DenseTensor, inputs: Sequence[Any]) -> bool:
-    """Whether `tensor` shares memory with an input (whose buffer the executor reuses)."""
-    start, end = tensor.data_ptr, tensor.data_ptr + tensor.nbytes
-    for x in inputs:
-        if isinstance(x, DenseTensor) and x.data_ptr < end and start < x.data_ptr + x.nbytes:
-            return True
-    return False
+def _meta(value: Any) -> TensorMeta | None:
+    return None if value is None else TensorMeta(value.shape, value.dtype)
+
+
+def _identifier(name: str) -> str:
+    cleaned = "".join(c if c.isalnum() else "_" for c in name).strip("_") or "func"
+    return cleaned if not cleaned[0].isdigit() else "f" + cleaned
 
 
 def _as_vars(value: Any, what: str) -> list[Variable]:
@@ -261,7 +235,8 @@ def py_func(func: Callable, x: Any, out: Any, backward_func: Callable | None = N
                              f"'{v.name}', which is neither an input x nor an output out "
                              f"of this py_func")
         positions.append(index)
-    op = PyFuncOp(func, [TensorMeta(v.shape, v.dtype) for v in outs], [v.name for v in outs],
-                  backward_func=backward_func, skip_positions=positions)
-    default_main_program().current_block().append_op(op, [xs], outputs=outs)
+    op = PyFuncOp(PyFuncSource(func, [_meta(v) for v in xs], [v.name for v in xs],
+                               [_meta(v) for v in outs], [v.name for v in outs],
+                               backward_func=backward_func, skip_positions=positions))
+    default_main_program().current_block().append_op(op, xs, outputs=outs)
     return out

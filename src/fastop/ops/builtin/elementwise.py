@@ -2,28 +2,31 @@
 their gradient rules.
 
 Unary ``neg abs sign exp log sqrt square tanh sigmoid relu`` keep x's dtype; backward
-kernels ``tanh_grad sigmoid_grad relu_grad sqrt_grad (y, dy)`` take the forward output;
-binary ``add subtract multiply divide pow maximum minimum`` and the comparisons
-``equal not_equal less_than less_equal greater_than greater_equal`` (bool output) take
-two tensors of one dtype (a Python scalar takes the tensor's dtype) and broadcast by
-numpy's rules; ``where(condition, x, y)``, ``cast(x, dtype=)``, ``full_like(x,
-fill_value=)`` and ``full(shape=, fill_value=, dtype=)``.
+kernels ``tanh_grad sigmoid_grad relu_grad sqrt_grad (y, dy)`` take the forward output
+(tanh, sigmoid, relu and sqrt differentiate by them directly: ``grad_op``); binary ``add
+subtract multiply divide pow maximum minimum`` and the comparisons ``equal not_equal
+less_than less_equal greater_than greater_equal`` (bool output) take two tensors of one
+dtype — a Python scalar, and a tensor of the op's dtype group, follow the scalar rule of
+:mod:`fastop.ops._dispatch` — and broadcast by numpy's rules; ``divide`` is true
+division (integers compute in float32); ``where(condition, x, y)``, ``cast(x, dtype=)``,
+``full_like(x, fill_value=)`` and ``full(shape=, fill_value=, dtype=)``.
 
-Every gradient rule is a composition of registered ops looked up when it runs, so it
-works on whatever values the current mode passes (DenseTensors, eager Tensors, static
-Variables) and is differentiable again: the backward kernels have rules of their own.
-Gradients of broadcast operands are summed back to the operand's shape with
-``fastop::sum_to_shape``.
+Gradient rules compose built-in ops (through :data:`B`), so they work on whatever values
+the current mode passes (eager Tensors, static Variables) and are differentiable again:
+the backward kernels have rules of their own. Gradients of broadcast operands are summed
+back to the operand's shape with ``fastop::sum_to_shape``.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from fastop._core import elementwise as _kernels
 from fastop._core.storage import DType, empty, float32
+from fastop.ops._dispatch import same_shape
 from fastop.ops._registry import AttrSpec, TensorMeta
+from fastop.ops.builtin._table import B
 
-__all__ = ["register"]
+__all__ = ["register", "unbroadcast", "shape_attr"]
 
 UNARY_DOCS = {
     "neg": "-x.",
@@ -38,11 +41,19 @@ UNARY_DOCS = {
     "relu": "max(x, 0); nan stays nan.",
 }
 
+# backward kernels of unary ops, from the forward output y and the output gradient dy
+BACKWARD_DOCS = {
+    "tanh": "dy * (1 - y^2)",
+    "sigmoid": "dy * y * (1 - y)",
+    "relu": "dy where y > 0, else 0",
+    "sqrt": "dy / (2 y)",
+}
+
 BINARY_DOCS = {
     "add": "x + y.",
     "subtract": "x - y.",
     "multiply": "x * y.",
-    "divide": "x / y (true division; floats only).",
+    "divide": "x / y (true division: integers compute in float32).",
     "pow": "x ** y (integers: y must be >= 0).",
     "maximum": "The larger of x and y; nan wins, like numpy.maximum.",
     "minimum": "The smaller of x and y; nan wins, like numpy.minimum.",
@@ -54,175 +65,193 @@ COMPARE_DOCS = {
 }
 
 
-def _shape_attr(shape: Any) -> list[int]:
-    """A value's shape as a `shape=` attribute: unknown dims (None, -1) as -1."""
+def shape_attr(shape: Sequence[Any]) -> list[int]:
+    """A value's shape as a ``shape=`` attribute: unknown dims (None, -1) as -1."""
     return [-1 if d is None or d < 0 else int(d) for d in shape]
 
 
+def unbroadcast(g: Any, like: Any) -> Any:
+    """g summed down to the shape of `like` (the gradient of a broadcast)."""
+    if same_shape(g, like):
+        return g
+    return B.sum_to_shape(g, shape=shape_attr(like.shape))
+
+
+def _wanted(needs_input_grad: Sequence[bool] | None, n: int) -> Sequence[bool]:
+    return (True,) * n if needs_input_grad is None else needs_input_grad
+
+
+# --------------------------------------------------------------------------- unary rules
+
+def neg_grad(dout):
+    return B.neg(dout)
+
+
+def abs_grad(x, dout):
+    return B.multiply(dout, B.sign(x))
+
+
+def sign_grad(dout):
+    # zero, written as dout * 0 so that it stays differentiable (in dout) again
+    return B.multiply(dout, 0)
+
+
+def exp_grad(out, dout):
+    return B.multiply(dout, out)
+
+
+def log_grad(x, dout):
+    return B.divide(dout, x)
+
+
+def square_grad(x, dout):
+    return B.multiply(dout, B.multiply(x, 2))
+
+
+# Rules of the backward kernels (dx = dy * f'(y)); g is the gradient arriving at dx.
+
+def tanh_grad_grad(y, dy, g):
+    return B.multiply(B.multiply(g, dy), B.multiply(y, -2)), B.tanh_grad(y, g)
+
+
+def sigmoid_grad_grad(y, dy, g):
+    return (B.multiply(B.multiply(g, dy), B.add(B.multiply(y, -2), 1)),
+            B.sigmoid_grad(y, g))
+
+
+def relu_grad_grad(y, g):
+    return None, B.relu_grad(y, g)
+
+
+def sqrt_grad_grad(y, dy, g):
+    return (B.divide(B.multiply(B.multiply(g, dy), -0.5), B.square(y)),
+            B.sqrt_grad(y, g))
+
+
+# --------------------------------------------------------------------------- binary rules
+
+def add_grad(x, y, dout, needs_input_grad=None):
+    want_x, want_y = _wanted(needs_input_grad, 2)
+    return (unbroadcast(dout, x) if want_x else None,
+            unbroadcast(dout, y) if want_y else None)
+
+
+def subtract_grad(x, y, dout, needs_input_grad=None):
+    want_x, want_y = _wanted(needs_input_grad, 2)
+    return (unbroadcast(dout, x) if want_x else None,
+            unbroadcast(B.neg(dout), y) if want_y else None)
+
+
+def multiply_grad(x, y, dout, needs_input_grad=None):
+    want_x, want_y = _wanted(needs_input_grad, 2)
+    return (unbroadcast(B.multiply(dout, y), x) if want_x else None,
+            unbroadcast(B.multiply(dout, x), y) if want_y else None)
+
+
+def divide_grad(x, y, out, dout, needs_input_grad=None):
+    want_x, want_y = _wanted(needs_input_grad, 2)
+    return (unbroadcast(B.divide(dout, y), x) if want_x else None,
+            unbroadcast(B.neg(B.divide(B.multiply(dout, out), y)), y) if want_y else None)
+
+
+def pow_grad(x, y, out, dout, needs_input_grad=None):
+    want_x, want_y = _wanted(needs_input_grad, 2)
+    dx = dy = None
+    if want_x:
+        dx = unbroadcast(B.multiply(dout, B.multiply(y, B.pow(x, B.subtract(y, 1)))), x)
+    if want_y:
+        dy = unbroadcast(B.multiply(B.multiply(dout, out), B.log(x)), y)
+    return dx, dy
+
+
+def _select_grads(mask: Any, x: Any, y: Any, g: Any) -> tuple[Any, Any]:
+    """g routed to x where mask holds, to y elsewhere."""
+    zeros = B.full_like(g, fill_value=0)
+    return (unbroadcast(B.where(mask, g, zeros), x),
+            unbroadcast(B.where(mask, zeros, g), y))
+
+
+def maximum_grad(x, y, dout):
+    return _select_grads(B.greater_equal(x, y), x, y, dout)
+
+
+def minimum_grad(x, y, dout):
+    return _select_grads(B.less_equal(x, y), x, y, dout)
+
+
+def where_grad(condition, x, y, dout):
+    return (None, *_select_grads(condition, x, y, dout))
+
+
+def cast_grad(x, dout, dtype):
+    return B.cast(dout, dtype=x.dtype)
+
+
+# --------------------------------------------------------------------------- creation
+
+def full_meta(shape, fill_value, dtype):
+    return TensorMeta(shape, dtype)
+
+
+def full_kernel(shape, fill_value, dtype):
+    out = empty(shape, dtype)
+    return _kernels.full_like(out, fill_value=fill_value, out=out)
+
+
 def register(registry) -> None:
-    def op(name: str) -> Any:
-        return registry.get(f"fastop::{name}")
-
-    def unbroadcast(g: Any, like: Any) -> Any:
-        """g summed down to the shape of `like` (the gradient of a broadcast)."""
-        if list(g.shape) == list(like.shape):
-            return g
-        return op("sum_to_shape")(g, shape=_shape_attr(like.shape))
-
     def unary(name: str) -> Any:
         return registry.define_ckernel(f"fastop::{name}", getattr(_kernels, name),
                                        doc=UNARY_DOCS[name])
 
-    # -- unary math -------------------------------------------------------------
-    @unary("neg").grad()
-    def _(dy):
-        return (op("neg")(dy),)
+    for name, rule in (("neg", neg_grad), ("sign", sign_grad)):
+        unary(name).grad()(rule)
+    for name, rule in (("abs", abs_grad), ("log", log_grad), ("square", square_grad)):
+        unary(name).grad(needs=("x",))(rule)
+    unary("exp").grad(needs=("out",))(exp_grad)
 
-    @unary("abs").grad(needs=("x",))
-    def _(x, dy):
-        return (op("multiply")(dy, op("sign")(x)),)
+    # tanh, sigmoid, relu, sqrt: the gradient is one backward kernel of (y, dy)
+    backward_rules = {"tanh": (tanh_grad_grad, ("y", "dy")),
+                      "sigmoid": (sigmoid_grad_grad, ("y", "dy")),
+                      "relu": (relu_grad_grad, ("y",)),
+                      "sqrt": (sqrt_grad_grad, ("y", "dy"))}
+    for name, formula in BACKWARD_DOCS.items():
+        rule, needs = backward_rules[name]
+        backward = registry.define_ckernel(
+            f"fastop::{name}_grad", getattr(_kernels, f"{name}_grad"),
+            differentiable=("dy",) if name == "relu" else None,
+            doc=f"Backward of {name} from its output: {formula}.")
+        backward.grad(needs=needs)(rule)
+        unary(name).grad_op(backward, needs=("out", "dout"))
 
-    @unary("sign").grad()
-    def _(dy):
-        # zero, written as dy * 0 so that it stays differentiable (in dy) again
-        return (op("multiply")(dy, 0),)
-
-    @unary("exp").grad(needs=("out",))
-    def _(out, dy):
-        return (op("multiply")(dy, out),)
-
-    @unary("log").grad(needs=("x",))
-    def _(x, dy):
-        return (op("divide")(dy, x),)
-
-    @unary("sqrt").grad(needs=("out",))
-    def _(out, dy):
-        return (op("sqrt_grad")(out, dy),)
-
-    @unary("square").grad(needs=("x",))
-    def _(x, dy):
-        return (op("multiply")(dy, op("multiply")(x, 2)),)
-
-    @unary("tanh").grad(needs=("out",))
-    def _(out, dy):
-        return (op("tanh_grad")(out, dy),)
-
-    @unary("sigmoid").grad(needs=("out",))
-    def _(out, dy):
-        return (op("sigmoid_grad")(out, dy),)
-
-    @unary("relu").grad(needs=("out",))
-    def _(out, dy):
-        return (op("relu_grad")(out, dy),)
-
-    # -- backward kernels, differentiable again ------------------------------------
-    # Each is dx = dy * f'(y); below g is the gradient arriving at dx.
-    tanh_grad = registry.define_ckernel(
-        "fastop::tanh_grad", _kernels.tanh_grad,
-        doc="Backward of tanh from its output: dy * (1 - y^2).")
-
-    @tanh_grad.grad(needs=("y", "dy"))
-    def _(y, dy, g):
-        mul = op("multiply")
-        return mul(mul(g, dy), mul(y, -2)), op("tanh_grad")(y, g)
-
-    sigmoid_grad = registry.define_ckernel(
-        "fastop::sigmoid_grad", _kernels.sigmoid_grad,
-        doc="Backward of sigmoid from its output: dy * y * (1 - y).")
-
-    @sigmoid_grad.grad(needs=("y", "dy"))
-    def _(y, dy, g):
-        mul = op("multiply")
-        return (mul(mul(g, dy), op("add")(mul(y, -2), 1)),
-                op("sigmoid_grad")(y, g))
-
-    relu_grad = registry.define_ckernel(
-        "fastop::relu_grad", _kernels.relu_grad, differentiable=("dy",),
-        doc="Backward of relu from its output: dy where y > 0, else 0.")
-
-    @relu_grad.grad(needs=("y",))
-    def _(y, g):
-        return None, op("relu_grad")(y, g)
-
-    sqrt_grad = registry.define_ckernel(
-        "fastop::sqrt_grad", _kernels.sqrt_grad,
-        doc="Backward of sqrt from its output: dy / (2 y).")
-
-    @sqrt_grad.grad(needs=("y", "dy"))
-    def _(y, dy, g):
-        mul = op("multiply")
-        return (op("divide")(mul(mul(g, dy), -0.5), op("square")(y)),
-                op("sqrt_grad")(y, g))
-
-    # -- binary arithmetic ----------------------------------------------------------
-    def binary(name: str) -> Any:
+    def binary(name: str, **options: Any) -> Any:
         return registry.define_ckernel(f"fastop::{name}", getattr(_kernels, name),
-                                       doc=BINARY_DOCS[name])
+                                       doc=BINARY_DOCS[name], **options)
 
-    @binary("add").grad(needs=("x", "y"), reads={})
-    def _(x, y, g):
-        return unbroadcast(g, x), unbroadcast(g, y)
+    binary("add").grad(needs=("x", "y"), reads={})(add_grad)
+    binary("subtract").grad(needs=("x", "y"), reads={})(subtract_grad)
+    binary("multiply").grad(needs=("x", "y"), reads={"x": ("y",), "y": ("x",)})(
+        multiply_grad)
+    binary("divide", int_to_float=True).grad(
+        needs=("x", "y", "out"), reads={"x": ("y",), "y": ("y", "out")})(divide_grad)
+    binary("pow").grad(needs=("x", "y", "out"),
+                       reads={"x": ("x", "y"), "y": ("x", "out")})(pow_grad)
+    binary("maximum").grad(needs=("x", "y"))(maximum_grad)
+    binary("minimum").grad(needs=("x", "y"))(minimum_grad)
 
-    @binary("subtract").grad(needs=("x", "y"), reads={})
-    def _(x, y, g):
-        return unbroadcast(g, x), unbroadcast(op("neg")(g), y)
-
-    @binary("multiply").grad(needs=("x", "y"), reads={"x": ("y",), "y": ("x",)})
-    def _(x, y, g):
-        mul = op("multiply")
-        return unbroadcast(mul(g, y), x), unbroadcast(mul(g, x), y)
-
-    @binary("divide").grad(needs=("x", "y", "out"), reads={"x": ("y",), "y": ("y", "out")})
-    def _(x, y, out, g):
-        div = op("divide")
-        return (unbroadcast(div(g, y), x),
-                unbroadcast(op("neg")(div(op("multiply")(g, out), y)), y))
-
-    @binary("pow").grad(needs=("x", "y", "out"),
-                        reads={"x": ("x", "y"), "y": ("x", "out")})
-    def _(x, y, out, g):
-        mul = op("multiply")
-        dx = mul(g, mul(y, op("pow")(x, op("subtract")(y, 1))))
-        dy = mul(mul(g, out), op("log")(x))
-        return unbroadcast(dx, x), unbroadcast(dy, y)
-
-    def select_grads(mask: Any, x: Any, y: Any, g: Any) -> tuple[Any, Any]:
-        """g routed to x where mask holds, to y elsewhere."""
-        zeros = op("full_like")(g, fill_value=0)
-        where = op("where")
-        return unbroadcast(where(mask, g, zeros), x), unbroadcast(where(mask, zeros, g), y)
-
-    @binary("maximum").grad(needs=("x", "y"))
-    def _(x, y, g):
-        return select_grads(op("greater_equal")(x, y), x, y, g)
-
-    @binary("minimum").grad(needs=("x", "y"))
-    def _(x, y, g):
-        return select_grads(op("less_equal")(x, y), x, y, g)
-
-    # -- comparisons (bool output, no gradient) ---------------------------------------
     for name, formula in COMPARE_DOCS.items():
         registry.define_ckernel(f"fastop::{name}", getattr(_kernels, name),
-                                differentiable=(),
-                                doc=f"{formula}, elementwise (bool).")
+                                differentiable=(), doc=f"{formula}, elementwise (bool).")
 
-    # -- selection, conversion, creation ---------------------------------------------
-    where = registry.define_ckernel(
-        "fastop::where", _kernels.where, differentiable=("x", "y"),
-        doc="x where condition (bool) holds, else y; all three broadcast together.")
+    registry.define_ckernel(
+        "fastop::where", _kernels.where, differentiable=("x", "y"), promotes=("x", "y"),
+        doc="x where condition (bool) holds, else y; all three broadcast together."
+    ).grad(needs=("condition", "x", "y"),
+           reads={"x": ("condition",), "y": ("condition",)})(where_grad)
 
-    @where.grad(needs=("condition", "x", "y"),
-                reads={"x": ("condition",), "y": ("condition",)})
-    def _(condition, x, y, g):
-        return (None, *select_grads(condition, x, y, g))
-
-    cast = registry.define_ckernel(
+    registry.define_ckernel(
         "fastop::cast", _kernels.cast, attrs={"dtype": AttrSpec("dtype", DType)},
-        doc="x converted to dtype (to bool: x != 0; float to int truncates).")
-
-    @cast.grad(needs=("x",), reads={})
-    def _(x, g, dtype):
-        return (op("cast")(g, dtype=x.dtype),)
+        doc="x converted to dtype (to bool: x != 0; float to int truncates)."
+    ).grad(needs=("x",), reads={})(cast_grad)
 
     registry.define_ckernel(
         "fastop::full_like", _kernels.full_like, differentiable=(),
@@ -234,12 +263,5 @@ def register(registry) -> None:
         attrs={"shape": list, "fill_value": AttrSpec("fill_value", object, 0.0),
                "dtype": AttrSpec("dtype", DType, float32)},
         doc="A new tensor of `shape` and `dtype`, every element fill_value.")
-
-    @full.meta
-    def _(shape, fill_value, dtype):
-        return TensorMeta(shape, dtype)
-
-    @full.kernel()
-    def _(shape, fill_value, dtype):
-        out = empty(shape, dtype)
-        return _kernels.full_like(out, fill_value=fill_value, out=out)
+    full.meta(full_meta)
+    full.kernel()(full_kernel)

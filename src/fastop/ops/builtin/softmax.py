@@ -7,110 +7,97 @@ label, ignore_index=-100) -> (loss, softmax)`` with integer labels of shape ``[N
 ``[N, 1]`` and loss ``[N, 1]`` (PaddlePaddle's convention), and its backward kernel
 ``softmax_cross_entropy_grad(label, softmax, dloss)``.
 
-Rules: softmax → softmax_grad, log_softmax → log_softmax_grad, cross-entropy →
-softmax_cross_entropy_grad for the loss plus softmax_grad for a gradient flowing into
-the softmax output (rarely used: the rule gets None for it, not zeros, so a training
-step pays nothing for it). Every backward op is differentiable again (their rules use
-elementwise ops, sum and the backward ops themselves), so double backward works
-through all of them.
+Rules: softmax → softmax_grad and log_softmax → log_softmax_grad (each one backward
+kernel: ``grad_op``); cross-entropy → softmax_cross_entropy_grad for the loss plus
+softmax_grad for a gradient flowing into the softmax output (rarely used: the rule gets
+None for it, not zeros, so a training step pays nothing for it). Every backward op is
+differentiable again (their rules use elementwise ops, sum and the backward ops
+themselves), so double backward works through all of them.
 """
 from __future__ import annotations
 
-from typing import Any
-
 from fastop._core import softmax as _kernels
+from fastop.ops.builtin._table import B
 
 __all__ = ["register"]
 
 
+def softmax_grad_grad(y, dy, g, axis):
+    # dx = y * (dy - s), s = sum(dy * y):  d/d(dy) = softmax_grad(y, g),
+    # d/dy = g * (dy - s) - dy * sum(g * y)
+    s = B.sum(B.multiply(dy, y), axis=axis, keepdim=True)
+    gy = B.sum(B.multiply(g, y), axis=axis, keepdim=True)
+    d_y = B.subtract(B.multiply(g, B.subtract(dy, s)), B.multiply(dy, gy))
+    return d_y, B.softmax_grad(y, g, axis=axis)
+
+
+def log_softmax_grad_grad(y, dy, g, axis):
+    # dx = dy - e * S, e = exp(y), S = sum(dy):  d/d(dy) = g - sum(g * e),
+    # d/dy = -g * e * S
+    ge = B.multiply(g, B.exp(y))
+    d_dy = B.subtract(g, B.sum(ge, axis=axis, keepdim=True))
+    d_y = B.neg(B.multiply(ge, B.sum(dy, axis=axis, keepdim=True)))
+    return d_y, d_dy
+
+
+def softmax_cross_entropy_grad_rule(label, softmax, dloss, dsoftmax, ignore_index):
+    # dlogits = dloss * (softmax - onehot) + softmax_grad(softmax, dsoftmax); each
+    # term only when its output gradient flows (None otherwise). PaddlePaddle drops
+    # the second term; fastop keeps it, which double backward needs: the gradient of
+    # softmax_cross_entropy_grad reaches the logits through the softmax output.
+    dlogits = None
+    if dloss is not None:
+        dlogits = B.softmax_cross_entropy_grad(label, softmax, dloss,
+                                               ignore_index=ignore_index)
+    if dsoftmax is not None:
+        through = B.softmax_grad(softmax, dsoftmax, axis=-1)
+        dlogits = through if dlogits is None else B.add(dlogits, through)
+    return dlogits, None
+
+
+def softmax_cross_entropy_grad_grad(label, softmax, dloss, g, ignore_index):
+    # dlogits = r * (softmax - onehot) with r = dloss on kept rows, 0 on ignored ones:
+    # d/d(softmax) = g * r, d/d(dloss) = sum(g * (softmax - onehot)) on kept rows.
+    # Both come from this op itself: with softmax = 0 it gives -r * onehot, whose
+    # row sums are exactly -r; with dloss = 1 it gives the kept rows' softmax - onehot.
+    grad_op = B.softmax_cross_entropy_grad
+    r = B.neg(B.sum(grad_op(label, B.full_like(softmax, fill_value=0.0), dloss,
+                            ignore_index=ignore_index), axis=-1, keepdim=True))
+    centered = grad_op(label, softmax, B.full_like(dloss, fill_value=1.0),
+                       ignore_index=ignore_index)
+    d_dloss = B.sum(B.multiply(g, centered), axis=-1, keepdim=True)
+    return None, B.multiply(g, r), d_dloss
+
+
 def register(registry) -> None:
-    def op(name: str) -> Any:
-        return registry.get(f"fastop::{name}")
-
-    softmax = registry.define_ckernel(
-        "fastop::softmax", _kernels.softmax, attrs={"axis": -1},
-        doc="exp(x - max) / sum(exp(x - max)) along axis (numerically stable).")
-
-    @softmax.grad(needs=("out",))
-    def _(out, dy, axis):
-        return (op("softmax_grad")(out, dy, axis=axis),)
-
-    log_softmax = registry.define_ckernel(
-        "fastop::log_softmax", _kernels.log_softmax, attrs={"axis": -1},
-        doc="(x - max) - log(sum(exp(x - max))) along axis (numerically stable).")
-
-    @log_softmax.grad(needs=("out",))
-    def _(out, dy, axis):
-        return (op("log_softmax_grad")(out, dy, axis=axis),)
-
-    softmax_grad = registry.define_ckernel(
-        "fastop::softmax_grad", _kernels.softmax_grad, attrs={"axis": -1},
-        doc="Backward of softmax: dx = y * (dy - sum(dy * y, axis)) for y = softmax(x).")
-
-    @softmax_grad.grad(needs=("y", "dy"))
-    def _(y, dy, g, axis):
-        # dx = y * (dy - s), s = sum(dy * y):  d/d(dy) = softmax_grad(y, g),
-        # d/dy = g * (dy - s) - dy * sum(g * y)
-        mul, total = op("multiply"), op("sum")
-        s = total(mul(dy, y), axis=axis, keepdim=True)
-        gy = total(mul(g, y), axis=axis, keepdim=True)
-        d_y = op("subtract")(mul(g, op("subtract")(dy, s)), mul(dy, gy))
-        return d_y, op("softmax_grad")(y, g, axis=axis)
-
-    log_softmax_grad = registry.define_ckernel(
-        "fastop::log_softmax_grad", _kernels.log_softmax_grad, attrs={"axis": -1},
-        doc="Backward of log_softmax: dx = dy - exp(y) * sum(dy, axis) for "
-            "y = log_softmax(x).")
-
-    @log_softmax_grad.grad(needs=("y", "dy"))
-    def _(y, dy, g, axis):
-        # dx = dy - e * S, e = exp(y), S = sum(dy):  d/d(dy) = g - sum(g * e),
-        # d/dy = -g * e * S
-        mul, total = op("multiply"), op("sum")
-        e = op("exp")(y)
-        ge = mul(g, e)
-        d_dy = op("subtract")(g, total(ge, axis=axis, keepdim=True))
-        d_y = op("neg")(mul(ge, total(dy, axis=axis, keepdim=True)))
-        return d_y, d_dy
-
-    ce = registry.define_ckernel(
-        "fastop::softmax_cross_entropy", _kernels.softmax_cross_entropy,
-        attrs={"ignore_index": -100}, differentiable=("logits",),
-        doc="Fused softmax + cross-entropy: loss [*, 1] = -log_softmax(logits)[label] and "
-            "softmax [*, C] of logits [*, C]; integer labels [*] or [*, 1]; rows whose "
-            "label is ignore_index get loss 0; other labels outside [0, C) are errors.")
-
-    @ce.grad(needs=("label", "softmax"), materialize_grads=False)
-    def _(label, softmax, dloss, dsoftmax, ignore_index):
-        # dlogits = dloss * (softmax - onehot) + softmax_grad(softmax, dsoftmax); each
-        # term only when its output gradient flows (None otherwise). PaddlePaddle drops
-        # the second term; fastop keeps it, which double backward needs: the gradient of
-        # softmax_cross_entropy_grad reaches the logits through the softmax output.
-        dlogits = None
-        if dloss is not None:
-            dlogits = op("softmax_cross_entropy_grad")(label, softmax, dloss,
-                                                       ignore_index=ignore_index)
-        if dsoftmax is not None:
-            through = op("softmax_grad")(softmax, dsoftmax, axis=-1)
-            dlogits = through if dlogits is None else op("add")(dlogits, through)
-        return dlogits, None
+    for name, formula, rule in (
+            ("softmax", "dx = y * (dy - sum(dy * y, axis)) for y = softmax(x)",
+             softmax_grad_grad),
+            ("log_softmax", "dx = dy - exp(y) * sum(dy, axis) for y = log_softmax(x)",
+             log_softmax_grad_grad)):
+        backward = registry.define_ckernel(
+            f"fastop::{name}_grad", getattr(_kernels, f"{name}_grad"), attrs={"axis": -1},
+            doc=f"Backward of {name}: {formula}.")
+        backward.grad(needs=("y", "dy"))(rule)
+        registry.define_ckernel(
+            f"fastop::{name}", getattr(_kernels, name), attrs={"axis": -1},
+            doc="exp(x - max) / sum(exp(x - max)) along axis (numerically stable)."
+            if name == "softmax" else
+            "(x - max) - log(sum(exp(x - max))) along axis (numerically stable)."
+        ).grad_op(backward, needs=("out", "dout"))
 
     ce_grad = registry.define_ckernel(
         "fastop::softmax_cross_entropy_grad", _kernels.softmax_cross_entropy_grad,
         attrs={"ignore_index": -100}, differentiable=("softmax", "dloss"),
+        promotes=("softmax", "dloss"),
         doc="Backward of softmax_cross_entropy: dlogits = dloss * (softmax - "
             "onehot(label)), zero on ignored rows.")
-
-    @ce_grad.grad(needs=("label", "softmax", "dloss"))
-    def _(label, softmax, dloss, g, ignore_index):
-        # dlogits = r * (softmax - onehot) with r = dloss on kept rows, 0 on ignored ones:
-        # d/d(softmax) = g * r, d/d(dloss) = sum(g * (softmax - onehot)) on kept rows.
-        # Both come from this op itself: with softmax = 0 it gives -r * onehot, whose
-        # row sums are exactly -r; with dloss = 1 it gives the kept rows' softmax - onehot.
-        grad_op, total, full_like = op("softmax_cross_entropy_grad"), op("sum"), op("full_like")
-        r = op("neg")(total(grad_op(label, full_like(softmax, fill_value=0.0), dloss,
-                                    ignore_index=ignore_index), axis=-1, keepdim=True))
-        centered = grad_op(label, softmax, full_like(dloss, fill_value=1.0),
-                           ignore_index=ignore_index)
-        d_dloss = total(op("multiply")(g, centered), axis=-1, keepdim=True)
-        return None, op("multiply")(g, r), d_dloss
+    ce_grad.grad(needs=("label", "softmax", "dloss"))(softmax_cross_entropy_grad_grad)
+    registry.define_ckernel(
+        "fastop::softmax_cross_entropy", _kernels.softmax_cross_entropy,
+        attrs={"ignore_index": -100}, differentiable=("logits",), promotes=("logits",),
+        doc="Fused softmax + cross-entropy: loss [*, 1] = -log_softmax(logits)[label] and "
+            "softmax [*, C] of logits [*, C]; integer labels [*] or [*, 1]; rows whose "
+            "label is ignore_index get loss 0; other labels outside [0, C) are errors."
+    ).grad(needs=("label", "softmax"), materialize_grads=False)(
+        softmax_cross_entropy_grad_rule)

@@ -1,0 +1,426 @@
+# cython: freethreading_compatible = False
+"""The one dispatch entry: every op call — Tensor operators and methods, ``fastop.<fn>``,
+``fastop.ops.<ns>.<op>``, gradient rules, optimizers, indexing, py_func — is
+``OpDef.__call__``, i.e. :func:`dispatch`, which hands the call to the mode the calling
+thread is in: eager (compute now; installed by :mod:`fastop.autograd._eager` as a C
+function) or static (append an operator to the current Program; installed by
+:mod:`fastop.static.framework`).
+
+The mode is per thread: ``enable_static()``/``disable_static()`` set the process-wide
+default, and ``mode_guard(mode)`` overrides it for the calling thread only (a Variable's
+operators use it), so building a Program on one thread leaves another thread's eager
+calls eager.
+
+Per-op facts every call needs are computed once, in the op's :class:`CallPlan`: the
+default attributes (packed for its Cython kernel), a kernel per dtype code, which inputs
+take part in the scalar rule, and the gradient rule's bookkeeping. A plan is rebuilt when
+the registry changes (``bump_registry_version``, called by the registry and by an OpDef's
+decorators).
+
+The scalar rule (:func:`group_dtype`), one for every mode: the inputs of an op's dtype
+group (all inputs, unless the op names some: ``where``'s condition, ``gather``'s index
+are outside) compute in one dtype. A float scalar meeting an integer or bool tensor makes
+the group float32; an integer scalar meeting a bool tensor makes it int64; otherwise a
+scalar takes the group's tensors' dtype (float32 and float64 tensors together compute in
+float64, as PaddlePaddle does). With no tensor in the group, scalars take their own
+default dtype (float32, int64, bool).
+"""
+from cpython.float cimport PyFloat_Check
+from cpython.long cimport PyLong_Check
+from fastop._core.storage cimport (DenseTensor, fastop_attrs, fastop_view, FASTOP_BOOL,
+                                   FASTOP_INT32, FASTOP_INT64, FASTOP_FLOAT32,
+                                   FASTOP_FLOAT64, FASTOP_NUM_DTYPES, dtype_from_code)
+from fastop._core.kernel cimport CKernel, PythonKernel
+
+import numpy as np
+
+__all__ = ["OpBase", "CallPlan", "current_mode", "set_mode", "mode_guard",
+           "set_static_dispatcher", "bump_registry_version", "registry_version",
+           "promotion", "kind_of", "invoke", "same_shape"]
+
+_DTYPE_NAMES = ("bool", "int32", "int64", "float32", "float64")
+
+
+# --------------------------------------------------------------------------- mode
+
+cdef extern from *:
+    """
+    /* The calling thread's mode override: -1 none (the process default), 0 eager,
+       1 static. */
+    static _Thread_local int fastop_mode_override = -1;
+    """
+    int _mode_override "fastop_mode_override"
+
+cdef bint _default_static = False
+
+
+cdef bint static_mode() noexcept:
+    if _mode_override >= 0:
+        return _mode_override == 1
+    return _default_static
+
+
+def current_mode() -> str:
+    """'eager' or 'static': the calling thread's mode."""
+    return "static" if static_mode() else "eager"
+
+
+def set_mode(str mode) -> None:
+    """Set the process-wide default mode (``enable_static``/``disable_static``)."""
+    global _default_static
+    _default_static = _mode_code(mode) == 1
+
+
+cdef int _mode_code(str mode) except -1:
+    if mode == "eager":
+        return 0
+    if mode == "static":
+        return 1
+    raise ValueError(f"mode must be 'eager' or 'static', got {mode!r}")
+
+
+cdef class mode_guard:
+    """``with mode_guard("static"): ...`` runs the block in that mode on this thread only
+    (restoring the thread's previous override on exit)."""
+    cdef int mode
+    cdef int saved
+
+    def __init__(self, str mode):
+        self.mode = _mode_code(mode)
+
+    def __enter__(self):
+        global _mode_override
+        self.saved = _mode_override
+        _mode_override = self.mode
+        return self
+
+    def __exit__(self, *exc_info):
+        global _mode_override
+        _mode_override = self.saved
+        return False
+
+
+# --------------------------------------------------------------------------- dispatch
+
+cdef eager_dispatch_fn _eager = NULL
+_static_dispatcher = None
+
+
+cdef void set_eager_dispatch(eager_dispatch_fn fn) noexcept:
+    global _eager
+    _eager = fn
+
+
+def set_static_dispatcher(fn) -> None:
+    """Install the static-mode dispatcher: ``fn(op, args, kwargs)`` appends an operator."""
+    global _static_dispatcher
+    _static_dispatcher = fn
+
+
+cdef int swap_mode_override(int mode) noexcept:
+    global _mode_override
+    cdef int prev = _mode_override
+    _mode_override = mode
+    return prev
+
+
+cdef object call_eager(OpBase op, tuple args, dict kwargs):
+    return _eager(op, args, kwargs)
+
+
+cdef object dispatch(OpBase op, tuple args, dict kwargs):
+    if static_mode():
+        if _static_dispatcher is None:
+            raise RuntimeError(f"{op.name}: no static dispatcher (import fastop installs it)")
+        return _static_dispatcher(op, args, {} if kwargs is None else kwargs)
+    if _eager is NULL:
+        raise RuntimeError(f"{op.name}: no eager dispatcher (import fastop installs it)")
+    return _eager(op, args, kwargs)
+
+
+cdef class OpBase:
+    """Calling an op runs it in the calling thread's mode: eager computes and returns
+    Tensors; static appends an operator and returns Variables."""
+
+    def __call__(self, *args, **kwargs):
+        return dispatch(self, args, kwargs)
+
+    @property
+    def plan(self) -> CallPlan:
+        """The op's call plan (built now if stale)."""
+        return plan_of(self)
+
+
+# --------------------------------------------------------------------------- plans
+
+cdef unsigned long long _registry_version = 0
+
+
+def bump_registry_version() -> None:
+    """Invalidate every call plan (the registry or an op definition changed)."""
+    global _registry_version
+    _registry_version += 1
+
+
+def registry_version() -> int:
+    return _registry_version
+
+
+cdef CallPlan plan_of(OpBase op):
+    cdef CallPlan plan = op._plan
+    if plan is not None and plan.version == _registry_version:
+        return plan
+    plan = CallPlan(op)
+    op._plan = plan
+    return plan
+
+
+cdef class AttrsMemo:
+    pass
+
+
+cdef class CallPlan:
+    """See the module docstring. Read-only from Python (for tests and tools)."""
+
+    def __cinit__(self, op):
+        cdef int code
+        self.op = op
+        self.version = _registry_version
+        self.n_in = len(op.inputs)
+        self.n_out = len(op.outputs)
+        self.fixed = not any(a.variadic for a in op.inputs)
+        self.simple = not any(a.optional or a.variadic for a in op.inputs)
+        try:
+            self.default_attrs = op.check_attrs({})
+        except TypeError:
+            self.default_attrs = None          # an attribute is required
+        self.metas = []
+        star = op.kernels.get("*")
+        self.ck = star if isinstance(star, CKernel) else None
+        self.dispatch_input = self.ck.dispatch_input if self.ck is not None else 0
+        kernels = []
+        for code in range(FASTOP_NUM_DTYPES):
+            kernel = op.kernels.get(_DTYPE_NAMES[code])
+            if kernel is None and star is not None and (
+                    self.ck is None or _DTYPE_NAMES[code] in self.ck.dtypes):
+                kernel = star
+            if isinstance(kernel, CKernel) and not (<CKernel>kernel).fns[code]:
+                kernel = None
+            kernels.append(kernel)
+        self.kernels = tuple(kernels)
+        if self.ck is not None and self.default_attrs is not None and self.fixed:
+            try:
+                self.ck.pack(self.default_attrs, &self.packed_defaults)
+                self.defaults_packed = True
+            except Exception:                  # reported when a call packs them
+                pass
+        group = op.promotes
+        self.in_group = tuple(group is None or a.name in group for a in op.inputs)
+        self.int_to_float = op.int_to_float
+
+    def __repr__(self):
+        return f"<CallPlan of {self.op.name}>"
+
+    cdef PythonKernel python_kernel(self, object fn, tuple inputs, dict attrs):
+        """The Python kernel `fn` bound to `attrs` with its outputs' metas for `inputs`
+        (DenseTensors of a fixed-arity op): memoized for the last few input signatures
+        (the meta function runs once per signature)."""
+        cdef PythonKernel entry
+        for entry in self.metas:
+            if entry.matches(inputs, attrs):
+                return entry
+        entry = self.op.python_kernel(fn, inputs, attrs)
+        if self.fixed and attrs is not None:
+            self.metas = [entry] + self.metas[:3]      # a new list: other threads may read
+        return entry
+
+    cdef int prepare_rule(self) except -1:
+        """Index the gradient rule's needs and the inputs it differentiates (once per
+        rule object)."""
+        op = self.op
+        rule = op.grad_rule
+        in_names = [a.name for a in op.inputs]
+        out_names = [a.name for a in op.outputs]
+        self.needs = tuple((True, out_names.index(n)) if n in out_names else
+                           (False, in_names.index(n)) for n in rule.needs)
+        diff = set(op.differentiable_inputs)
+        self.diff = tuple(n in diff for n in in_names)
+        self.diff_mask = sum(1 << i for i, d in enumerate(self.diff) if d and i < 64)
+        self.save_mask = sum(1 << k for k, n in enumerate(out_names)
+                             if n in rule.needs and k < 64)
+        if rule.reads is None:               # every gradient reads every needed value
+            self.reads_masks = tuple(_reads_mask(rule.needs, rule.needs) if d else 0
+                                     for d in self.diff)
+        else:
+            self.reads_masks = tuple(_reads_mask(rule.needs, rule.reads.get(x, ()))
+                                     for x in in_names)
+        self.check_versions = any(self.reads_masks)
+        self.backward = None
+        if rule.backward_op is not None:
+            self.backward = plan_of(<OpBase>rule.backward_op)
+            self.backward_args = tuple(rule.backward_args)
+        self.rule = rule
+        return 0
+
+    # read-only views for tests and tools
+    @property
+    def needs(self):
+        return self.needs
+
+    @property
+    def memoized(self) -> int:
+        """How many input signatures have their metas memoized."""
+        return len(self.metas)
+
+
+cdef int _kernel_dtype(CallPlan plan, tuple inputs) noexcept:
+    """The dtype code selecting the kernel: the dispatch input's, else the first tensor's
+    (float32 when there is none: a creation op)."""
+    cdef Py_ssize_t i
+    if plan.dispatch_input < len(inputs):
+        x = inputs[plan.dispatch_input]
+        if isinstance(x, DenseTensor):
+            return (<DenseTensor>x).view.dtype
+    for x in inputs:
+        if isinstance(x, DenseTensor):
+            return (<DenseTensor>x).view.dtype
+        if isinstance(x, list) and x and isinstance(x[0], DenseTensor):
+            return (<DenseTensor>x[0]).view.dtype
+    return FASTOP_FLOAT32
+
+
+cdef tuple run_kernel(CallPlan plan, tuple inputs, dict attrs, const fastop_attrs* packed,
+                      object out, type out_cls):
+    cdef int code = _kernel_dtype(plan, inputs)
+    cdef fastop_attrs own
+    kernel = plan.kernels[code]
+    if kernel is None:
+        raise TypeError(plan.op.no_kernel_message(_DTYPE_NAMES[code]))
+    if isinstance(kernel, CKernel):
+        if packed == NULL:
+            (<CKernel>kernel).pack(attrs, &own)
+            packed = &own
+        return (<CKernel>kernel).run(inputs, out, packed, out_cls, attrs)
+    if out is not None:
+        raise TypeError(f"{plan.op.name}: out= is taken by ops with a Cython kernel; this "
+                        f"op's kernel for {_DTYPE_NAMES[code]} is a Python function")
+    return plan.python_kernel(kernel, inputs, attrs).call(inputs, out_cls)
+
+
+def invoke(op, inputs, dict attrs, type out_cls=DenseTensor) -> tuple:
+    """Run `op`'s kernel on DenseTensors (no autograd, no mode): per declared input a
+    tensor, a list of them (variadic) or None; the outputs as `out_cls` tensors. `attrs`
+    must be bound and checked (``op.check_attrs``)."""
+    cdef CallPlan plan = plan_of(<OpBase>op)
+    return run_kernel(plan, tuple(inputs), attrs,
+                      &plan.packed_defaults if plan.defaults_packed
+                      and attrs is plan.default_attrs else NULL, None, out_cls)
+
+
+cdef unsigned long long ALL_SAVED = 0xffffffffffffffff
+
+
+cdef unsigned long long _reads_mask(tuple needs, tuple reads):
+    """Bit k set when `reads` names needs[k]; every bit when it names one from the 64th
+    on (those entries are always checked)."""
+    cdef unsigned long long mask = 0
+    for k, n in enumerate(needs):
+        if n in reads:
+            if k >= 64:
+                return ALL_SAVED
+            mask |= 1ULL << k
+    return mask
+
+
+# --------------------------------------------------------------------------- scalar rule
+
+cdef int scalar_kind(object value) noexcept:
+    """KIND_BOOL/INT/FLOAT for a Python or numpy scalar, KIND_OTHER otherwise."""
+    if PyFloat_Check(value):
+        return KIND_FLOAT
+    if value is True or value is False:
+        return KIND_BOOL
+    if PyLong_Check(value):
+        return KIND_INT
+    if isinstance(value, np.generic):
+        if isinstance(value, np.floating):
+            return KIND_FLOAT
+        if isinstance(value, np.bool_):
+            return KIND_BOOL
+        if isinstance(value, np.integer):
+            return KIND_INT
+    return KIND_OTHER
+
+
+cdef int group_dtype(CallPlan plan, const int* kinds, Py_ssize_t n) noexcept:
+    """The dtype the op's dtype group computes in, from each input's kind (a dtype code
+    for a tensor, else a KIND_*); -1 when the group has neither tensors nor scalars.
+    See the module docstring for the rule."""
+    cdef int ref = -1, k
+    cdef bint has_float = False, has_int = False, has_bool = False, has_f64 = False
+    cdef Py_ssize_t i
+    for i in range(n):
+        if i < len(plan.in_group) and not plan.in_group[i]:
+            continue
+        k = kinds[i]
+        if k >= 0:
+            if ref < 0 or (ref == FASTOP_BOOL and k != FASTOP_BOOL):
+                ref = k                       # the first tensor, a non-bool one if any
+            if k == FASTOP_FLOAT64:
+                has_f64 = True
+        elif k == KIND_FLOAT:
+            has_float = True
+        elif k == KIND_INT:
+            has_int = True
+        elif k == KIND_BOOL:
+            has_bool = True
+    if ref < 0:
+        ref = FASTOP_FLOAT32 if has_float else FASTOP_INT64 if has_int \
+            else FASTOP_BOOL if has_bool else -1
+    elif ref == FASTOP_FLOAT32 and has_f64:
+        ref = FASTOP_FLOAT64
+    elif ref < FASTOP_FLOAT32 and has_float:
+        ref = FASTOP_FLOAT32
+    elif ref == FASTOP_BOOL and has_int:
+        ref = FASTOP_INT64
+    if plan.int_to_float and 0 <= ref < FASTOP_FLOAT32:
+        ref = FASTOP_FLOAT32
+    return ref
+
+
+def promotion(op, list kinds) -> int:
+    """The rule for Python callers (the static dispatcher): `kinds` per input, a dtype
+    code for a tensor, or 'bool'/'int'/'float' for a scalar, or None; the group's dtype
+    code (-1: none)."""
+    cdef CallPlan plan = plan_of(<OpBase>op)
+    cdef int codes[64]
+    cdef Py_ssize_t i, n = min(len(kinds), 64)
+    for i in range(n):
+        k = kinds[i]
+        codes[i] = k if isinstance(k, int) else KIND_BOOL if k == "bool" \
+            else KIND_INT if k == "int" else KIND_FLOAT if k == "float" else KIND_OTHER
+    return group_dtype(plan, codes, n)
+
+
+def same_shape(a, b) -> bool:
+    """Whether two values (tensors, or static Variables with None for unknown dims) have
+    the same shape: for gradient rules (an unbroadcast that is a no-op), in C for
+    tensors."""
+    cdef DenseTensor x, y
+    cdef int i
+    if isinstance(a, DenseTensor) and isinstance(b, DenseTensor):
+        x, y = <DenseTensor>a, <DenseTensor>b
+        if x.view.ndim != y.view.ndim:
+            return False
+        for i in range(x.view.ndim):
+            if x.view.shape[i] != y.view.shape[i]:
+                return False
+        return True
+    return list(a.shape) == list(b.shape)
+
+
+def kind_of(value) -> object:
+    """'bool'/'int'/'float' for a scalar (Python or numpy), else None."""
+    cdef int k = scalar_kind(value)
+    return "bool" if k == KIND_BOOL else "int" if k == KIND_INT \
+        else "float" if k == KIND_FLOAT else None
