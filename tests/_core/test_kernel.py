@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from fastop._core import elementwise, kernel, reduce, shape_ops, softmax
+from fastop._core import elementwise, kernel, reduce, shape_ops, softmax, views
 from fastop._core.storage import DenseTensor, empty, from_numpy
 
 
@@ -141,7 +141,7 @@ def test_attributes_pack_and_are_validated():
     (lambda x: softmax.softmax(x, axis=True), "softmax: attribute 'axis' must be an integer"),
     (lambda x: softmax.softmax_cross_entropy(x, np.array([0, 1]), ignore_index=1.5),
      "softmax_cross_entropy: attribute 'ignore_index' must be an integer"),
-    (lambda x: shape_ops.broadcast_to(x, shape=[2, 3.0]),
+    (lambda x: views.broadcast_to(x, shape=[2, 3.0]),
      "broadcast_to: attribute 'shape' must be an integer"),
 ])
 def test_attribute_values_of_the_wrong_kind_are_refused_not_truncated(call, message):

@@ -36,6 +36,8 @@ POSITIVE = lambda: ([var(2, 3, kind="pos")], {})   # noqa: E731
 AWAY = lambda: ([var(2, 3, kind="away")], {})      # noqa: E731
 Y_DY = lambda: ([var(2, 3), var(2, 3)], {})        # noqa: E731
 SLICE = {"axes": [0, 1], "starts": [0, 1], "ends": [2, 3]}
+# numpy's advanced indexing with two arrays and a repeated position (the gradient sums)
+INDEX = {"key": (np.array([0, 2, 0]), np.array([1, 3, 1]))}
 
 # name -> () -> (inputs, attrs). Broadcasting shapes where an op broadcasts.
 GENERATORS = {
@@ -72,6 +74,8 @@ GENERATORS = {
     "concat": lambda: ([[var(2, 3), var(1, 3)]], {"axis": 0}),
     "slice": lambda: ([var(3, 4)], SLICE),
     "slice_grad": lambda: ([var(3, 4), var(2, 2)], SLICE),
+    "index": lambda: ([var(3, 4)], INDEX),
+    "index_grad": lambda: ([var(3, 4), var(3)], INDEX),
     "gather": lambda: ([var(4, 3), const([0, 2, 2], "int64")], {"axis": 0}),
     "gather_grad": lambda: ([var(4, 3), const([0, 2, 2], "int64"), var(3, 3)], {"axis": 0}),
     "squeeze": lambda: ([var(2, 1, 3)], {"axis": [1]}),

@@ -243,25 +243,27 @@ def test_mark_non_differentiable_outputs_get_zero_gradients():
     np.testing.assert_array_equal(x.grad.numpy(), expected)
 
 
-def test_non_tensor_outputs_get_none_as_gradient():
+def test_backward_gets_one_gradient_per_tensor_output():
+    # seed 004, rule 2: `return y1, 1, y2, None` gives backward(ctx, dy1, dy2)
     seen = []
 
     class WithExtras(PyLayer):
         @staticmethod
-        def forward(ctx, x):
-            return x * 2.0, None, "label"
+        def forward(ctx, x1, x2):
+            return x1 * 2.0, 1, x2 * 3.0, None
 
         @staticmethod
-        def backward(ctx, dy, d_none, d_label):
-            seen.append((d_none, d_label))
-            return dy * 2.0
+        def backward(ctx, dy1, dy2):
+            seen.append((dy1 is None, dy2 is None))
+            return dy1 * 2.0, dy2 * 3.0
 
-    x = leaf(X)
-    y, nothing, label = WithExtras.apply(x)
-    assert nothing is None and label == "label"
-    y.sum().backward()
-    assert seen == [(None, None)]
-    np.testing.assert_array_equal(x.grad.numpy(), np.full_like(X, 2.0))
+    x1, x2 = leaf(X), leaf(X)
+    y1, one, y2, nothing = WithExtras.apply(x1, x2)
+    assert one == 1 and nothing is None
+    (y1 + y2).sum().backward()
+    assert seen == [(False, False)]
+    np.testing.assert_array_equal(x1.grad.numpy(), np.full_like(X, 2.0))
+    np.testing.assert_array_equal(x2.grad.numpy(), np.full_like(X, 3.0))
 
 
 def test_set_materialize_grads_false_passes_none():
@@ -441,17 +443,17 @@ def test_gradient_of_the_wrong_dtype_names_the_layer():
 
 
 def test_context_type_must_be_a_pylayer_node():
-    from fastop.autograd import _engine
+    from fastop.autograd import _py_layer
     with pytest.raises(TypeError, match="set_context_type: expected a subclass of "
                                         "PyLayerNode, got dict"):
-        _engine.set_context_type(dict)
+        _py_layer.set_context_type(dict)
 
     class WithInit(fastop.autograd.PyLayerContext):
         def __init__(self):
             self.ready = True
 
     with pytest.raises(TypeError, match="WithInit defines __init__, which would never run"):
-        _engine.set_context_type(WithInit)
+        _py_layer.set_context_type(WithInit)
     assert type(_captured_context()) is fastop.autograd.PyLayerContext
 
 

@@ -102,10 +102,18 @@ def test_full_creates_filled_tensors():
 
 
 def test_dtype_mismatch_through_the_registry_names_op_and_dtypes():
-    x = from_numpy(np.ones(3, np.float32))
+    x = from_numpy(np.ones(3, np.int32))
     y = from_numpy(np.ones(3, np.float64))
-    with pytest.raises(TypeError, match=r"add: .*float32.*float64"):
+    with pytest.raises(TypeError, match=r"add: x and y must have the same dtype.*int32.*float64"):
         registry.get("fastop::add")(x, y)
+
+
+def test_float32_and_float64_tensors_compute_in_float64():
+    x = from_numpy(np.full(3, 0.1, np.float32))
+    y = from_numpy(np.full(3, 0.2, np.float64))
+    out = registry.get("fastop::add")(x, y)
+    assert out.dtype == "float64"
+    np.testing.assert_array_equal(np.asarray(out), np.float32(0.1).astype(np.float64) + 0.2)
 
 
 # ----------------------------------------------------------------------------- gradients
@@ -162,6 +170,6 @@ def test_cast_gradient_casts_back_to_the_input_dtype():
     op = registry.get("fastop::cast")
     x = from_numpy(rand(2, 3).astype(np.float32))
     g = from_numpy(rand(2, 3, seed=4))
-    (dx,) = op.grad_rule.fn(x, g, dtype=op.check_attrs({"dtype": "float64"})["dtype"])
+    dx = op.grad_rule.fn(x, g, dtype=op.check_attrs({"dtype": "float64"})["dtype"])
     assert dx.dtype == "float32"
     np.testing.assert_array_equal(np.asarray(dx), np.asarray(g).astype(np.float32))

@@ -159,15 +159,35 @@ def test_eager_backward_through_fc_and_matmul():
         np.testing.assert_allclose(t.grad.numpy(), e, **GRAD_TOL)
 
 
-def test_eager_rules_skip_gradients_of_stop_gradient_inputs():
-    """A first layer's input takes no gradient: its GEMM is not computed at all."""
-    x = fastop.to_tensor(np.ones((4, 3)))                 # data: stop_gradient=True
-    w = fastop.to_tensor(np.ones((3, 2)), stop_gradient=False)
-    out = fastop.ops.fastop.fc(x, w, None)
+def test_rules_compute_only_the_gradients_asked_for():
+    """A first layer's input takes no gradient: the rule is told so (needs_input_grad) and
+    its GEMM is not computed at all."""
+    from fastop.ops._registry import apply_grad_rule
+    x = fastop.to_tensor(np.ones((4, 3)))
+    w = fastop.to_tensor(np.ones((3, 2)))
+    fc, matmul = registry.get("fastop::fc"), registry.get("fastop::matmul")
+    out = fc(x, w, None)
     dout = fastop.ones([4, 2], dtype="float64")
-    dx, dw, db = registry.get("fastop::fc").grad_rule.fn(x, w, None, out, dout, activation="")
+    dx, dw, db = apply_grad_rule(fc, [x, w, None, out], [dout], {"activation": ""},
+                                 (False, True, False))
     assert dx is None and db is None
     np.testing.assert_allclose(dw.numpy(), np.full((3, 2), 4.0))
-    dx, dy = registry.get("fastop::matmul").grad_rule.fn(x, w, out, transpose_x=False,
-                                                         transpose_y=False)
+    dx, dy = apply_grad_rule(matmul, [x, w], [dout],
+                             {"transpose_x": False, "transpose_y": False}, (False, True))
     assert dx is None and dy is not None
+
+
+def test_eager_backward_asks_no_gradient_of_stop_gradient_inputs(monkeypatch):
+    x = fastop.to_tensor(np.ones((4, 3)))                 # data: stop_gradient=True
+    w = fastop.to_tensor(np.ones((3, 2)), stop_gradient=False)
+    matmul = registry.get("fastop::matmul")
+    asked = []
+    rule = matmul.grad_rule.fn
+
+    def spy(*args, needs_input_grad=None, **attrs):
+        asked.append(tuple(needs_input_grad))
+        return rule(*args, needs_input_grad=needs_input_grad, **attrs)
+    monkeypatch.setattr(matmul.grad_rule, "fn", spy)
+    (x @ w).sum().backward()
+    assert asked == [(False, True)]
+    np.testing.assert_allclose(w.grad.numpy(), np.full((3, 2), 4.0))

@@ -14,7 +14,7 @@ def _var(main, name, shape, dtype="float32"):
     return main.current_block().create_var(name=name, dtype=dtype, shape=shape)
 
 
-def test_func_gets_zero_copy_tensors_numpy_accepts(static_env, exe):
+def test_func_gets_zero_copy_arrays(static_env, exe):
     main, _, _ = static_env
     x = static.data("x", [None, 3], "float32")
     seen = {}
@@ -23,12 +23,12 @@ def test_func_gets_zero_copy_tensors_numpy_accepts(static_env, exe):
         seen["type"] = type(t)
         seen["ptr"] = np.asarray(t).__array_interface__["data"][0]
         seen["array_ptr"] = np.array(t, copy=False).__array_interface__["data"][0]
-        return np.exp(t)                       # numpy takes the tensor directly
+        return np.exp(t)
 
     out = static.py_func(func, x, _var(main, "y", [None, 3]))
     feed = np.arange(6, dtype="float32").reshape(2, 3)
     (y,) = exe.run(main, feed={"x": feed}, fetch_list=[out])
-    assert issubclass(seen["type"], DenseTensor)
+    assert seen["type"] is np.ndarray
     assert seen["ptr"] == seen["array_ptr"] == feed.__array_interface__["data"][0]
     np.testing.assert_allclose(y, np.exp(feed), rtol=1e-6)
 

@@ -1,6 +1,7 @@
 """The py_func seeds' code examples, verbatim but for the import line (``import fastop
 as paddle``; the tutorial's ``fluid.layers.*`` spelled with ``fastop.static``), with
 their results checked against numpy."""
+import re
 import textwrap
 
 import numpy as np
@@ -163,7 +164,8 @@ def test_seed_001_example_1(static_env, capsys):
     exec(textwrap.dedent(SEED_001_EXAMPLE_1), namespace)
     (loss,) = namespace["out"]
     printed = capsys.readouterr().out
-    assert printed.count("DenseTensor") == 4          # debug_func ran for every hidden layer
+    # debug_func ran for every hidden layer, printing the array it got
+    assert len(re.findall(r"^\[\[", printed, flags=re.MULTILINE)) == 4
     params = [np.asarray(scope.find_var(p.name)) for p in main.all_parameters()]
     assert len(params) == 10
     h = namespace["input1"]

@@ -170,6 +170,10 @@ cdef class Plan:
         self.py_outs.append(tuple(outs))
         self.n_ops += 1
 
+    def python_calls(self) -> list:
+        """The callables of the plan's Python ops, in run order (for inspection)."""
+        return [c for c in self.py_calls if not isinstance(c, CKernel)]
+
     def set_const(self, int slot, DenseTensor value) -> None:
         self.consts[slot] = value
         self.objs[slot] = value

@@ -68,3 +68,21 @@ class CKernel:
     def meta(self, *metas: tuple[Any, Any], **attrs: Any) -> list[tuple[list[int | None], Any]]:
         """Output (shape, dtype) pairs from input (shape, dtype) pairs; unknown dims
         (None or -1) come back as None."""
+
+
+class PythonKernel:
+    """A Python kernel bound to one call's attributes and its outputs' metas; calling it
+    runs the function on numpy views of DenseTensor inputs and checks and wraps its
+    results (the one result checker of Python kernels)."""
+    op_name: str
+    fn: Any
+    attrs: dict[str, Any]
+    mismatch: Any
+    metas: list[tuple[list[int | None], int]]
+    def __init__(self, op_name: str, fn: Any, attrs: dict[str, Any],
+                 metas: list[tuple[list[int | None], int]], mismatch: Any,
+                 inputs: tuple[DenseTensor, ...] | None = None) -> None: ...
+    def __call__(self, *inputs: Any) -> tuple[DenseTensor, ...]: ...
+
+def add_note(exc: BaseException, note: str) -> None:
+    """Attach a note to an exception (PEP 678), once."""

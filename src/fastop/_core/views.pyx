@@ -394,15 +394,26 @@ cdef int _infer_broadcast_to(fastop_view** ins, int n_in, fastop_view* outs, int
 
 cdef int _infer_expand_as(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
                           const fastop_attrs* a) noexcept nogil:
-    """x to y's shape; a dim unknown in y is known when x fixes it (a dim other than 1)."""
-    cdef int status = _broadcast_shape(ins[0], ins[1].ndim, ins[1].shape, outs), i, j
-    cdef int lead = ins[1].ndim - ins[0].ndim
-    if status != K_OK:
-        return status
-    for i in range(outs.ndim):
+    """x to y's shape; a dim unknown in y (-1: not "keep") is known when x fixes it (a
+    dim other than 1)."""
+    cdef const fastop_view* x = ins[0]
+    cdef const fastop_view* y = ins[1]
+    cdef int lead = y.ndim - x.ndim, i, j
+    cdef ptrdiff_t xd, yd
+    if lead < 0:
+        return K_ERR_BROADCAST
+    for i in range(y.ndim):
         j = i - lead
-        if outs.shape[i] < 0 and j >= 0 and ins[0].shape[j] != 1:
-            outs.shape[i] = ins[0].shape[j]
+        xd = x.shape[j] if j >= 0 else 1
+        yd = y.shape[i]
+        if yd < 0:
+            outs.shape[i] = xd if xd != 1 else -1
+        elif xd < 0 or xd == 1 or xd == yd:
+            outs.shape[i] = yd
+        else:
+            return K_ERR_BROADCAST
+    outs.ndim = y.ndim
+    outs.dtype = x.dtype
     return K_OK
 
 

@@ -96,6 +96,8 @@ cdef bint _all_tensors(CallPlan plan, tuple inputs) noexcept:
         return False
     for i in range(n):
         x = inputs[i]
+        if x is None:
+            continue
         if not isinstance(x, Tensor):
             return False
         if (<DenseTensor>x).view.data == NULL and (<DenseTensor>x).view.size:
@@ -114,6 +116,7 @@ cdef tuple _as_tensors(CallPlan plan, tuple inputs):
     cdef int kinds[64]
     cdef bint sequence[64]
     cdef int target, k, dtype
+    cdef bint cast_tensors
     cdef list converted = list(inputs)
     op = plan.op
     if n > MAX_INPUTS:
@@ -141,14 +144,14 @@ cdef tuple _as_tensors(CallPlan plan, tuple inputs):
             else:                                # an array: a tensor of its own dtype
                 converted[i] = _input_tensor(op, i, x, -1)
                 kinds[i] = (<Tensor>converted[i]).view.dtype
-    target = group_dtype(plan, kinds, n)
+    target = group_dtype(plan, kinds, n, &cast_tensors)
     for i in range(n):
         k = kinds[i]
         if k == KIND_ABSENT or k == KIND_OTHER:
             continue
         in_group = plan.in_group[i] and target >= 0
         if k >= 0:
-            if in_group and k != target:
+            if in_group and cast_tensors and k != target:
                 converted[i] = _cast(converted[i], target)
             continue
         dtype = target if in_group else _natural_dtype(k)

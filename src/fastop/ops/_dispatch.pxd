@@ -76,5 +76,5 @@ cdef object call_eager(OpBase op, tuple args, dict kwargs)      # whatever the m
 cdef int swap_mode_override(int mode) noexcept   # -1 none, 0 eager, 1 static; the previous
 cdef void set_eager_dispatch(eager_dispatch_fn fn) noexcept
 cdef bint static_mode() noexcept
-cdef int group_dtype(CallPlan plan, const int* kinds, Py_ssize_t n) noexcept
+cdef int group_dtype(CallPlan plan, const int* kinds, Py_ssize_t n, bint* cast_tensors) noexcept
 cdef int scalar_kind(object value) noexcept

@@ -352,18 +352,26 @@ cdef int scalar_kind(object value) noexcept:
     return KIND_OTHER
 
 
-cdef int group_dtype(CallPlan plan, const int* kinds, Py_ssize_t n) noexcept:
+cdef int group_dtype(CallPlan plan, const int* kinds, Py_ssize_t n,
+                     bint* cast_tensors) noexcept:
     """The dtype the op's dtype group computes in, from each input's kind (a dtype code
     for a tensor, else a KIND_*); -1 when the group has neither tensors nor scalars.
-    See the module docstring for the rule."""
-    cdef int ref = -1, k
+    `cast_tensors` says whether the group's tensors are cast to it: not when they are of
+    different kinds (an int and a float tensor: the kernel reports the mismatch); then
+    the scalars take the first tensor's dtype. See the module docstring for the rule."""
+    cdef int ref = -1, k, first = -1
     cdef bint has_float = False, has_int = False, has_bool = False, has_f64 = False
+    cdef bint mixed = False
     cdef Py_ssize_t i
     for i in range(n):
         if i < len(plan.in_group) and not plan.in_group[i]:
             continue
         k = kinds[i]
         if k >= 0:
+            if first < 0:
+                first = k
+            elif k != first and not (k >= FASTOP_FLOAT32 and first >= FASTOP_FLOAT32):
+                mixed = True                  # only float32/float64 mix into one dtype
             if ref < 0 or (ref == FASTOP_BOOL and k != FASTOP_BOOL):
                 ref = k                       # the first tensor, a non-bool one if any
             if k == FASTOP_FLOAT64:
@@ -374,6 +382,9 @@ cdef int group_dtype(CallPlan plan, const int* kinds, Py_ssize_t n) noexcept:
             has_int = True
         elif k == KIND_BOOL:
             has_bool = True
+    cast_tensors[0] = not mixed
+    if mixed:
+        return first
     if ref < 0:
         ref = FASTOP_FLOAT32 if has_float else FASTOP_INT64 if has_int \
             else FASTOP_BOOL if has_bool else -1
@@ -388,18 +399,20 @@ cdef int group_dtype(CallPlan plan, const int* kinds, Py_ssize_t n) noexcept:
     return ref
 
 
-def promotion(op, list kinds) -> int:
+def promotion(op, list kinds) -> tuple:
     """The rule for Python callers (the static dispatcher): `kinds` per input, a dtype
     code for a tensor, or 'bool'/'int'/'float' for a scalar, or None; the group's dtype
-    code (-1: none)."""
+    code (-1: none) and whether the group's tensors are cast to it."""
     cdef CallPlan plan = plan_of(<OpBase>op)
     cdef int codes[64]
+    cdef bint cast_tensors
     cdef Py_ssize_t i, n = min(len(kinds), 64)
     for i in range(n):
         k = kinds[i]
         codes[i] = k if isinstance(k, int) else KIND_BOOL if k == "bool" \
             else KIND_INT if k == "int" else KIND_FLOAT if k == "float" else KIND_OTHER
-    return group_dtype(plan, codes, n)
+    target = group_dtype(plan, codes, n, &cast_tensors)
+    return target, bool(cast_tensors)
 
 
 def same_shape(a, b) -> bool:

@@ -127,11 +127,11 @@ def _gatherable(items: list[Any], position: int) -> bool:
 
 
 def _index_tensor(k: Any) -> Any:
-    """An integer index as a gather input: arrays and lists copied (the gradient must
-    scatter to the positions read now, whatever is later written into the caller's
-    array), tensors and Variables as they are (fastop tracks writes to those)."""
-    if isinstance(k, (list, np.ndarray)):
-        return np.array(k, dtype=np.int64)
+    """An integer index as a gather input: a copy for arrays, lists and tensors (the
+    gradient must scatter to the positions read now, whatever is later written into the
+    caller's index), a static Variable as it is."""
+    if isinstance(k, (list, np.ndarray, DenseTensor)):
+        return np.array(k, dtype=np.int64 if isinstance(k, list) else None)
     return k
 
 

@@ -357,14 +357,14 @@ class Block:
             else:
                 kinds.append(kind)
             values.append(x)
-        target = promotion(op, kinds)
+        target, cast_tensors = promotion(op, kinds)
         ins = []
         for spec, x, kind in zip(op.inputs, values, kinds):
             in_group = target >= 0 and (op.promotes is None or spec.name in op.promotes)
             if isinstance(kind, str):
                 dtype = target if in_group else _NATURAL[kind]
                 x = self._constant(op, spec.name, x, as_dtype(_DTYPES[dtype]))
-            elif isinstance(kind, int) and in_group and kind != target:
+            elif isinstance(kind, int) and in_group and cast_tensors and kind != target:
                 with mode_guard("static"):
                     x = B.cast(x, dtype=_DTYPES[target])
             ins.append(x)

@@ -36,7 +36,7 @@ def _new_shape(fn: str, shape: Any, dtype: Any) -> list[int]:
 
 def _float_dtype(fn: str, dtype: Any) -> np.dtype:
     dtype = as_dtype("float32" if dtype is None else dtype)
-    if not dtype.is_floating():
+    if not dtype.is_floating:
         raise TypeError(f"fastop.{fn}: dtype must be float32 or float64, got {dtype.name}")
     return dtype.numpy_dtype
 
