@@ -79,8 +79,8 @@ cdef Tensor scalar_tensor(object value, int dtype):
 cdef inline bint _is_operand(object value):
     """What an operator takes as its other operand (else NotImplemented: Python then
     tries the other operand's reflected operator, e.g. a static Variable's)."""
-    return isinstance(value, (Tensor, float, int, DenseTensor, np.generic, np.ndarray,
-                              list, tuple))
+    return PyFloat_Check(value) or PyLong_Check(value) or isinstance(value, DenseTensor) \
+        or isinstance(value, (np.generic, np.ndarray, list, tuple))
 
 
 cdef object _binary(int which, object a, object b):

@@ -34,7 +34,8 @@ from fastop._core.storage cimport (DenseTensor, fastop_view, fastop_attrs, FASTO
                                    FASTOP_NUM_DTYPES, alloc_tensor, alloc_like, as_dense,
                                    itemsize_of, view_copy, view_assign,
                                    view_set_contiguous_strides, dtype_from_code,
-                                   view_same_meta, view_shape, view_is_contiguous)
+                                   view_same_meta, view_shape, view_is_contiguous,
+                                   ndarray_of)
 from fastop._core.kernel cimport CKernel, PythonKernel, K_OK, K_ERR_LAYOUT
 
 import numpy as np
@@ -428,14 +429,20 @@ cdef class Plan:
         cdef int n = len(slots), j, s
         cdef list args = [None] * n
         cdef DenseTensor t, dst
-        for j in range(n):
-            s = slots[j]
-            if s >= 0:
-                args[j] = self._wrap(s)
         call = self.py_calls[i]
-        if type(call) is PythonKernel:
-            results = (<PythonKernel>call).call(tuple(args), DenseTensor)
+        if type(call) is PythonKernel:     # numpy arrays straight from the slots
+            for j in range(n):
+                s = slots[j]
+                if s >= 0:
+                    owner = self.objs[s]
+                    args[j] = ndarray_of(&self.views[s], self.arena if owner is None
+                                         else owner, self.kinds[s] == SLOT_VIEW)
+            results = (<PythonKernel>call).call_arrays(args, DenseTensor)
         else:
+            for j in range(n):
+                s = slots[j]
+                if s >= 0:
+                    args[j] = self._wrap(s)
             results = call(*args)
         for j, s in enumerate(<tuple>self.py_outs[i]):
             t = <DenseTensor?>results[j]

@@ -89,6 +89,7 @@ cdef class PythonKernel:
     cdef int n_in                         # -1: no input signature (not memoized)
     cdef fastop_view* in_sig
     cdef tuple call(self, object inputs, type out_cls)
+    cdef tuple call_arrays(self, list arrays, type out_cls)
     cdef bint matches(self, tuple inputs, dict attrs) noexcept
 
 

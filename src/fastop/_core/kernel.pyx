@@ -683,10 +683,14 @@ cdef class PythonKernel:
                 arrays[i] = as_ndarray(<DenseTensor>x)
             elif x is not None:
                 arrays[i] = [as_ndarray(<DenseTensor>t) for t in x]
+        return self.call_arrays(arrays, out_cls)
+
+    cdef tuple call_arrays(self, list arrays, type out_cls):
+        """Run on numpy arrays (the static executor makes them from its slots)."""
         try:
             if self.attrs:
                 result = self.fn(*arrays, **self.attrs)
-            elif n == 1:
+            elif len(arrays) == 1:
                 result = self.fn(arrays[0])
             else:
                 result = self.fn(*arrays)

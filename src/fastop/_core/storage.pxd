@@ -123,3 +123,5 @@ cdef DenseTensor wrap_ndarray(type cls, object obj)
 # numpy's type number for a dtype code
 cdef int numpy_type_num(int code) noexcept nogil
 cpdef object as_ndarray(DenseTensor t)
+# A numpy array over the memory `v` describes, kept alive by `base`.
+cdef object ndarray_of(const fastop_view* v, object base, bint readonly)

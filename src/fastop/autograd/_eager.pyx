@@ -17,8 +17,8 @@ and methods, ``fastop.<fn>``, gradient rules, optimizer steps, indexing). One pa
    ``PythonKernel`` whose results the C checker wraps straight into Tensors;
 4. **record** — with grad mode on and an input needing a gradient, a graph node.
 """
-from cpython.float cimport PyFloat_AsDouble
-from cpython.long cimport PyLong_Check
+from cpython.float cimport PyFloat_CheckExact
+from cpython.long cimport PyLong_Check, PyLong_CheckExact, PyLong_AsLongLongAndOverflow
 from fastop._core.storage cimport (DenseTensor, fastop_attrs, FASTOP_BOOL, FASTOP_INT32,
                                    FASTOP_INT64, FASTOP_FLOAT32, FASTOP_FLOAT64)
 from fastop._core.kernel cimport CKernel
@@ -102,7 +102,7 @@ cdef bint _all_tensors(CallPlan plan, tuple inputs) noexcept:
             return False
         if (<DenseTensor>x).view.data == NULL and (<DenseTensor>x).view.size:
             return False                      # uninitialised: _as_tensors explains
-        if plan.in_group[i]:
+        if i >= 64 or (plan.group_mask >> i) & 1:
             d = (<Tensor>x).view.dtype
             if dtype >= 0 and d != dtype:
                 return False
@@ -113,6 +113,12 @@ cdef bint _all_tensors(CallPlan plan, tuple inputs) noexcept:
 cdef tuple _as_tensors(CallPlan plan, tuple inputs):
     """The inputs as Tensors by the scalar rule (see the module docstring)."""
     cdef Py_ssize_t i, n = len(inputs)
+    if n == 2 and (plan.group_mask & 3) == 3 and not plan.int_to_float:
+        # the operators' common case: a tensor and a Python number of its kind
+        if isinstance(inputs[0], Tensor) and _takes_dtype(inputs[1], <Tensor>inputs[0]):
+            return (inputs[0], _scalar(plan.op, 1, inputs[1], (<Tensor>inputs[0]).view.dtype))
+        if isinstance(inputs[1], Tensor) and _takes_dtype(inputs[0], <Tensor>inputs[1]):
+            return (_scalar(plan.op, 0, inputs[0], (<Tensor>inputs[1]).view.dtype), inputs[1])
     cdef int kinds[64]
     cdef bint sequence[64]
     cdef int target, k, dtype
@@ -131,7 +137,7 @@ cdef tuple _as_tensors(CallPlan plan, tuple inputs):
             if not isinstance(x, Tensor):
                 converted[i] = wrap_dense(<DenseTensor>x)
             kinds[i] = (<DenseTensor>x).view.dtype
-        elif op.inputs[i].variadic:
+        elif i < 64 and (plan.variadic_mask >> i) & 1:
             converted[i] = [_input_tensor(op, i, e, -1) for e in x]
             kinds[i] = KIND_OTHER
         else:
@@ -149,7 +155,7 @@ cdef tuple _as_tensors(CallPlan plan, tuple inputs):
         k = kinds[i]
         if k == KIND_ABSENT or k == KIND_OTHER:
             continue
-        in_group = plan.in_group[i] and target >= 0
+        in_group = target >= 0 and (i >= 64 or (plan.group_mask >> i) & 1)
         if k >= 0:
             if in_group and cast_tensors and k != target:
                 converted[i] = _cast(converted[i], target)
@@ -158,6 +164,16 @@ cdef tuple _as_tensors(CallPlan plan, tuple inputs):
         converted[i] = _input_tensor(op, i, inputs[i], dtype) if sequence[i] \
             else _scalar(op, i, inputs[i], dtype)
     return tuple(converted)
+
+
+cdef inline bint _takes_dtype(object value, Tensor t) noexcept:
+    """value is a Python float with a float tensor, or a Python int with a non-bool
+    initialised tensor: the scalar takes the tensor's dtype, nothing is promoted."""
+    if t.view.data == NULL and t.view.size:
+        return False
+    if PyFloat_CheckExact(value):
+        return t.view.dtype >= FASTOP_FLOAT32
+    return PyLong_CheckExact(value) and t.view.dtype != FASTOP_BOOL
 
 
 cdef int _sequence_kind(object op, Py_ssize_t i, object value) except? -100:
@@ -208,11 +224,16 @@ cdef Tensor _input_tensor(object op, Py_ssize_t i, object value, int dtype):
 cdef Tensor _scalar(object op, Py_ssize_t i, object value, int dtype):
     """A scalar given as input `i`, as a 0-d Tensor of `dtype` (refused when the value
     does not fit an integer dtype)."""
+    cdef int overflow = 0
+    cdef long long v
+    if PyFloat_CheckExact(value) or (PyLong_CheckExact(value) and dtype >= FASTOP_FLOAT32):
+        return scalar_tensor(value, dtype)  # the common cases: x * 2.5, x + 1 (a float x)
     if isinstance(value, np.generic):
         value = value.item()
-    if dtype == FASTOP_INT32 or dtype == FASTOP_INT64:
-        if PyLong_Check(value) and not (-2 ** 31 <= value < 2 ** 31 if dtype == FASTOP_INT32
-                                        else -2 ** 63 <= value < 2 ** 63):
+    if (dtype == FASTOP_INT32 or dtype == FASTOP_INT64) and PyLong_Check(value) \
+            and not (value is True or value is False):
+        v = PyLong_AsLongLongAndOverflow(value, &overflow)
+        if overflow or (dtype == FASTOP_INT32 and not -2147483648 <= v <= 2147483647):
             raise OverflowError(f"{op.name}: input '{op.inputs[i].name}' is "
                                 f"{value!r:.60}, which does not fit the "
                                 f"{_DTYPE_NAMES[dtype]} the op computes in")

@@ -171,12 +171,12 @@ cdef class OpNode(Node):
         if self.version_mask and \
                 versions(self.saved, self.version_mask) != self.saved_versions:
             raise modified_error(self)
+        if not create_graph and plan.backward is not None and self._kernel_path(grads):
+            return self._flatten(self._backward_kernel(grads))
         if self.rule.materialize_grads:
             for k in range(self.n_out):
                 if grads[k] is None:
                     grads[k] = zeros_like_meta(self.out_meta[k])
-        if not create_graph and plan.backward is not None:
-            return self._flatten(self._backward_kernel(grads))
         needed = list(self.saved)
         if create_graph:   # saved outputs rejoin the graph so the rule is differentiable
             for k, (is_out, idx) in enumerate(plan.needs):
@@ -197,6 +197,21 @@ cdef class OpNode(Node):
         finally:
             swap_grad_enabled(prev)
         return self._flatten(result)
+
+    cdef bint _kernel_path(self, list grads) except -1:
+        """Whether the backward op computes this call's gradients: no output it does not
+        take carries a gradient. Missing gradients of those it takes become zeros."""
+        cdef Py_ssize_t k
+        cdef tuple taken = self.rule.kernel_outputs
+        if self.n_out == 1:
+            return True
+        for k in range(self.n_out):
+            if grads[k] is not None and k not in taken:
+                return False
+        for k in taken:
+            if grads[k] is None:
+                grads[k] = zeros_like_meta(self.out_meta[k])
+        return True
 
     cdef tuple _backward_kernel(self, list grads):
         """A kernel rule, run as its backward op's kernel (no graph is built): the

@@ -15,17 +15,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from fastop.ops import registry
+from fastop.ops.builtin._table import B
 
 __all__ = ["linear", "relu", "tanh", "sigmoid", "softmax", "log_softmax", "flatten",
            "cross_entropy", "softmax_with_cross_entropy", "mse_loss", "l1_loss"]
 
 _REDUCTIONS = ("mean", "sum", "none")
 _FC_ACTIVATIONS = ("", "tanh", "relu", "sigmoid")
-
-
-def _op(name: str) -> Any:
-    return registry.get("fastop::" + name)
 
 
 def _ndim(x: Any) -> int:
@@ -40,9 +36,9 @@ def _check_reduction(where: str, reduction: str) -> None:
 
 def _reduce(loss: Any, reduction: str) -> Any:
     if reduction == "mean":
-        return _op("mean")(loss)
+        return B.mean(loss)
     if reduction == "sum":
-        return _op("sum")(loss)
+        return B.sum(loss)
     return loss
 
 
@@ -59,32 +55,32 @@ def linear(x: Any, weight: Any, bias: Any = None, name: str | None = None,
     if activation not in _FC_ACTIVATIONS:
         raise ValueError(f"linear: activation must be one of {list(_FC_ACTIVATIONS[1:])} "
                          f"or None, got {activation!r}")
-    return _op("fc")(x, weight, bias, activation=activation)
+    return B.fc(x, weight, bias, activation=activation)
 
 
 def relu(x: Any, name: str | None = None) -> Any:
-    return _op("relu")(x)
+    return B.relu(x)
 
 
 def tanh(x: Any, name: str | None = None) -> Any:
-    return _op("tanh")(x)
+    return B.tanh(x)
 
 
 def sigmoid(x: Any, name: str | None = None) -> Any:
-    return _op("sigmoid")(x)
+    return B.sigmoid(x)
 
 
 def softmax(x: Any, axis: int = -1, dtype: Any = None, name: str | None = None) -> Any:
     """exp(x) / sum(exp(x)) along `axis` (after casting to `dtype` if given)."""
     if dtype is not None:
-        x = _op("cast")(x, dtype=dtype)
-    return _op("softmax")(x, axis=axis)
+        x = B.cast(x, dtype=dtype)
+    return B.softmax(x, axis=axis)
 
 
 def log_softmax(x: Any, axis: int = -1, dtype: Any = None, name: str | None = None) -> Any:
     if dtype is not None:
-        x = _op("cast")(x, dtype=dtype)
-    return _op("log_softmax")(x, axis=axis)
+        x = B.cast(x, dtype=dtype)
+    return B.log_softmax(x, axis=axis)
 
 
 def flatten(x: Any, start_axis: int = 0, stop_axis: int = -1, name: str | None = None) -> Any:
@@ -101,7 +97,7 @@ def flatten(x: Any, start_axis: int = 0, stop_axis: int = -1, name: str | None =
         [(-1 if d is None else d) for d in shape[stop + 1:]]
     if new.count(-1) > 1:
         raise ValueError(f"flatten: cannot flatten shape {shape} with several unknown dims")
-    return _op("reshape")(x, shape=new)
+    return B.reshape(x, shape=new)
 
 
 # -- losses ---------------------------------------------------------------------------------
@@ -115,7 +111,7 @@ def _move_axis_last(x: Any, axis: int) -> tuple[Any, list[int] | None, list[int]
         return x, None, None
     perm = [d for d in range(nd) if d != axis] + [axis]
     inverse = [perm.index(d) for d in range(nd)]
-    return _op("transpose")(x, perm=perm), perm, inverse
+    return B.transpose(x, perm=perm), perm, inverse
 
 
 def cross_entropy(input: Any, label: Any, weight: Any = None, ignore_index: int = -100,
@@ -141,68 +137,68 @@ def cross_entropy(input: Any, label: Any, weight: Any = None, ignore_index: int 
     x, perm, inverse = _move_axis_last(input, axis)
     if soft_label:
         if perm is not None:
-            label = _op("transpose")(label, perm=perm)
+            label = B.transpose(label, perm=perm)
         loss = _soft_cross_entropy(x, label, use_softmax, label_smoothing)
         row_weight = None if weight is None else \
-            _op("sum")(_op("multiply")(label, weight), axis=-1, keepdim=True)
+            B.sum(B.multiply(label, weight), axis=-1, keepdim=True)
     else:
         if perm is not None and _ndim(label) == _ndim(input):
-            label = _op("transpose")(label, perm=perm)
+            label = B.transpose(label, perm=perm)
         loss = _hard_cross_entropy(x, label, ignore_index, use_softmax, label_smoothing)
         row_weight = None if weight is None else _label_weight(x, label, weight, ignore_index)
     if row_weight is not None:
-        loss = _op("multiply")(loss, row_weight)
+        loss = B.multiply(loss, row_weight)
         if reduction == "mean":
-            return _op("divide")(_op("sum")(loss), _op("sum")(row_weight))
+            return B.divide(B.sum(loss), B.sum(row_weight))
     elif reduction == "mean" and not soft_label and ignore_index >= 0:
-        valid = _op("cast")(_op("not_equal")(label, ignore_index), dtype=loss.dtype)
-        count = _op("maximum")(_op("sum")(valid), 1.0)
-        return _op("divide")(_op("sum")(loss), count)
+        valid = B.cast(B.not_equal(label, ignore_index), dtype=loss.dtype)
+        count = B.maximum(B.sum(valid), 1.0)
+        return B.divide(B.sum(loss), count)
     if reduction != "none":
         return _reduce(loss, reduction)
-    return loss if inverse is None else _op("transpose")(loss, perm=inverse)
+    return loss if inverse is None else B.transpose(loss, perm=inverse)
 
 
 def _label_weight(x: Any, label: Any, weight: Any, ignore_index: int) -> Any:
     """weight[label] per row (``[..., 1]``), 0 for ignored rows."""
     if _ndim(label) == _ndim(x) - 1:
-        label = _op("unsqueeze")(label, axis=-1)
-    keep = _op("cast")(_op("not_equal")(label, ignore_index), dtype=label.dtype)
-    picked = _op("gather")(weight, _op("multiply")(label, keep))   # ignored rows pick 0
-    return _op("multiply")(picked, _op("cast")(keep, dtype=picked.dtype))
+        label = B.unsqueeze(label, axis=-1)
+    keep = B.cast(B.not_equal(label, ignore_index), dtype=label.dtype)
+    picked = B.gather(weight, B.multiply(label, keep))   # ignored rows pick 0
+    return B.multiply(picked, B.cast(keep, dtype=picked.dtype))
 
 
 def _hard_cross_entropy(x: Any, label: Any, ignore_index: int, use_softmax: bool,
                         label_smoothing: float) -> Any:
     """Per-row loss ``[..., 1]`` for integer labels, class axis last; 0 on ignored rows."""
-    logits = x if use_softmax else _op("log")(x)
-    loss, _ = _op("softmax_cross_entropy")(logits, label, ignore_index=ignore_index)
+    logits = x if use_softmax else B.log(x)
+    loss, _ = B.softmax_cross_entropy(logits, label, ignore_index=ignore_index)
     if use_softmax and not label_smoothing:
         return loss
-    valid = _op("cast")(_op("not_equal")(label, ignore_index), dtype=loss.dtype)
+    valid = B.cast(B.not_equal(label, ignore_index), dtype=loss.dtype)
     if _ndim(label) == _ndim(x) - 1:
-        valid = _op("unsqueeze")(valid, axis=-1)
+        valid = B.unsqueeze(valid, axis=-1)
     if not use_softmax:
         # softmax(log p) = p / sum(p): remove the log-normalizer so the loss is -log p[y]
-        norm = _op("log")(_op("sum")(x, axis=-1, keepdim=True))
-        loss = _op("subtract")(loss, _op("multiply")(norm, valid))
+        norm = B.log(B.sum(x, axis=-1, keepdim=True))
+        loss = B.subtract(loss, B.multiply(norm, valid))
     if label_smoothing:
         # (1 - eps) * CE(onehot) + eps * CE(uniform)
-        log_p = _op("log_softmax")(logits, axis=-1)
-        uniform = _op("neg")(_op("mean")(log_p, axis=-1, keepdim=True))
-        loss = _op("add")(_op("multiply")(loss, 1.0 - label_smoothing),
-                          _op("multiply")(_op("multiply")(uniform, valid), label_smoothing))
+        log_p = B.log_softmax(logits, axis=-1)
+        uniform = B.neg(B.mean(log_p, axis=-1, keepdim=True))
+        loss = B.add(B.multiply(loss, 1.0 - label_smoothing),
+                          B.multiply(B.multiply(uniform, valid), label_smoothing))
     return loss
 
 
 def _soft_cross_entropy(x: Any, label: Any, use_softmax: bool, label_smoothing: float) -> Any:
     """Per-row loss ``[..., 1]`` = -sum(label * log p), class axis last."""
-    log_p = _op("log_softmax")(x, axis=-1) if use_softmax else _op("log")(x)
+    log_p = B.log_softmax(x, axis=-1) if use_softmax else B.log(x)
     if label_smoothing:
         classes = x.shape[-1]
-        label = _op("add")(_op("multiply")(label, 1.0 - label_smoothing),
+        label = B.add(B.multiply(label, 1.0 - label_smoothing),
                            label_smoothing / classes)
-    return _op("neg")(_op("sum")(_op("multiply")(label, log_p), axis=-1, keepdim=True))
+    return B.neg(B.sum(B.multiply(label, log_p), axis=-1, keepdim=True))
 
 
 def softmax_with_cross_entropy(logits: Any, label: Any, soft_label: bool = False,
@@ -211,25 +207,25 @@ def softmax_with_cross_entropy(logits: Any, label: Any, soft_label: bool = False
     """Per-row loss (``[..., 1]``), and the softmax when `return_softmax`."""
     x, perm, inverse = _move_axis_last(logits, axis)
     if perm is not None and _ndim(label) == _ndim(logits):
-        label = _op("transpose")(label, perm=perm)
+        label = B.transpose(label, perm=perm)
     if soft_label:
         loss = _soft_cross_entropy(x, label, True, 0.0)
-        sm = _op("softmax")(x, axis=-1) if return_softmax else None
+        sm = B.softmax(x, axis=-1) if return_softmax else None
     else:
-        loss, sm = _op("softmax_cross_entropy")(x, label, ignore_index=ignore_index)
+        loss, sm = B.softmax_cross_entropy(x, label, ignore_index=ignore_index)
     if inverse is not None:
-        loss = _op("transpose")(loss, perm=inverse)
-        sm = None if sm is None else _op("transpose")(sm, perm=inverse)
+        loss = B.transpose(loss, perm=inverse)
+        sm = None if sm is None else B.transpose(sm, perm=inverse)
     return (loss, sm) if return_softmax else loss
 
 
 def mse_loss(input: Any, label: Any, reduction: str = "mean", name: str | None = None) -> Any:
     """``(input - label) ** 2``, reduced."""
     _check_reduction("mse_loss", reduction)
-    return _reduce(_op("square")(_op("subtract")(input, label)), reduction)
+    return _reduce(B.square(B.subtract(input, label)), reduction)
 
 
 def l1_loss(input: Any, label: Any, reduction: str = "mean", name: str | None = None) -> Any:
     """``|input - label|``, reduced."""
     _check_reduction("l1_loss", reduction)
-    return _reduce(_op("abs")(_op("subtract")(input, label)), reduction)
+    return _reduce(B.abs(B.subtract(input, label)), reduction)

@@ -40,6 +40,8 @@ cdef class CallPlan:
     cdef readonly tuple kernels         # per dtype code: a CKernel, a Python kernel, None
     cdef readonly int dispatch_input    # the input whose dtype selects the kernel
     cdef readonly tuple in_group        # per input: takes part in the scalar rule
+    cdef unsigned long long group_mask  # the same as bits (inputs beyond 64: in the group)
+    cdef unsigned long long variadic_mask   # bit i: input i is variadic
     cdef readonly bint int_to_float     # integer/bool inputs compute in float32 (divide)
     cdef AttrsMemo memo                 # the last keyword call (eager)
     cdef list metas                     # PythonKernel entries by input signature (eager)

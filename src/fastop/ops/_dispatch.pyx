@@ -216,6 +216,13 @@ cdef class CallPlan:
                 pass
         group = op.promotes
         self.in_group = tuple(group is None or a.name in group for a in op.inputs)
+        self.group_mask = ~0ULL
+        self.variadic_mask = 0
+        for k, a in enumerate(op.inputs[:64]):
+            if not self.in_group[k]:
+                self.group_mask &= ~(1ULL << k)
+            if a.variadic:
+                self.variadic_mask |= 1ULL << k
         self.int_to_float = op.int_to_float
 
     def __repr__(self):
@@ -364,7 +371,7 @@ cdef int group_dtype(CallPlan plan, const int* kinds, Py_ssize_t n,
     cdef bint mixed = False
     cdef Py_ssize_t i
     for i in range(n):
-        if i < len(plan.in_group) and not plan.in_group[i]:
+        if i < 64 and not (plan.group_mask >> i) & 1:
             continue
         k = kinds[i]
         if k >= 0:

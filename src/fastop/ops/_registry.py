@@ -203,6 +203,9 @@ class GradRule:
     # output j's gradient). Eager backward then runs that op's kernel directly.
     backward_op: "OpDef | None" = None
     backward_args: tuple[tuple[int, int], ...] = ()
+    # the outputs whose gradients the backward op takes: the kernel path applies while
+    # no other output carries a gradient (else `fn`, the general rule, runs)
+    kernel_outputs: tuple[int, ...] = ()
     # the composite rule takes a keyword ``needs_input_grad`` (one bool per input)
     wants_needs_input_grad: bool = False
 
@@ -286,7 +289,8 @@ class OpDef(OpBase):
         return register
 
     def grad_op(self, backward_op: OpDef, needs: Iterable[str],
-                reads: Mapping[str, Iterable[str]] | None = None) -> OpDef:
+                reads: Mapping[str, Iterable[str]] | None = None,
+                otherwise: Callable[..., Any] | None = None) -> OpDef:
         """Declare the gradient as one backward op (OneFlow's ``REGISTER_USER_OP_GRAD``
         binding a backward op): its inputs are ``needs`` — forward inputs and outputs by
         name, output gradients as ``"d" + output`` — and its outputs are the gradients of
@@ -294,7 +298,12 @@ class OpDef(OpBase):
 
         Eager backward runs the backward op's kernel directly (no Python rule runs);
         ``create_graph=True`` and static ``append_backward`` call the op, so a backward
-        op with a gradient rule of its own makes higher-order gradients work."""
+        op with a gradient rule of its own makes higher-order gradients work.
+
+        An op with outputs the backward op does not take (an auxiliary output, rarely
+        used) gives ``otherwise``: a composite rule, with the same forward needs, that
+        receives None for outputs no gradient flows into. It runs whenever one of those
+        outputs carries a gradient, and in static mode; the kernel path otherwise."""
         needs = tuple(needs)
         self._check_needs(needs, allow_grads=True)
         outputs = [a.name for a in self.outputs]
@@ -327,8 +336,17 @@ class OpDef(OpBase):
             return tuple(by_input.get(n) for n in input_order)
 
         kernel_rule.__name__ = kernel_rule.__qualname__ = f"{self.short_name}_grad_rule"
-        self.grad_rule = GradRule(kernel_rule, forward_needs, reads=reads,
-                                  backward_op=backward_op, backward_args=args)
+        taken = tuple(sorted({k for src, k in args if src == 1}))
+        if otherwise is None and len(taken) != len(outputs):
+            raise OpDefinitionError(
+                f"{self.name}: the backward op takes the gradients of "
+                f"{[outputs[k] for k in taken]} only; give otherwise= (a composite rule) "
+                f"for when the others carry one")
+        self.grad_rule = GradRule(kernel_rule if otherwise is None else otherwise,
+                                  forward_needs, reads=reads,
+                                  materialize_grads=otherwise is None,
+                                  backward_op=backward_op, backward_args=args,
+                                  kernel_outputs=taken)
         bump_registry_version()
         return backward_op
 

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 from fastop._core import reduce as _kernels
 from fastop._core import views as _views
+from fastop._core.storage import DenseTensor
 from fastop.ops.builtin._table import B
 from fastop.ops.builtin.elementwise import shape_attr
 
@@ -38,8 +39,10 @@ def restore_dims(x: Any, dy: Any, axis: Any, keepdim: bool) -> Any:
     """dy of a reduction of x with the reduced dims back as size 1 — only where
     broadcasting dy against x needs them (not for keepdim, nor when every reduced dim
     leads: a 0-d or trailing-shaped dy broadcasts as it is)."""
+    if keepdim or axis is None:
+        return dy
     axes = reduced_axes(x.ndim, axis)
-    if keepdim or axes == list(range(len(axes))):
+    if axes == list(range(len(axes))):
         return dy
     return B.unsqueeze(dy, axis=axes)
 
@@ -49,6 +52,8 @@ def sum_grad(x, dout, axis, keepdim):
 
 
 def mean_grad(x, dout, axis, keepdim):
+    if axis is None and isinstance(x, DenseTensor):     # loss.mean(): the common case
+        return B.expand_as(B.multiply(dout, 1.0 / x.size if x.size else float("nan")), x)
     dims = [x.shape[a] for a in reduced_axes(x.ndim, axis)]
     if all(d is not None and d >= 0 for d in dims):
         count = 1

@@ -8,9 +8,9 @@ label, ignore_index=-100) -> (loss, softmax)`` with integer labels of shape ``[N
 ``softmax_cross_entropy_grad(label, softmax, dloss)``.
 
 Rules: softmax → softmax_grad and log_softmax → log_softmax_grad (each one backward
-kernel: ``grad_op``); cross-entropy → softmax_cross_entropy_grad for the loss plus
-softmax_grad for a gradient flowing into the softmax output (rarely used: the rule gets
-None for it, not zeros, so a training step pays nothing for it). Every backward op is
+kernel: ``grad_op``); cross-entropy → softmax_cross_entropy_grad for the loss (a kernel
+rule), plus softmax_grad when a gradient flows into the softmax output too (rarely: the
+composite rule then runs, getting None for an output no gradient reaches). Every backward op is
 differentiable again (their rules use elementwise ops, sum and the backward ops
 themselves), so double backward works through all of them.
 """
@@ -99,5 +99,5 @@ def register(registry) -> None:
         doc="Fused softmax + cross-entropy: loss [*, 1] = -log_softmax(logits)[label] and "
             "softmax [*, C] of logits [*, C]; integer labels [*] or [*, 1]; rows whose "
             "label is ignore_index get loss 0; other labels outside [0, C) are errors."
-    ).grad(needs=("label", "softmax"), materialize_grads=False)(
-        softmax_cross_entropy_grad_rule)
+    ).grad_op(ce_grad, needs=("label", "softmax", "dloss"),
+              otherwise=softmax_cross_entropy_grad_rule)
