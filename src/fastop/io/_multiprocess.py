@@ -88,17 +88,17 @@ def _shut_down(workers: list, index_queues: list, result_queue: Any, prefix: str
             _discard(result_queue.get(timeout=0.05))
         except queue.Empty:
             pass
-    stragglers = [w for w in workers if w.is_alive()]
-    for w in stragglers:
-        w.terminate()
+    for w in workers:
+        if w.is_alive():
+            w.terminate()
     for w in workers:
         w.join(timeout=_SHUTDOWN_GRACE)
         if w.is_alive():
             w.kill()
             w.join()
-    if not stragglers:
+    if all(w.exitcode == 0 for w in workers):
         # Every worker exited normally, so every message is whole: read what is left.
-        # (A terminated one may have died mid-message; reading that could block.)
+        # (One that was killed may have died mid-message; reading that could block.)
         while True:
             try:
                 _discard(result_queue.get_nowait())
