@@ -199,7 +199,7 @@ def test_world_is_one_when_distributed_is_not_initialised_or_absent(monkeypatch)
 @pytest.mark.parametrize("kwargs, error, message", [
     ({"batch_size": 0}, ValueError, "batch_size must be a positive integer"),
     ({"num_replicas": 0, "rank": 0}, ValueError, "num_replicas must be a positive"),
-    ({"num_replicas": 2, "rank": 2}, ValueError, r"rank must be an integer in \[0, "),
+    ({"num_replicas": 2, "rank": 2}, ValueError, r"rank must be in \[0, num_replicas=2\)"),
     ({"num_replicas": 2, "rank": -1}, ValueError, "rank must be"),
     ({"shuffle": None}, TypeError, "shuffle must be a bool"),
 ])

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from fastop.io._checks import check_bool, check_int, check_sized
 from fastop.io.dataset import IterableDataset
-from fastop.io.sampler import (RandomSampler, Sampler, SequenceSampler, _check_bool,
-                               _positive_int, epoch_indices)
+from fastop.io.sampler import RandomSampler, Sampler, SequenceSampler, epoch_indices
 
 __all__ = ["BatchSampler", "DistributedBatchSampler", "index_batches"]
 
@@ -46,7 +46,7 @@ class BatchSampler(Sampler[list]):
 
     def __init__(self, dataset: Sized | None = None, sampler: Iterable[Any] | None = None,
                  shuffle: bool = False, batch_size: int = 1, drop_last: bool = False) -> None:
-        shuffle = _check_bool("BatchSampler", "shuffle", shuffle)
+        shuffle = check_bool("BatchSampler", "shuffle", shuffle)
         if dataset is None:
             if sampler is None:
                 raise ValueError("BatchSampler: give either dataset or sampler")
@@ -64,9 +64,9 @@ class BatchSampler(Sampler[list]):
                 raise TypeError("BatchSampler: dataset must be map-style (an "
                                 "IterableDataset has no indices to batch)")
             self.sampler = RandomSampler(dataset) if shuffle else SequenceSampler(dataset)
-        self.batch_size = _positive_int("BatchSampler", "batch_size", batch_size)
+        self.batch_size = check_int("BatchSampler", "batch_size", batch_size)
         self.shuffle = shuffle
-        self.drop_last = _check_bool("BatchSampler", "drop_last", drop_last)
+        self.drop_last = check_bool("BatchSampler", "drop_last", drop_last)
 
     def __iter__(self) -> Iterator[list]:
         for batch in self._index_batches():
@@ -127,25 +127,20 @@ class DistributedBatchSampler(BatchSampler):
                  rank: int | None = None, shuffle: bool = False,
                  drop_last: bool = False) -> None:
         owner = "DistributedBatchSampler"
-        try:
-            size = len(dataset)
-        except TypeError:
-            raise TypeError(f"{owner}: dataset must have a length (a map-style dataset), got "
-                            f"{type(dataset).__name__}") from None
+        size = check_sized(owner, "dataset", dataset)
         self.dataset = dataset
-        self.batch_size = _positive_int(owner, "batch_size", batch_size)
-        self.shuffle = _check_bool(owner, "shuffle", shuffle)
-        self.drop_last = _check_bool(owner, "drop_last", drop_last)
+        self.batch_size = check_int(owner, "batch_size", batch_size)
+        self.shuffle = check_bool(owner, "shuffle", shuffle)
+        self.drop_last = check_bool(owner, "drop_last", drop_last)
         if num_replicas is None or rank is None:
             world, world_rank = _distributed_world()
             num_replicas = world if num_replicas is None else num_replicas
             rank = world_rank if rank is None else rank
-        self.nranks = _positive_int(owner, "num_replicas", num_replicas)
-        if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or \
-                not 0 <= rank < self.nranks:
-            raise ValueError(f"{owner}: rank must be an integer in [0, num_replicas="
-                             f"{self.nranks}), got {rank!r}")
-        self.local_rank = int(rank)
+        self.nranks = check_int(owner, "num_replicas", num_replicas)
+        self.local_rank = check_int(owner, "rank", rank, 0)
+        if self.local_rank >= self.nranks:
+            raise ValueError(f"{owner}: rank must be in [0, num_replicas={self.nranks}), got "
+                             f"{rank}")
         self.epoch = 0
         self.num_samples = int(math.ceil(size / self.nranks))
         self.total_size = self.num_samples * self.nranks
@@ -155,10 +150,7 @@ class DistributedBatchSampler(BatchSampler):
 
     def set_epoch(self, epoch: int) -> None:
         """Seed the next epoch's shuffle with `epoch` (every rank must pass the same)."""
-        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
-            raise ValueError(f"DistributedBatchSampler.set_epoch: epoch must be a "
-                             f"non-negative integer, got {epoch!r}")
-        self.epoch = int(epoch)
+        self.epoch = check_int("DistributedBatchSampler.set_epoch", "epoch", epoch, 0)
 
     def _rank_indices(self) -> np.ndarray:
         """This rank's indices for the current epoch (advancing the epoch if shuffled)."""

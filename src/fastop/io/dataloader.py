@@ -13,8 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from itertools import repeat
 from typing import Any
 
-import numpy as np
-
+from fastop.io._checks import check_bool, check_int
 from fastop.io._fetch import (IterableFetcher, MapFetcher, batch_tensor, converter_for,
                               make_fetcher, map_leaves)
 from fastop.io.batch_sampler import BatchSampler, index_batches
@@ -31,19 +30,6 @@ def _check_places(places: Any) -> None:
             continue
         raise ValueError(f"DataLoader: places must be CPU places (fastop runs on the CPU: "
                          f"None, fastop.CPUPlace() or 'cpu'), got {place!r}")
-
-
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        kind = "a positive" if minimum > 0 else "a non-negative"
-        raise ValueError(f"DataLoader: {name} must be {kind} integer, got {value!r}")
-    return int(value)
-
-
-def _check_bool(name: str, value: Any) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"DataLoader: {name} must be a bool, got {type(value).__name__}")
-    return bool(value)
 
 
 def _check_callable(name: str, value: Any) -> Any:
@@ -104,7 +90,7 @@ class DataLoader:
                  worker_init_fn: Callable[[int], Any] | None = None,
                  persistent_workers: bool = False) -> None:
         self.dataset = dataset
-        self.return_list = _check_bool("return_list", return_list)
+        self.return_list = check_bool("DataLoader", "return_list", return_list)
         if not self.return_list and not feed_list:
             raise ValueError("DataLoader: return_list=False needs feed_list (the variables "
                              "the batch's fields feed, in order)")
@@ -113,17 +99,20 @@ class DataLoader:
         self.places = places
         self.collate_fn = _check_callable("collate_fn", collate_fn)
         self.worker_init_fn = _check_callable("worker_init_fn", worker_init_fn)
-        self.num_workers = _check_int("num_workers", num_workers, 0)
-        self.use_buffer_reader = _check_bool("use_buffer_reader", use_buffer_reader)
-        self.prefetch_factor = _check_int("prefetch_factor", prefetch_factor, 1)
-        self.use_shared_memory = _check_bool("use_shared_memory", use_shared_memory)
+        self.num_workers = check_int("DataLoader", "num_workers", num_workers, 0)
+        self.use_buffer_reader = check_bool("DataLoader", "use_buffer_reader",
+                                            use_buffer_reader)
+        self.prefetch_factor = check_int("DataLoader", "prefetch_factor", prefetch_factor, 1)
+        self.use_shared_memory = check_bool("DataLoader", "use_shared_memory",
+                                            use_shared_memory)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
             raise ValueError(f"DataLoader: timeout must be a non-negative number of "
                              f"seconds, got {timeout!r}")
         self.timeout = timeout
-        self.persistent_workers = _check_bool("persistent_workers", persistent_workers)
-        shuffle = _check_bool("shuffle", shuffle)
-        self.drop_last = _check_bool("drop_last", drop_last)
+        self.persistent_workers = check_bool("DataLoader", "persistent_workers",
+                                             persistent_workers)
+        shuffle = check_bool("DataLoader", "shuffle", shuffle)
+        self.drop_last = check_bool("DataLoader", "drop_last", drop_last)
 
         self.iterable = isinstance(dataset, IterableDataset)
         if self.iterable:
@@ -149,7 +138,7 @@ class DataLoader:
             self.batch_sampler = None
             self.batch_size = None
         else:
-            self.batch_size = _check_int("batch_size", batch_size, 1)
+            self.batch_size = check_int("DataLoader", "batch_size", batch_size, 1)
             self.batch_sampler = None if self.iterable else BatchSampler(
                 dataset=dataset, batch_size=self.batch_size, shuffle=shuffle,
                 drop_last=self.drop_last)

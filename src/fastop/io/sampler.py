@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from fastop import _random
+from fastop.io._checks import check_bool, check_int, check_sized
 
 __all__ = ["Sampler", "SequenceSampler", "RandomSampler", "WeightedRandomSampler",
            "SubsetRandomSampler", "epoch_indices"]
@@ -64,27 +65,6 @@ def epoch_indices(sampler: Any) -> np.ndarray | None:
     return None
 
 
-def _check_sized(owner: str, data_source: Any) -> int:
-    try:
-        return len(data_source)
-    except TypeError:
-        raise TypeError(f"{owner}: data_source must have a length (a map-style dataset), "
-                        f"got {type(data_source).__name__}") from None
-
-
-def _positive_int(owner: str, name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"{owner}: {name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
-def _check_bool(owner: str, name: str, value: Any) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{owner}: {name} must be a bool, got {type(value).__name__} "
-                        f"{value!r}")
-    return bool(value)
-
-
 class SequenceSampler(_ArraySampler):
     """Indices ``0, 1, ..., len(data_source) - 1`` in order.
 
@@ -93,7 +73,7 @@ class SequenceSampler(_ArraySampler):
     """
 
     def __init__(self, data_source: Sized) -> None:
-        _check_sized("SequenceSampler", data_source)
+        check_sized("SequenceSampler", "data_source", data_source)
         self.data_source = data_source
 
     def __len__(self) -> int:
@@ -119,14 +99,14 @@ class RandomSampler(_ArraySampler):
 
     def __init__(self, data_source: Sized, replacement: bool = False,
                  num_samples: int | None = None, generator: Any = None) -> None:
-        n = _check_sized("RandomSampler", data_source)
+        n = check_sized("RandomSampler", "data_source", data_source)
         self.data_source = data_source
-        self.replacement = _check_bool("RandomSampler", "replacement", replacement)
+        self.replacement = check_bool("RandomSampler", "replacement", replacement)
         self._num_samples = (None if num_samples is None else
-                             _positive_int("RandomSampler", "num_samples", num_samples))
+                             check_int("RandomSampler", "num_samples", num_samples))
         if not replacement and self.num_samples > n:
-            raise ValueError(f"RandomSampler: num_samples ({self.num_samples}) must not exceed "
-                             f"the data source's length ({n}) when replacement=False")
+            raise ValueError(f"RandomSampler: num_samples ({self.num_samples}) must not "
+                             f"exceed the data source's length ({n}) when replacement=False")
         if self.num_samples <= 0:
             raise ValueError(f"RandomSampler: num_samples must be a positive integer, got "
                              f"{self.num_samples} (the data source is empty)")
@@ -161,8 +141,8 @@ class WeightedRandomSampler(_ArraySampler):
     """
 
     def __init__(self, weights: Any, num_samples: int, replacement: bool = True) -> None:
-        self.num_samples = _positive_int("WeightedRandomSampler", "num_samples", num_samples)
-        self.replacement = _check_bool("WeightedRandomSampler", "replacement", replacement)
+        self.num_samples = check_int("WeightedRandomSampler", "num_samples", num_samples)
+        self.replacement = check_bool("WeightedRandomSampler", "replacement", replacement)
         w = np.asarray(weights, dtype=np.float64)
         if w.ndim != 1 or w.size == 0:
             raise ValueError(f"WeightedRandomSampler: weights must be a non-empty 1-D "

@@ -92,7 +92,9 @@ class Metric(abc.ABC):
     >>> class MeanValue(Metric):
     ...     def __init__(self): self.reset()
     ...     def reset(self): self.sum, self.count = 0.0, 0
-    ...     def update(self, values): self.sum += float(np.sum(values)); self.count += np.size(values)
+    ...     def update(self, values):
+    ...         self.sum += float(np.sum(values))
+    ...         self.count += len(values)
     ...     def accumulate(self): return self.sum / self.count if self.count else 0.0
     ...     def name(self): return "mean"
     >>> m = MeanValue(); m.update(np.array([1.0, 3.0])); m.accumulate()
