@@ -29,7 +29,7 @@ test: install
 
 # Full benchmark suite, with PyTorch's CPU build (a local wheel) for comparison.
 bench: install
-	$(PIP) install --quiet torch==2.13.0
+	$(PIP) install --quiet torch==2.13.0 scikit-learn
 	$(PY) -m fastop bench
 
 bench-quick: install

@@ -28,22 +28,27 @@ _load_plugins()
 
 bool = bool_  # PaddlePaddle spells it fastop.bool
 
-# Imported on first use, to keep `import fastop` fast (zipfile + tempfile: ~15 ms).
+# Imported on first use, to keep `import fastop` fast (zipfile + tempfile: ~15 ms;
+# the io and metric packages, which a script may not use).
 _LAZY = {"save": "fastop.serialization", "load": "fastop.serialization"}
+_LAZY_SUBMODULES = {"io", "metric"}
 
 
 def __getattr__(name: str):
+    from importlib import import_module
+    if name in _LAZY_SUBMODULES:
+        return import_module(f"fastop.{name}")   # importing sets the attribute
     if name not in _LAZY:
         raise AttributeError(f"module 'fastop' has no attribute {name!r}")
-    from importlib import import_module
     value = globals()[name] = getattr(import_module(_LAZY[name]), name)
     return value
 
 
 def __dir__():
-    return sorted({*globals(), *_LAZY})
+    return sorted({*globals(), *_LAZY, *_LAZY_SUBMODULES})
 
-__all__ = ["hookimpl", "ops", "autograd", "static", "nn", "optimizer", "save", "load",
+__all__ = ["hookimpl", "ops", "autograd", "static", "nn", "optimizer", "io", "metric",
+           "save", "load",
            "DType", "bool", "float32", "float64", "int32", "int64", "set_num_threads",
            "get_num_threads", "empty_cache", "CPUPlace", "enable_static", "disable_static",
            "in_dynamic_mode", "__version__", *_tensor_all]
