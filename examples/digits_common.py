@@ -1,0 +1,49 @@
+"""What the two digits examples share: the data, the mini-batches and the progress display.
+
+The data is scikit-learn's bundled digits set (1797 grayscale 8x8 images of the digits
+0-9, no download), pixels scaled to [0, 1], split 75/25 into training and held-out
+images with every digit in the same proportion in both.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Callable, Iterable
+
+import numpy as np
+
+
+def load_digits_split(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """x_train [n, 64] float32, y_train [n] int64, x_test, y_test."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    x, y = load_digits(return_X_y=True)
+    x_train, x_test, y_train, y_test = train_test_split(
+        (x / 16.0).astype(np.float32), y.astype(np.int64), test_size=0.25, stratify=y,
+        random_state=seed)
+    return x_train, y_train, x_test, y_test
+
+
+def batches(n: int, batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """The row indices of one epoch's mini-batches, in a new random order."""
+    order = rng.permutation(n)
+    return [order[i:i + batch_size] for i in range(0, n, batch_size)]
+
+
+def track(items: list, desc: str, quiet: bool = False) -> tuple[Iterable, Callable[[str], None]]:
+    """The items of one epoch and ``finish(text)``, which ends the epoch's line with text.
+
+    On a terminal the items come under a tqdm progress bar; elsewhere (a log, a pipe, CI)
+    the epoch is one plain printed line; with ``quiet`` nothing is shown.
+    """
+    if quiet:
+        return items, lambda text: None
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+        bar = tqdm(items, desc=desc, unit="batch")
+
+        def finish(text: str) -> None:
+            bar.set_postfix_str(text)
+            bar.close()
+        return bar, finish
+    return items, lambda text: print(f"{desc}: {text}", flush=True)
