@@ -31,19 +31,17 @@ def batches(n: int, batch_size: int, rng: np.random.Generator) -> list[np.ndarra
 
 
 def track(items: list, desc: str, quiet: bool = False) -> tuple[Iterable, Callable[[str], None]]:
-    """The items of one epoch and ``finish(text)``, which ends the epoch's line with text.
-
-    On a terminal the items come under a tqdm progress bar; elsewhere (a log, a pipe, CI)
-    the epoch is one plain printed line; with ``quiet`` nothing is shown.
+    """The items of one epoch, and ``finish(text)`` that prints the epoch's line
+    ``desc: text``. On a terminal the items come under a tqdm progress bar, which the
+    line replaces when the epoch ends; with ``quiet`` nothing is shown.
     """
-    if quiet:
-        return items, lambda text: None
-    if sys.stderr.isatty():
-        from tqdm import tqdm
-        bar = tqdm(items, desc=desc, unit="batch")
-
-        def finish(text: str) -> None:
-            bar.set_postfix_str(text)
+    def finish(text: str) -> None:
+        if bar is not None:
             bar.close()
-        return bar, finish
-    return items, lambda text: print(f"{desc}: {text}", flush=True)
+        if not quiet:
+            print(f"{desc}: {text}", flush=True)
+    bar = None
+    if not quiet and sys.stderr.isatty():
+        from tqdm import tqdm
+        bar = items = tqdm(items, desc=desc, unit="batch", leave=False)
+    return items, finish
