@@ -1,18 +1,16 @@
 """The harness behind ``python -m fastop bench``: fastop, numpy and PyTorch measured side
-by side, one process per thread count. ``bench_*.py`` modules beside it add cases in a
-``register(suite)`` function (see README.md here).
+by side, one process per thread count, over the ``register(suite)`` functions of the
+``bench_*.py`` modules beside it (see README.md here).
 
-What the harness does itself, because no benchmark library does it: it interleaves the
-samples of fastop, numpy and torch (rotating their order every round) so machine noise
-hits all three alike; with more than one thread every sample starts once the threads of
-the previous one have gone idle (:func:`wait_for_idle_threads`); it records the SIMD
-extensions the kernels pick by. pyperf does the rest: the ``--json`` file is a pyperf
-BenchmarkSuite (one benchmark per case, implementation and thread count; its values are
-the samples), pyperf collects the machine record (CPU model, affinity, load, versions)
-into every run, and ``python -m pyperf stats|compare_to|hist`` read our files. pyperf and
-not pytest-benchmark: the harness is a command rather than a pytest session, and pyperf's
-file format and tools serve any program that writes runs; pyperf's own Runner is not used
-because it measures one benchmark at a time, and interleaving is the point.
+What it does itself, because no benchmark library does: it interleaves the samples of
+fastop, numpy and torch, rotating their order every round, so machine noise hits all
+three alike; with more than one thread each sample starts once the previous sample's
+threads have gone idle (:func:`wait_for_idle_threads`). pyperf does the rest: ``--json``
+writes a pyperf BenchmarkSuite (a benchmark per case, implementation and thread count,
+its values the samples), into which pyperf records the machine (CPU, affinity, load,
+Python); ``python -m pyperf stats|compare_to|hist`` read it. pyperf rather than
+pytest-benchmark because this is a command, not a pytest session; pyperf's Runner is not
+used because it measures one benchmark at a time, and interleaving is the point.
 """
 from __future__ import annotations
 
@@ -28,9 +26,8 @@ import tempfile
 import threading
 import time
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import pyperf
 
@@ -43,15 +40,14 @@ SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl")
 
 
 class BenchError(Exception):
-    """A usage error: no bench modules, a bad case definition, a file that is no report."""
+    """A usage error: no bench modules, a bad case, a file that is no report."""
 
 
-@dataclass
-class Case:
+class Case(NamedTuple):
     group: str
     name: str
-    impls: dict[str, Callable[[], Any]]   # "fastop" always; "numpy"/"torch" when given
-    target: str = ""                      # the issue's goal for this case, shown as is
+    impls: dict[str, Callable[[], Any]]   # "fastop" always, "numpy"/"torch" when given
+    target: str = ""                      # the issue's goal for the case, shown as is
 
     @property
     def key(self) -> str:
@@ -59,7 +55,7 @@ class Case:
 
 
 class Suite:
-    """What ``register(suite)`` receives: ``quick`` (small sizes), ``threads`` (of this
+    """What ``register(suite)`` gets: ``quick`` (small sizes), ``threads`` (of this
     process), ``torch`` (the module, or None) and :meth:`add`."""
 
     def __init__(self, quick: bool = False, threads: int = 1, torch: Any = None) -> None:
@@ -68,22 +64,21 @@ class Suite:
 
     def add(self, group: str, name: str, *, fastop: Callable[[], Any],
             numpy: Callable[[], Any] | None = None, torch: Callable[[], Any] | None = None,
-            target: str = "") -> Case:
-        """Add a case: zero-argument callables doing the same computation once each."""
-        impls = {k: v for k, v in {"fastop": fastop, "numpy": numpy, "torch": torch}.items()
-                 if v is not None}
-        bad = [k for k, v in impls.items() if not callable(v)]
-        if "fastop" not in impls or bad or any(c.key == f"{group}/{name}" for c in self.cases):
-            raise BenchError(f"case {group}/{name}: " + (
-                f"{bad[0]}= must be callable" if bad else
-                "fastop= is required" if "fastop" not in impls else "defined twice"))
+            target: str = "") -> None:
+        """A case: zero-argument callables doing the same computation once each."""
+        if not callable(fastop) or any(f is not None and not callable(f) for f in (numpy, torch)):
+            raise BenchError(f"case {group}/{name}: fastop= must be callable, numpy= and "
+                             f"torch= callable or None")
+        if any(c.key == f"{group}/{name}" for c in self.cases):
+            raise BenchError(f"case {group}/{name}: defined twice")
+        impls = {k: f for k, f in (("fastop", fastop), ("numpy", numpy), ("torch", torch))
+                 if f is not None}
         self.cases.append(Case(group, name, impls, target))
-        return self.cases[-1]
 
 
 # -- measuring ---------------------------------------------------------------------------
 def _sample(fn: Callable[[], Any], loops: int, clock: Callable[[], float]) -> float:
-    """Seconds per call over ``loops`` calls, with the garbage collector off."""
+    """Seconds per call over ``loops`` calls, the garbage collector off."""
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -96,31 +91,23 @@ def _sample(fn: Callable[[], Any], loops: int, clock: Callable[[], float]) -> fl
             gc.enable()
 
 
-def _calibrate(fn: Callable[[], Any], sample_time: float,
-               clock: Callable[[], float]) -> tuple[int, float]:
-    """The loop count making one sample last ~``sample_time``, and seconds per call."""
-    loops = 1
-    while True:
-        per_call = _sample(fn, loops, clock)
-        if per_call * loops >= sample_time / 5 or loops >= 10**7:
-            return (max(1, round(sample_time / per_call)) if per_call > 0 else loops), per_call
-        loops *= 10
-
-
 def measure(case: Case, quick: bool = False, settle: Callable[[], Any] | None = None,
             clock: Callable[[], float] = time.perf_counter
             ) -> dict[str, tuple[int, list[float]]]:
-    """Per implementation: its loop count and its samples (seconds per call), taken in
-    rounds that each sample every implementation once, in a rotating order. ``settle``
-    runs, untimed, before every sample. Slow cases take fewer rounds (a time budget),
-    never fewer than a minimum."""
-    sample_time, rounds, budget, min_rounds = (0.010, 5, 1.0, 3) if quick else (0.025, 9, 6.0, 5)
-    impls = list(case.impls)
-    for fn in case.impls.values():   # first-call costs (lazy BLAS load, caches) stay out
-        fn()
-    loops, round_time = {}, 0.0
+    """Per implementation, its loop count and its samples (seconds per call). Each
+    implementation runs once untimed (first-call costs stay out), gets a loop count that
+    makes a sample last ~25 ms (10 ms quick), then rounds sample every implementation
+    once, in a rotating order, ``settle()`` (untimed) before each sample. Slow cases get
+    fewer rounds (a time budget per case), never fewer than a minimum."""
+    sample_time, rounds, budget, min_rounds = \
+        (0.010, 5, 1.0, 3) if quick else (0.025, 9, 6.0, 5)
+    impls, loops, round_time = list(case.impls), {}, 0.0
     for impl in impls:
-        loops[impl], per_call = _calibrate(case.impls[impl], sample_time, clock)
+        fn, n = case.impls[impl], 1
+        fn()
+        while (per_call := _sample(fn, n, clock)) * n < sample_time / 5 and n < 10**7:
+            n *= 10
+        loops[impl] = max(1, round(sample_time / per_call)) if per_call > 0 else n
         round_time += loops[impl] * per_call
     if round_time > 0:
         rounds = max(min_rounds, min(rounds, int(budget / round_time)))
@@ -134,13 +121,9 @@ def measure(case: Case, quick: bool = False, settle: Callable[[], Any] | None = 
 
 
 def _other_threads_running() -> int:
-    """Threads of this process other than the caller in state R (0 without /proc)."""
+    """Threads of this process but the caller's in state R (0 without /proc)."""
     me, running = threading.get_native_id(), 0
-    try:
-        tids = os.listdir("/proc/self/task")
-    except OSError:
-        return 0
-    for tid in tids:
+    for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ():
         try:
             with open(f"/proc/self/task/{tid}/stat", "rb") as f:
                 running += int(tid) != me and f.read().rsplit(b")", 1)[1].split()[0] == b"R"
@@ -160,10 +143,10 @@ def wait_for_idle_threads(limit: float = 0.25) -> float:
     return time.perf_counter() - start
 
 
-# -- the worker: one thread count, one process ---------------------------------------------
+# -- the worker: one thread count, one process -------------------------------------------
 def load_modules(directory: Path, suite: Suite) -> list[str]:
-    """Import each ``bench_*.py`` and call its ``register(suite)``; one error per module
-    that fails, the others still register."""
+    """Run each ``bench_*.py`` and its ``register(suite)``; an error per module that
+    fails, the others register all the same."""
     errors = []
     sys.path.insert(0, str(directory))   # bench modules may import each other's helpers
     for path in sorted(directory.glob("bench_*.py")):
@@ -180,36 +163,42 @@ def load_modules(directory: Path, suite: Suite) -> list[str]:
 
 
 def _describe(exc: BaseException) -> str:
-    frame = traceback.extract_tb(exc.__traceback__)[-1:]
-    return f"{type(exc).__name__}: {exc}" + "".join(
-        f" (at {Path(f.filename).name}:{f.lineno})" for f in frame)
+    where = "".join(f" (at {Path(f.filename).name}:{f.lineno})"
+                    for f in traceback.extract_tb(exc.__traceback__)[-1:])
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+def _simd() -> str:
+    """The SIMD extensions of the CPU that numpy and fastop pick kernels by."""
+    cpuinfo = Path("/proc/cpuinfo").read_text() if os.path.exists("/proc/cpuinfo") else ""
+    flags = next((ln.split() for ln in cpuinfo.splitlines() if ln.startswith("flags")), [])
+    return " ".join(f for f in SIMD_FLAGS if f in flags) or "unknown"
 
 
 def _worker(out: str, threads: int, directory: str, quick: bool, no_torch: bool,
-            filter: str, command: str) -> int:
-    """Measure every case at one thread count; write JSON lines to ``out``: a pyperf
-    suite per measurement, ``{"start": key}`` before one, ``{"error": ...}`` on failure."""
+            filter: str, command: str) -> None:
+    """Measure the cases at one thread count, writing JSON lines to ``out``: one pyperf
+    suite per implementation measured, ``{"start": key}`` before a case (so a crash can
+    be named), ``{"error": text}``."""
     torch = None
     if not no_torch and importlib.util.find_spec("torch") is not None:
         import torch
         torch.set_num_threads(threads)
     suite = Suite(quick, threads, torch)
     errors = load_modules(Path(directory), suite)
-    cpu_flags = next((line.split(":")[1].split() for line in open("/proc/cpuinfo")
-                      if line.startswith("flags")), []) if os.path.exists("/proc/cpuinfo") else []
-    versions = {f"{lib.__name__}_version": lib.__version__
-                for lib in (fastop, sys.modules["numpy"], torch) if lib is not None}
-    common = dict(versions, command=command, threads=threads,
-                  cpu_simd=" ".join(f for f in SIMD_FLAGS if f in cpu_flags) or "none",
-                  fastop_threads=fastop.get_num_threads(),
-                  **({"torch_threads": torch.get_num_threads()} if torch else {}))
+    common = {f"{lib.__name__}_version": lib.__version__
+              for lib in (fastop, sys.modules["numpy"], torch) if lib is not None}
+    common.update(command=command, threads=threads, cpu_simd=_simd(),
+                  fastop_threads=fastop.get_num_threads())
+    if torch is not None:
+        common["torch_threads"] = torch.get_num_threads()
     cases = [c for c in suite.cases if filter.lower() in c.key.lower()]
     settle = wait_for_idle_threads if threads > 1 else None
-    on_terminal = sys.stderr.isatty()
-    if on_terminal:
+    say = lambda line: print(line, file=sys.stderr, flush=True)   # noqa: E731
+    if sys.stderr.isatty():   # a progress bar on a terminal, plain lines elsewhere
         from tqdm import tqdm
         cases = tqdm(cases, desc=f"{threads} thread(s)", unit="case", leave=False)
-    say = cases.write if on_terminal else lambda line: print(line, file=sys.stderr, flush=True)
+        say = cases.write
     with open(out, "w", encoding="utf-8") as f:
         def emit(**record: Any) -> None:
             f.write(json.dumps(record) + "\n")
@@ -225,19 +214,20 @@ def _worker(out: str, threads: int, directory: str, quick: bool, no_torch: bool,
                 continue
             for impl, (loops, values) in measured.items():
                 meta = dict(common, name=f"{case.key} [{impl}, {threads} thread(s)]",
-                            group=case.group, case=case.name, impl=impl, loops=loops,
-                            **({"target": case.target} if case.target else {}))
+                            group=case.group, case=case.name, impl=impl, loops=loops)
+                if case.target:   # pyperf refuses empty metadata
+                    meta["target"] = case.target
                 pyperf.Benchmark([pyperf.Run(values, metadata=meta)]).dump(f)
             say(f"  [{threads} thr] {case.key}: " + ", ".join(
-                f"{impl} {format_time(statistics.median(v))}" for impl, (_, v) in measured.items()))
-    return 0
+                f"{impl} {format_time(statistics.median(values))}"
+                for impl, (_, values) in measured.items()))
 
 
-# -- the parent: one worker per thread count, then the report -----------------------------
+# -- the parent: a worker per thread count, then the report -------------------------------
 def _worker_env(threads: int) -> dict[str, str]:
-    """The environment with every thread variable set, and, for a fastop used from a
-    source checkout, its directory first on PYTHONPATH (site-packages never goes there:
-    it would precede the standard library)."""
+    """The environment with the thread variables set and, for a fastop used from a source
+    checkout, its directory first on PYTHONPATH (never site-packages: it would precede
+    the standard library)."""
     env = dict(os.environ, **{name: str(threads) for name in THREAD_ENV})
     root = os.path.realpath(Path(fastop.__file__).parents[1])
     if root not in {os.path.realpath(d) for d in site.getsitepackages()}:
@@ -245,52 +235,60 @@ def _worker_env(threads: int) -> dict[str, str]:
     return env
 
 
+def _run_worker(threads: int, config: dict[str, Any]
+                ) -> tuple[list[pyperf.Benchmark], list[str]]:
+    with tempfile.TemporaryDirectory(prefix="fastop-bench-") as tmp:
+        out = Path(tmp) / "worker.jsonl"
+        # what bench modules print goes to stderr: stdout carries only the table
+        proc = subprocess.run([sys.executable, __file__, json.dumps(
+            dict(config, out=str(out), threads=threads))], env=_worker_env(threads),
+            stdout=sys.stderr.fileno())
+        records = out.read_text().splitlines() if out.exists() else []
+    benchmarks, errors, started = [], [], None
+    for line in records:
+        record = json.loads(line)
+        if "benchmarks" in record:
+            benchmarks += pyperf.BenchmarkSuite.loads(line).get_benchmarks()
+            started = None
+        elif "start" in record:
+            started = record["start"]
+        else:
+            errors.append(f"[{threads} thread(s)] {record['error']}")
+    if proc.returncode:
+        errors.append(f"[{threads} thread(s)] the benchmark process exited with code "
+                      f"{proc.returncode}" + (f" while running {started}" if started else ""))
+    return benchmarks, errors
+
+
 def run(args: Any) -> int:
-    """``fastop bench`` (options as cli.py defines them); the exit code."""
+    """``fastop bench`` with the options cli.py parsed; the exit code."""
     if args.summarize:
-        print(format_markdown([_load_report(path) for path in args.summarize]), end="")
+        print(format_report([_load_report(path) for path in args.summarize]), end="")
         return 0
     directory = Path(args.dir).resolve()
     if not any(directory.glob("bench_*.py")):
         raise BenchError(f"no bench_*.py modules in {directory}")
     config = {"directory": str(directory), "quick": args.quick, "no_torch": args.no_torch,
               "filter": args.filter or "", "command": " ".join(["fastop bench", *args.argv])}
-    benchmarks: list[pyperf.Benchmark] = []
-    errors: list[str] = []
+    benchmarks, errors = [], []
     for threads in args.threads:
         print(f"fastop bench: {threads} thread(s), {directory}", file=sys.stderr, flush=True)
-        with tempfile.TemporaryDirectory(prefix="fastop-bench-") as tmp:
-            out = Path(tmp) / "worker.jsonl"
-            # what bench modules print goes to stderr: stdout carries only the table
-            proc = subprocess.run([sys.executable, __file__, json.dumps(
-                dict(config, out=str(out), threads=threads))], env=_worker_env(threads),
-                stdout=sys.stderr.fileno() if hasattr(sys.stderr, "fileno") else None)
-            started = None
-            for line in out.read_text().splitlines() if out.exists() else []:
-                record = json.loads(line)
-                if "benchmarks" in record:
-                    benchmarks += pyperf.BenchmarkSuite.loads(line).get_benchmarks()
-                    started = None
-                elif "start" in record:
-                    started = record["start"]
-                else:
-                    errors.append(f"[{threads} thread(s)] {record['error']}")
-        if proc.returncode:
-            errors.append(f"[{threads} thread(s)] the benchmark process exited with code "
-                          f"{proc.returncode}" + (f" while running {started}" if started else ""))
+        done, failed = _run_worker(threads, config)
+        benchmarks, errors = benchmarks + done, errors + failed
     if not benchmarks:
-        errors.append("no benchmark case ran" + (f" (--filter {args.filter!r})" if args.filter else ""))
-    suites = [pyperf.BenchmarkSuite(benchmarks)] if benchmarks else []
-    if suites:
-        print(format_text(suites))
+        print("fastop bench: no case ran" + (f" (--filter {args.filter!r})" if args.filter
+                                             else ""), file=sys.stderr)
+        return 1
+    suite = pyperf.BenchmarkSuite(benchmarks)
+    print(format_table([suite]))
     for error in errors:
         print(f"error {error}", file=sys.stderr)
-    for option, write in (("json", lambda p: suites[0].dump(p, compact=False, replace=True)),
-                          ("markdown", lambda p: Path(p).write_text(format_markdown(suites))),
-                          ("plot", lambda p: plot(suites, p))):
-        if getattr(args, option) and suites:
-            write(getattr(args, option))
-            print(f"fastop bench: wrote {getattr(args, option)}", file=sys.stderr)
+    for path, write in ((args.json, lambda p: suite.dump(p, compact=False, replace=True)),
+                        (args.markdown, lambda p: Path(p).write_text(format_report([suite]))),
+                        (args.plot, lambda p: plot([suite], p))):
+        if path:
+            write(path)
+            print(f"fastop bench: wrote {path}", file=sys.stderr)
     return 1 if errors else 0
 
 
@@ -300,23 +298,23 @@ def _load_report(path: str) -> pyperf.BenchmarkSuite:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise BenchError(f"--summarize: cannot read {path}: {exc}") from None
     if not all("impl" in b.get_metadata() for b in suite):
-        raise BenchError(f"--summarize: {path} is not a fastop bench --json report")
+        raise BenchError(f"--summarize: {path} is not a fastop bench --json file")
     return suite
 
 
-# -- reporting --------------------------------------------------------------------------------
+# -- reporting ----------------------------------------------------------------------------
 def table(suites: list[pyperf.BenchmarkSuite]) -> list[dict[str, Any]]:
-    """A row per case and thread count, in the order measured: the median time of each
-    implementation over the runs (files), and the median of the per-run ratios ``other
-    time / fastop time`` (above 1: fastop is faster). A ratio only ever compares samples
-    taken in one run: ratios are never recomputed from times of different runs."""
-    runs: list[dict[tuple, dict[str, Any]]] = []
+    """A row per case and thread count, in the order measured: each implementation's
+    median time over the runs (files), and the median of the per-run ratios ``other time
+    / fastop time`` (above 1: fastop is faster). A ratio only compares samples of one run:
+    ratios are never recomputed from times of different runs."""
+    runs = []
     for suite in suites:
         rows: dict[tuple, dict[str, Any]] = {}
         for bench in suite:
             m = bench.get_metadata()
-            row = rows.setdefault((m["group"], m["case"], m["threads"]), {"target": m.get("target", "")})
-            row[m["impl"]] = bench.median()
+            rows.setdefault((m["group"], m["case"], m["threads"]),
+                            {"target": m.get("target", "")})[m["impl"]] = bench.median()
         runs.append(rows)
 
     def median(values: list[float]) -> float | None:
@@ -324,66 +322,58 @@ def table(suites: list[pyperf.BenchmarkSuite]) -> list[dict[str, Any]]:
     result = []
     for key in dict.fromkeys(k for rows in runs for k in rows):
         present = [rows[key] for rows in runs if key in rows]
-        result.append({"group": key[0], "case": key[1], "threads": key[2], "runs": len(present),
-                       "target": present[0]["target"],
-                       **{impl: median([r[impl] for r in present if impl in r]) for impl in IMPLS},
+        result.append({"group": key[0], "case": key[1], "threads": key[2],
+                       "target": present[0]["target"], "runs": len(present),
+                       **{i: median([r[i] for r in present if i in r]) for i in IMPLS},
                        **{f"vs {o}": median([r[o] / r["fastop"] for r in present if o in r])
                           for o in IMPLS[1:]}})
     return result
 
 
-HEADER = ["group", "case", "threads", *IMPLS, "vs numpy", "vs torch", "target"]
-
-
 def format_time(seconds: float | None) -> str:
     if seconds is None:
         return "—"
-    unit, scale = next((u, s) for u, s in (("s", 1), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
-                       if seconds >= s or u == "ns")
+    unit, scale = next((u, s) for u, s in (("s", 1), ("ms", 1e-3), ("µs", 1e-6),
+                                           ("ns", 1e-9)) if seconds >= s or u == "ns")
     return f"{seconds / scale:.3g} {unit}"
 
 
-def _cells(row: dict[str, Any]) -> list[str]:
-    ratios = ["—" if row[k] is None else f"{row[k]:.2f}×" for k in ("vs numpy", "vs torch")]
-    return [row["group"], row["case"], str(row["threads"]),
-            *(format_time(row[i]) for i in IMPLS), *ratios, row["target"]]
+def format_table(suites: list[pyperf.BenchmarkSuite]) -> str:
+    """The rows as a Markdown table padded to line up in a terminal too."""
+    header = ["group", "case", "threads", *IMPLS, "vs numpy", "vs torch", "target", "runs"]
+    rows = [header] + [[r["group"], r["case"], str(r["threads"]),
+                        *(format_time(r[i]) for i in IMPLS),
+                        *("—" if r[k] is None else f"{r[k]:.2f}×" for k in header[6:8]),
+                        r["target"], str(r["runs"])] for r in table(suites)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    figures = {2, 3, 4, 5, 6, 7, 9}   # right-aligned
+    rows.insert(1, [("-" * (w - 1) + ":") if i in figures else "-" * w
+                    for i, w in enumerate(widths)])
+    return "\n".join("| " + " | ".join(c.rjust(w) if i in figures else c.ljust(w)
+                                       for i, (c, w) in enumerate(zip(row, widths))) + " |"
+                     for row in rows)
 
 
-def format_text(suites: list[pyperf.BenchmarkSuite]) -> str:
-    """The table as aligned text (names left, figures right)."""
-    rows = [HEADER, *map(_cells, table(suites))]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
-    rows.insert(1, ["-" * w for w in widths])
-    return "\n".join("  ".join(c.rjust(w) if 2 <= i < 8 else c.ljust(w) for i, (c, w)
-                               in enumerate(zip(r, widths))).rstrip() for r in rows)
-
-
-def format_markdown(suites: list[pyperf.BenchmarkSuite]) -> str:
-    """The table in Markdown, headed by the command, dates, machine and load averages."""
+def format_report(suites: list[pyperf.BenchmarkSuite]) -> str:
+    """The table headed by the command, the dates, the machine and the load averages."""
     m = suites[0].get_metadata()
     runs = [b.get_metadata() for s in suites for b in s]
-    loads = sorted(r["load_avg_1min"] for r in runs if "load_avg_1min" in r)
-    dates = sorted(r["date"] for r in runs if "date" in r)
-    lines = [f"`{m.get('command', 'fastop bench')}`, {len(suites)} run(s), "
-             f"{dates[0][:16] if dates else '?'} to {dates[-1][:16] if dates else '?'}", "",
-             f"{m.get('cpu_model_name', '?')}, {m.get('cpu_count', '?')} CPUs, SIMD "
-             f"{m.get('cpu_simd', '?')}; Python {m.get('python_version', '?')}, numpy "
-             f"{m.get('numpy_version', '?')}, torch {m.get('torch_version', 'not used')}, "
-             f"fastop {m.get('fastop_version', '?')}; load average "
-             + (f"{loads[0]:.2f}–{loads[-1]:.2f}" if loads else "unknown"), "",
-             "| " + " | ".join(HEADER) + " | runs |",
-             "|" + "|".join("---:" if 2 <= i < 8 else "---" for i in range(len(HEADER))) + "|---:|"]
-    lines += ["| " + " | ".join([*_cells(row), str(row["runs"])]) + " |" for row in table(suites)]
-    return "\n".join(lines) + "\n"
+    loads = sorted(r["load_avg_1min"] for r in runs if "load_avg_1min" in r) or [float("nan")]
+    dates = sorted(r["date"][:16] for r in runs if "date" in r) or ["?"]
+    return (f"`{m.get('command', 'fastop bench')}`: {len(suites)} run(s), {dates[0]} to "
+            f"{dates[-1]}\n\n{m.get('cpu_model_name', '?')}, {m.get('cpu_count', '?')} CPUs, "
+            f"SIMD {m.get('cpu_simd', '?')}; Python {m.get('python_version', '?')}, numpy "
+            f"{m.get('numpy_version', '?')}, torch {m.get('torch_version', 'not used')}, "
+            f"fastop {m.get('fastop_version', '?')}; load average {loads[0]:.2f} to "
+            f"{loads[-1]:.2f}\n\n{format_table(suites)}\n")
 
 
 def plot(suites: list[pyperf.BenchmarkSuite], path: str) -> None:
-    """A horizontal bar chart of the ratios vs numpy and vs torch per case (log scale)."""
+    """Horizontal bars of the ratios vs numpy and vs torch per case, on a log scale."""
     import matplotlib
     matplotlib.use("Agg")   # files only: no display needed
     import matplotlib.pyplot as plt
     rows = table(suites)
-    labels = [f"{r['group']}/{r['case']} ({r['threads']} thr)" for r in rows]
     fig, ax = plt.subplots(figsize=(10, 1.6 + 0.3 * len(rows)))
     for offset, other in ((-0.2, "numpy"), (0.2, "torch")):
         ratios = [r[f"vs {other}"] or 0 for r in rows]   # 0: no bar where no twin ran
@@ -392,7 +382,8 @@ def plot(suites: list[pyperf.BenchmarkSuite], path: str) -> None:
                     label=f"{other} time / fastop time")
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set(xscale="log", yticks=range(len(rows)), xlabel="above 1: fastop is faster")
-    ax.set_yticklabels(labels, fontsize=8)
+    ax.set_yticklabels([f"{r['group']}/{r['case']} ({r['threads']} thr)" for r in rows],
+                       fontsize=8)
     ax.invert_yaxis()
     ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False)
     fig.tight_layout()
@@ -402,4 +393,4 @@ def plot(suites: list[pyperf.BenchmarkSuite], path: str) -> None:
 
 if __name__ == "__main__":   # a worker, started by run()
     config = json.loads(sys.argv[1])
-    sys.exit(_worker(config.pop("out"), config.pop("threads"), **config))
+    _worker(config.pop("out"), config.pop("threads"), **config)
