@@ -13,7 +13,6 @@ import importlib.util
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 import fastop
@@ -112,16 +111,17 @@ def cmd_ops(args: argparse.Namespace) -> int:
     return 0
 
 
-def _harness_dirs(given: str | None) -> list[Path]:
-    """Where ``benchmarks/harness.py`` may be: the ``--dir`` given, ``./benchmarks``, and
-    the ``benchmarks/`` of the source checkout this fastop was imported from."""
-    checkout = Path(fastop.__file__).resolve().parents[2] / "benchmarks"
-    return [Path(p) for p in dict.fromkeys(
-        [*([given] if given else []), "benchmarks", str(checkout)])]
+def _harness_dirs(given: str | None) -> list[str]:
+    """Where ``harness.py`` may be: the ``--dir`` given, ``./benchmarks``, and the
+    ``benchmarks/`` of the source checkout this fastop was imported from."""
+    checkout = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.realpath(fastop.__file__)))), "benchmarks")
+    return list(dict.fromkeys([*([given] if given else []), "benchmarks", checkout]))
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    """``fastop bench``: find the harness, import it, run it (see benchmarks/harness.py)."""
+    """``fastop bench``: find the harness, import it, run it (see benchmarks/harness.py).
+    Nothing of it is imported before: ``ops`` and ``--version`` do not pay for it."""
     def fail(message: str) -> int:
         print(f"fastop bench: error: {message}", file=sys.stderr)
         return 2
@@ -129,14 +129,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
                if importlib.util.find_spec(name) is None]
     if missing:
         return fail(f"needs {' and '.join(missing)}: pip install {' '.join(missing)}")
-    if args.dir and not Path(args.dir).is_dir():
+    if args.dir and not os.path.isdir(args.dir):
         return fail(f"benchmark directory {args.dir!r} does not exist")
     places = _harness_dirs(args.dir)
-    found = next((p / "harness.py" for p in places if (p / "harness.py").is_file()), None)
+    found = next((os.path.join(p, "harness.py") for p in places
+                  if os.path.isfile(os.path.join(p, "harness.py"))), None)
     if found is None:
-        return fail("no harness.py in " + ", ".join(map(str, places)) + ": run from a fastop "
+        return fail("no harness.py in " + ", ".join(places) + ": run from a fastop "
                     "checkout's root or pass --dir (its benchmarks/ directory)")
-    args.dir = args.dir or str(found.parent)
+    args.dir = args.dir or os.path.dirname(found)
     spec = importlib.util.spec_from_file_location("fastop_bench_harness", found)
     harness = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(harness)
