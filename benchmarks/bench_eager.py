@@ -2,7 +2,7 @@
 
 * ``x = x + 1`` repeated 100 times on a (4,) float32 tensor: the per-op cost of the
   operator path, without and with autograd (``stop_gradient=False``).
-* The dispatch-spine issue's rows, measured as ``shared/checks/dispatch_spine.py`` does, on
+* The rows the dispatch-spine issue asks for, measured as its check measures them, on
   (2, 3) float32 unless named: a registry Python-kernel op (``bench::identity``, whose
   kernel returns its input, against the kernel called alone and a ``torch.library``
   custom op); the plugin op ``activations::swish`` with ``.sum().backward()`` (against its
@@ -42,7 +42,16 @@ class cus_tanh(PyLayer):
         return fastop.to_tensor(dy.numpy() * (1 - np.square(y.numpy())))
 
 
-def _torch_functions(torch):
+def _swish_kernels():
+    """The plugin's own numpy kernels of ``activations::swish``, forward and backward,
+    as the registry holds them (beta=1): timed alone and inside torch's twin."""
+    registry = fastop.ops.registry
+    forward = registry.get("activations::swish").kernel_for("float32")
+    backward = registry.get("activations::swish_grad").kernel_for("float32")
+    return (lambda x: forward(x, 1.0)), (lambda x, dy: backward(x, dy, 1.0))
+
+
+def _torch_functions(torch, swish_kernel, swish_grad_kernel):
     """The torch twins of the Python ops: autograd Functions doing the same numpy work."""
     class TorchTanh(torch.autograd.Function):
         @staticmethod
@@ -67,21 +76,6 @@ def _torch_functions(torch):
             x, = ctx.saved_tensors
             return torch.from_numpy(swish_grad_kernel(x.numpy(), dy.numpy()))
     return TorchTanh, TorchSwish
-
-
-def _sigmoid(z):
-    return 0.5 * (1.0 + np.tanh(0.5 * z))
-
-
-def swish_kernel(x, beta=1.0):
-    """The numpy work of the plugin's swish forward kernel."""
-    return (x * _sigmoid(beta * x)).astype(x.dtype, copy=False)
-
-
-def swish_grad_kernel(x, dy, beta=1.0):
-    """The numpy work of the plugin's swish backward kernel."""
-    s = _sigmoid(beta * x)
-    return (dy * (s + beta * x * s * (1.0 - s))).astype(x.dtype, copy=False)
 
 
 def identity_kernel(x):
@@ -161,8 +155,10 @@ def _register_spine(suite):
     torch = suite.torch
     plain, tracked = _Inputs(torch, SHAPE), _Inputs(torch, SHAPE, tracked=True)
     shape = "x".join(map(str, SHAPE))
+    has_swish = "activations::swish" in fastop.ops.registry
+    swish_kernel, swish_grad_kernel = _swish_kernels() if has_swish else (None, None)
     if torch:
-        TorchTanh, TorchSwish = _torch_functions(torch)
+        TorchTanh, TorchSwish = _torch_functions(torch, swish_kernel, swish_grad_kernel)
         torch_identity = _torch_identity_op(torch)
     identity = _identity_op()
     suite.add("eager", f"registry Python op identity {shape} f32",
@@ -170,15 +166,14 @@ def _register_spine(suite):
               torch=(lambda: torch_identity(plain.t)) if torch else None,
               target="≤ kernel alone (numpy column) + 0.6 µs, ≤ 1.0 µs")
 
-    swish = getattr(fastop.ops, "activations", None)
-    if swish is None:
+    if not has_swish:
         print("bench_eager: fastop-activations is not installed: no swish row",
               file=sys.stderr)
     else:
-        swish, ones = swish.swish, np.ones(SHAPE, np.float32)
+        swish, ones = fastop.ops.activations.swish, np.ones(SHAPE, np.float32)
         suite.add("eager", f"plugin swish + .sum().backward() {shape} f32",
                   fastop=tracked.fastop_step(lambda x: swish(x).sum().backward()),
-                  numpy=lambda: swish_grad_kernel(tracked.a, ones) + swish_kernel(tracked.a),
+                  numpy=lambda: (swish_kernel(tracked.a), swish_grad_kernel(tracked.a, ones)),
                   torch=tracked.torch_step(lambda x: TorchSwish.apply(x).sum().backward()),
                   target="overhead over the numpy kernels ≤ 1/4 of torch's")
 
@@ -222,13 +217,14 @@ def _register_cross_entropy(suite):
         def numpy_ce(a=logits.a, label=label, dloss=dloss, rows=rows):
             loss, grad = numpy_cross_entropy(a, label, dloss, rows)
             return loss.mean(), grad
+        def fastop_ce(x, label=flabel):
+            nn.functional.cross_entropy(x, label).backward()
+
+        def torch_ce(t, label=tlabel):
+            torch.nn.functional.cross_entropy(t, label).backward()
         suite.add("eager", f"cross_entropy(logits, label).backward() {n}x{c} f32",
-                  fastop=logits.fastop_step(
-                      lambda x, flabel=flabel: nn.functional.cross_entropy(x, flabel).backward()),
-                  numpy=numpy_ce,
-                  torch=logits.torch_step(
-                      lambda t, tlabel=tlabel: torch.nn.functional.cross_entropy(t, tlabel).backward()),
-                  target=target)
+                  fastop=logits.fastop_step(fastop_ce), numpy=numpy_ce,
+                  torch=logits.torch_step(torch_ce), target=target)
 
 
 def register(suite):

@@ -29,6 +29,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
+import numpy
 import pyperf
 
 import fastop
@@ -66,7 +67,7 @@ class Suite:
             numpy: Callable[[], Any] | None = None, torch: Callable[[], Any] | None = None,
             target: str = "") -> None:
         """A case: zero-argument callables doing the same computation once each."""
-        if not callable(fastop) or any(f is not None and not callable(f) for f in (numpy, torch)):
+        if not callable(fastop) or not all(f is None or callable(f) for f in (numpy, torch)):
             raise BenchError(f"case {group}/{name}: fastop= must be callable, numpy= and "
                              f"torch= callable or None")
         if any(c.key == f"{group}/{name}" for c in self.cases):
@@ -187,7 +188,7 @@ def _worker(out: str, threads: int, directory: str, quick: bool, no_torch: bool,
     suite = Suite(quick, threads, torch)
     errors = load_modules(Path(directory), suite)
     common = {f"{lib.__name__}_version": lib.__version__
-              for lib in (fastop, sys.modules["numpy"], torch) if lib is not None}
+              for lib in (fastop, numpy, torch) if lib is not None}
     common.update(command=command, threads=threads, cpu_simd=_simd(),
                   fastop_threads=fastop.get_num_threads())
     if torch is not None:
@@ -240,9 +241,13 @@ def _run_worker(threads: int, config: dict[str, Any]
     with tempfile.TemporaryDirectory(prefix="fastop-bench-") as tmp:
         out = Path(tmp) / "worker.jsonl"
         # what bench modules print goes to stderr: stdout carries only the table
+        try:
+            stdout = sys.stderr.fileno()
+        except (AttributeError, OSError, ValueError):   # a replaced stderr (notebooks)
+            stdout = None
         proc = subprocess.run([sys.executable, __file__, json.dumps(
             dict(config, out=str(out), threads=threads))], env=_worker_env(threads),
-            stdout=sys.stderr.fileno())
+            stdout=stdout)
         records = out.read_text().splitlines() if out.exists() else []
     benchmarks, errors, started = [], [], None
     for line in records:

@@ -30,7 +30,8 @@ def batches(n: int, batch_size: int, rng: np.random.Generator) -> list[np.ndarra
     return [order[i:i + batch_size] for i in range(0, n, batch_size)]
 
 
-def track(items: list, desc: str, quiet: bool = False) -> tuple[Iterable, Callable[[str], None]]:
+def track(items: list, desc: str,
+          quiet: bool = False) -> tuple[Iterable, Callable[[str], None]]:
     """The items of one epoch, and ``finish(text)`` that prints the epoch's line
     ``desc: text``. On a terminal the items come under a tqdm progress bar, which the
     line replaces when the epoch ends; with ``quiet`` nothing is shown.

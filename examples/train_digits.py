@@ -53,7 +53,8 @@ def train(model, data, epochs: int, quiet: bool) -> None:
         steps, finish = track(batches(len(x_train), 32, rng), f"epoch {epoch}/{epochs}", quiet)
         losses = []
         for rows in steps:
-            loss = loss_fn(model(fastop.to_tensor(x_train[rows])), fastop.to_tensor(y_train[rows]))
+            x, y = fastop.to_tensor(x_train[rows]), fastop.to_tensor(y_train[rows])
+            loss = loss_fn(model(x), y)
             loss.backward()
             opt.step()
             opt.clear_grad()

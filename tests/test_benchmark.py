@@ -179,7 +179,8 @@ def test_bench_runs_each_thread_count_in_its_own_process(tmp_path):
         def register(suite):
             record = {{n: os.environ.get(n) for n in {harness.THREAD_ENV!r}}}
             record["pid"] = os.getpid()
-            open({str(tmp_path)!r} + f"/env_{{suite.threads}}.json", "w").write(json.dumps(record))
+            path = {str(tmp_path)!r} + f"/env_{{suite.threads}}.json"
+            open(path, "w").write(json.dumps(record))
             print("chatty bench module")
             suite.add("fake", "sum", fastop=lambda: sum(range(10)),
                       numpy=lambda: sum(range(20)), target="≥ 1.0× numpy")
@@ -210,12 +211,14 @@ def test_bench_runs_each_thread_count_in_its_own_process(tmp_path):
     assert cells(table[0]) == ["group", "case", "threads", "fastop", "numpy", "torch",
                                "vs numpy", "vs torch", "target", "runs"] and len(table) == 4
     row = cells(table[2])
-    assert row[:3] == ["fake", "sum", "1"] and row[5] == "—" and row[8:] == ["≥ 1.0× numpy", "1"]
+    assert row[:3] == ["fake", "sum", "1"] and row[5] == "—"
+    assert row[8:] == ["≥ 1.0× numpy", "1"]
     assert len({len(line) for line in table}) == 1   # the columns line up
     assert proc.stderr.count("chatty bench module") == 2
     markdown = md.read_text().splitlines()
     assert markdown[0].startswith("`fastop bench --quick --no-torch --threads 1,2")
-    assert f"numpy {metas[0]['numpy_version']}" in markdown[2] and "torch not used" in markdown[2]
+    assert f"numpy {metas[0]['numpy_version']}" in markdown[2]
+    assert "torch not used" in markdown[2]
     assert markdown[4:] == table
 
 
@@ -301,7 +304,8 @@ def test_markdown_summary_names_every_run_and_its_load():
     lines = text.splitlines()
     assert lines[0] == "`fastop bench`: 2 run(s), 2026-11-25 10:00 to 2026-11-25 10:00"
     assert lines[2].endswith("load average 0.50 to 2.00")
-    assert cells(lines[-1]) == ["g", "case", "1", "1 ms", "2.5 ms", "—", "2.50×", "—", "≥ 1×", "2"]
+    assert cells(lines[-1]) == ["g", "case", "1", "1 ms", "2.5 ms", "—", "2.50×", "—",
+                                "≥ 1×", "2"]
 
 
 def test_bench_summarize_reads_json_reports_and_rejects_others(tmp_path):
@@ -309,7 +313,8 @@ def test_bench_summarize_reads_json_reports_and_rejects_others(tmp_path):
     report(1e-3, 3e-3).dump(str(good))
     proc = run_bench("--summarize", good)
     assert proc.returncode == 0
-    assert cells(proc.stdout.splitlines()[-1])[:7] == ["g", "case", "1", "1 ms", "3 ms", "—", "3.00×"]
+    assert cells(proc.stdout.splitlines()[-1])[:7] == ["g", "case", "1", "1 ms", "3 ms", "—",
+                                                       "3.00×"]
     bad = tmp_path / "other.json"
     bad.write_text(json.dumps({"hello": 1}))
     proc = run_bench("--summarize", good, bad)
