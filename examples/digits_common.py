@@ -6,10 +6,19 @@ images with every digit in the same proportion in both.
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from typing import Callable, Iterable
 
 import numpy as np
+
+
+def parse_args(doc: str, argv: list[str] | None) -> argparse.Namespace:
+    """The examples' options: ``--epochs N`` and ``--quiet``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--epochs", type=int, default=15, help="passes over the data (15)")
+    parser.add_argument("--quiet", action="store_true", help="only the final lines")
+    return parser.parse_args(argv)
 
 
 def load_digits_split(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

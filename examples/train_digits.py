@@ -11,7 +11,6 @@ loads it into a fresh model and checks that model on the held-out images.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -21,7 +20,7 @@ import numpy as np
 import fastop
 from fastop import nn
 
-from digits_common import batches, load_digits_split, track
+from digits_common import batches, load_digits_split, parse_args, track
 
 
 class MLP(nn.Layer):
@@ -64,10 +63,7 @@ def train(model, data, epochs: int, quiet: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--epochs", type=int, default=15, help="passes over the data (15)")
-    parser.add_argument("--quiet", action="store_true", help="only the final lines")
-    args = parser.parse_args(argv)
+    args = parse_args(__doc__, argv)
 
     fastop.seed(0)
     data = load_digits_split()

@@ -11,7 +11,6 @@ scope, and checked on the held-out images.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -21,7 +20,7 @@ import numpy as np
 import fastop
 from fastop import static
 
-from digits_common import batches, load_digits_split, track
+from digits_common import batches, load_digits_split, parse_args, track
 
 
 def swish(x):
@@ -67,10 +66,7 @@ def accuracy(exe, program, logits_name: str, x: np.ndarray, y: np.ndarray, scope
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--epochs", type=int, default=15, help="passes over the data (15)")
-    parser.add_argument("--quiet", action="store_true", help="only the final lines")
-    args = parser.parse_args(argv)
+    args = parse_args(__doc__, argv)
 
     fastop.seed(0)
     x_train, y_train, x_test, y_test = load_digits_split()
