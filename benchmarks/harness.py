@@ -177,7 +177,7 @@ def _simd() -> str:
 
 
 def _worker(out: str, threads: int, directory: str, quick: bool, no_torch: bool,
-            filter: str, command: str) -> None:
+            only: str, command: str) -> None:
     """Measure the cases at one thread count, writing JSON lines to ``out``: one pyperf
     suite per implementation measured, ``{"start": key}`` before a case (so a crash can
     be named), ``{"error": text}``."""
@@ -193,7 +193,7 @@ def _worker(out: str, threads: int, directory: str, quick: bool, no_torch: bool,
                   fastop_threads=fastop.get_num_threads())
     if torch is not None:
         common["torch_threads"] = torch.get_num_threads()
-    cases = [c for c in suite.cases if filter.lower() in c.key.lower()]
+    cases = [c for c in suite.cases if only.lower() in c.key.lower()]
     settle = wait_for_idle_threads if threads > 1 else None
     say = lambda line: print(line, file=sys.stderr, flush=True)   # noqa: E731
     if sys.stderr.isatty():   # a progress bar on a terminal, plain lines elsewhere
@@ -274,7 +274,7 @@ def run(args: Any) -> int:
     if not any(directory.glob("bench_*.py")):
         raise BenchError(f"no bench_*.py modules in {directory}")
     config = {"directory": str(directory), "quick": args.quick, "no_torch": args.no_torch,
-              "filter": args.filter or "", "command": " ".join(["fastop bench", *args.argv])}
+              "only": args.filter or "", "command": " ".join(["fastop bench", *args.argv])}
     benchmarks, errors = [], []
     for threads in args.threads:
         print(f"fastop bench: {threads} thread(s), {directory}", file=sys.stderr, flush=True)
