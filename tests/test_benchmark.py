@@ -278,6 +278,19 @@ def test_bench_from_an_installed_fastop_uses_the_harness_in_dir(tmp_path):
     assert cells(proc.stdout.splitlines()[2])[:2] == ["tiny", "noop"]
 
 
+def test_worker_env_sets_the_thread_variables_and_finds_this_fastop(monkeypatch):
+    import fastop
+    root = os.path.realpath(os.path.dirname(os.path.dirname(fastop.__file__)))
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    monkeypatch.setattr(harness.site, "getsitepackages", lambda: [])   # a source checkout
+    env = harness._worker_env(3)
+    assert all(env[name] == "3" for name in harness.THREAD_ENV)
+    assert env["PYTHONPATH"].split(os.pathsep) == [root, "/elsewhere"]
+    monkeypatch.setattr(harness.site, "getsitepackages", lambda: [root])   # installed
+    monkeypatch.delenv("PYTHONPATH")
+    assert "PYTHONPATH" not in harness._worker_env(1)   # site-packages never goes there
+
+
 # -- tables over several runs -----------------------------------------------------------------
 def report(fastop_time, numpy_time, load=1.0, case="case"):
     """A pyperf suite as the worker writes it: one benchmark per implementation."""
