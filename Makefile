@@ -11,18 +11,19 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 
-# Build and install fastop (non-editable: tests run against the installed package)
-# and every plugin package in plugins/.
+# Build and install fastop (non-editable: tests run against the installed package) with
+# its development extras (pyproject.toml: tests, benchmarks, examples), and every plugin
+# package in plugins/.
 $(VENV)/.installed: $(VENV)/bin/python setup.py pyproject.toml $(shell find src plugins -name '*.py' -o -name '*.pyx' -o -name '*.pxd' -o -name '*.h' -o -name '*.c' -o -name '*.toml' 2>/dev/null | grep -v '/build/')
-	$(PIP) install --quiet "setuptools>=68" wheel "Cython>=3.0" "numpy>=1.26" pytest hypothesis
-	$(PIP) install --quiet --no-build-isolation .
+	$(PIP) install --quiet "setuptools>=77" wheel "Cython>=3.0" "numpy>=1.26"
+	$(PIP) install --quiet --no-build-isolation ".[dev]"
 	for p in $(dir $(PLUGINS)); do $(PIP) install --quiet --no-build-isolation ./$$p || exit 1; done
 	touch $@
 
 install: $(VENV)/.installed
 
 demo: install
-	$(PY) examples/demo.py
+	$(PY) examples/train_digits.py
 
 test: install
 	cd tests && ../$(PY) -m pytest -q -p no:cacheprovider .
@@ -37,7 +38,8 @@ bench-quick: install
 
 # Developer loop: editable install, rebuild extensions in place.
 dev: $(VENV)/bin/python
-	$(PIP) install --quiet "setuptools>=68" wheel "Cython>=3.0" "numpy>=1.26" pluggy scipy-openblas32 pytest hypothesis
+	$(PIP) install --quiet "setuptools>=77" wheel "Cython>=3.0" "numpy>=1.26" pluggy scipy-openblas32 \
+		pytest hypothesis pyperf tqdm matplotlib scikit-learn
 	$(PY) setup.py -q build_ext --inplace
 
 clean:

@@ -21,11 +21,10 @@ def _unary_cases(suite, name, n, rng, target):
         px, py, t_fn = torch.from_numpy(x), torch.from_numpy(y), getattr(torch, name)
     suite.add("elementwise", f"{name} f32 {n:.0e} out=",
               fastop=lambda: kernel(tx, out=ty), numpy=lambda: np_fn(x, out=y),
-              torch=(lambda: t_fn(px, out=py)) if torch else None,
-              work=n, target=target)
+              torch=(lambda: t_fn(px, out=py)) if torch else None, target=target)
     suite.add("elementwise", f"{name} f32 {n:.0e} alloc",
               fastop=lambda: kernel(tx), numpy=lambda: np_fn(x),
-              torch=(lambda: t_fn(px)) if torch else None, work=n)
+              torch=(lambda: t_fn(px)) if torch else None)
 
 
 def _binary_case(suite, name, n, rng, target):
@@ -41,8 +40,7 @@ def _binary_case(suite, name, n, rng, target):
         t_fn = getattr(torch, {"multiply": "mul"}.get(name, name))
     suite.add("elementwise", f"{name} f32 {n:.0e} out=",
               fastop=lambda: kernel(ta, tb, out=tout), numpy=lambda: np_fn(a, b, out=out),
-              torch=(lambda: t_fn(pa, pb, out=pout)) if torch else None,
-              work=n, target=target)
+              torch=(lambda: t_fn(pa, pb, out=pout)) if torch else None, target=target)
 
 
 def _call_overhead_case(suite, rng):
@@ -56,7 +54,7 @@ def _call_overhead_case(suite, rng):
     suite.add("elementwise", "tanh f32 100 out= (call overhead)",
               fastop=lambda: E.tanh(tx, out=ty), numpy=lambda: np.tanh(x, out=y),
               torch=(lambda: torch.tanh(px, out=py)) if torch else None,
-              work=100, target="≥ 1.0× numpy")
+              target="≥ 1.0× numpy")
 
 
 def register(suite):

@@ -29,5 +29,4 @@ def register(suite) -> None:
     suite.add("import", "import (fresh process)", fastop=importer("fastop"),
               numpy=importer("numpy"),
               torch=importer("torch") if suite.torch is not None and not suite.quick
-              else None,
-              work=1, unit="process", target="≤ 150 ms, ≥ 0.57× numpy")
+              else None, target="≤ 150 ms, ≥ 0.57× numpy")

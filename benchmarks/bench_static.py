@@ -239,8 +239,7 @@ def register(suite):
         name = "tanh→mean→grad (2,3) f32" + (" py_func" if use_py_func else "")
         suite.add("static", name,
                   fastop=run, numpy=numpy_small(x),
-                  torch=torch_small(torch, x) if torch else None,
-                  work=1, unit="run", target=target)
+                  torch=torch_small(torch, x) if torch else None, target=target)
 
     if not _have("tanh", "multiply", "divide", "full_like"):
         return
@@ -260,7 +259,7 @@ def register(suite):
         return h
     suite.add("static", f"chain of {CHAIN} tanh (2,3) f32",
               fastop=chain_program("fastop::tanh"),
-              numpy=numpy_chain, torch=torch_chain if torch else None, work=CHAIN, unit="op",
+              numpy=numpy_chain, torch=torch_chain if torch else None,
               target="≤ 0.25 µs/op executor overhead (Paddle ~12 µs/op)")
 
     make, weights, biases = seed_static_step()
@@ -271,8 +270,8 @@ def register(suite):
     suite.add("static", name, fastop=make(x, labels),
               numpy=numpy_step(weights, biases, x, labels),
               torch=torch_step(torch, weights, biases, x, labels) if torch else None,
-              work=BATCH, unit="sample", target="≤ 1.25 ms/step (Paddle 6.2 ms)")
+              target="≤ 1.25 ms/step (Paddle 6.2 ms)")
     suite.add("static", name + " (eager)", fastop=eager_step(weights, biases, x, labels),
               numpy=numpy_step(weights, biases, x, labels),
               torch=torch_step(torch, weights, biases, x, labels) if torch else None,
-              work=BATCH, unit="sample", target="static step faster than this")
+              target="static step faster than this")

@@ -50,7 +50,9 @@ def fastop_model(act):
     return nn.Sequential(*layers)
 
 
-def fastop_step(act, x, labels):
+def fastop_step(act, x, labels, set_to_zero=False):
+    """One training step; ``set_to_zero=True`` is ``clear_grad()``'s default (Paddle's),
+    False leaves the gradients None for the next backward to write fresh."""
     model = fastop_model(act)
     opt = optimizer.SGD(LR, parameters=model.parameters())
     loss_fn = nn.CrossEntropyLoss()
@@ -60,7 +62,7 @@ def fastop_step(act, x, labels):
         loss = loss_fn(model(tx), tl)
         loss.backward()
         opt.step()
-        opt.clear_grad(set_to_zero=False)
+        opt.clear_grad(set_to_zero=set_to_zero)
         return loss
     return step
 
@@ -164,29 +166,39 @@ def register_optimizer_cases(suite, weights, biases):
     suite.add("optimizer", f"SGD step {n} params f32", fastop=sgd.step,
               numpy=lambda: [p.__isub__(LR * g) for p, g in zip(np_params, grads)],
               torch=torch.optim.SGD(tparams, lr=LR).step if torch else None,
-              work=n, unit="param", target="≥ 1.0× numpy")
+              target="≥ 1.0× numpy")
     adam = optimizer.Adam(LR, parameters=params)
     suite.add("optimizer", f"Adam step {n} params f32", fastop=adam.step,
               numpy=numpy_adam(np_params, grads),
               torch=torch.optim.Adam(tparams, lr=LR).step if torch else None,
-              work=n, unit="param", target="≥ 1.0× numpy")
+              target="≥ 1.0× numpy")
 
 
-def register(suite):
+def mlp_data():
+    """A batch, its labels, and the weights and biases of fastop_model (seed 0) as numpy
+    arrays: the numpy and torch steps start from the same parameters as fastop's."""
     rng = np.random.default_rng(0)
     x = rng.standard_normal((BATCH, SIZES[0])).astype(np.float32)
     labels = rng.integers(0, SIZES[-1], BATCH).astype(np.int64)
-    reference = fastop_model(nn.Tanh)
-    linears = [layer for layer in reference if isinstance(layer, nn.Linear)]
-    weights = [layer.weight.numpy().copy() for layer in linears]
-    biases = [layer.bias.numpy().copy() for layer in linears]
+    linears = [layer for layer in fastop_model(nn.Tanh) if isinstance(layer, nn.Linear)]
+    return (x, labels, [layer.weight.numpy().copy() for layer in linears],
+            [layer.bias.numpy().copy() for layer in linears])
+
+
+def add_mlp_case(suite, group, name, act, target, set_to_zero=False):
+    """The training step of the MLP in fastop (activation layer ``act``), numpy, torch."""
+    x, labels, weights, biases = mlp_data()
     torch = suite.torch
+    suite.add(group, name, fastop=fastop_step(act, x, labels, set_to_zero),
+              numpy=numpy_step(weights, biases, x, labels),
+              torch=torch_step(torch, weights, biases, x, labels) if torch else None,
+              target=target)
+    return weights, biases
+
+
+def register(suite):
     name = "MLP 784-256-256-10 tanh b64 SGD f32"
-    for label, act, target in (("", nn.Tanh, "≥ 1.2× torch"),
-                               (" (tanh: numpy PyLayer)", PyLayerTanh, "≥ 1.1× torch")):
-        suite.add("training", name + label,
-                  fastop=fastop_step(act, x, labels),
-                  numpy=numpy_step(weights, biases, x, labels),
-                  torch=torch_step(torch, weights, biases, x, labels) if torch else None,
-                  work=BATCH, unit="sample", target=target)
+    weights, biases = add_mlp_case(suite, "training", name, nn.Tanh, "≥ 1.2× torch")
+    add_mlp_case(suite, "training", name + " (tanh: numpy PyLayer)", PyLayerTanh,
+                 "≥ 1.1× torch")
     register_optimizer_cases(suite, weights, biases)

@@ -1,20 +1,37 @@
-"""The benchmark harness: suite API, measurement bookkeeping, worker processes, JSON.
+"""benchmarks/harness.py, the harness behind ``python -m fastop bench``: the suite API,
+interleaved sampling, waiting for idle threads, one worker per thread count, the pyperf
+files and the tables made from them.
 
 Timing itself is never asserted: measurements use a fake clock, and end-to-end runs
-only check the structure of what comes out.
+check only the structure of what comes out.
 """
+import importlib.util
 import json
 import os
-import platform
 import subprocess
 import sys
 import textwrap
+import threading
+import time
+from itertools import groupby
 from pathlib import Path
 
 import pytest
 
-from fastop import benchmark
-from fastop.benchmark import BenchError, Case, Result, Settings, Suite
+pyperf = pytest.importorskip("pyperf")
+
+REPO = Path(__file__).resolve().parents[1]
+BENCHMARKS = REPO / "benchmarks"
+if not (BENCHMARKS / "harness.py").is_file():
+    pytest.skip("no benchmarks/harness.py next to tests/", allow_module_level=True)
+spec = importlib.util.spec_from_file_location("fastop_bench_harness", BENCHMARKS / "harness.py")
+harness = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(harness)
+
+
+def cells(line: str) -> list[str]:
+    """The cells of a row of a Markdown table."""
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
 
 
 def write_bench(directory: Path, name: str, body: str) -> Path:
@@ -24,227 +41,135 @@ def write_bench(directory: Path, name: str, body: str) -> Path:
     return path
 
 
-# -- the suite API ------------------------------------------------------------------
-def test_add_records_case_with_given_impls_only():
-    suite = Suite(quick=True, threads=2)
-    case = suite.add("ew", "tanh", fastop=lambda: 1, numpy=lambda: 2, work=10,
-                     unit="elem", target="≥ 1× numpy")
-    assert suite.cases == [case]
-    assert set(case.impls) == {"fastop", "numpy"}
-    assert (case.key, case.work, case.unit, case.target) == ("ew/tanh", 10.0, "elem",
-                                                            "≥ 1× numpy")
-    assert suite.quick is True and suite.threads == 2 and suite.torch is None
+# -- the suite API ------------------------------------------------------------------------
+def test_add_records_the_given_implementations_only():
+    suite = harness.Suite(quick=True, threads=2)
+    suite.add("ew", "tanh", fastop=print, numpy=len, target="≥ 1× numpy")
+    case, = suite.cases
+    assert case.impls == {"fastop": print, "numpy": len}
+    assert (case.key, case.target) == ("ew/tanh", "≥ 1× numpy")
+    assert (suite.quick, suite.threads, suite.torch) == (True, 2, None)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"fastop": None}, "fastop= is required"),
-    ({"fastop": 3}, "fastop= must be callable"),
-    ({"fastop": print, "numpy": "np.tanh"}, "numpy= must be callable"),
-    ({"fastop": print, "work": -1}, "work= must be a number >= 0"),
-    ({"fastop": print, "setup": 1}, "setup= must be callable"),
-], ids=["no-fastop", "fastop-not-callable", "numpy-not-callable", "negative-work",
-        "setup-not-callable"])
-def test_add_raises_on_bad_case(kwargs, message):
-    suite = Suite()
-    suite.module = "bench_x"
-    with pytest.raises(BenchError, match=message) as info:
-        suite.add("g", "n", **kwargs)
-    assert "bench_x: case g/n" in str(info.value)
+@pytest.mark.parametrize("kwargs", [{"fastop": None}, {"fastop": 3},
+                                    {"fastop": print, "numpy": "np.tanh"}],
+                         ids=["no-fastop", "fastop-not-callable", "numpy-not-callable"])
+def test_add_refuses_a_bad_case_naming_it(kwargs):
+    with pytest.raises(harness.BenchError, match="case g/n: fastop= must be callable, "
+                                                 "numpy= and torch= callable or None"):
+        harness.Suite().add("g", "n", **kwargs)
 
 
-def test_add_raises_on_duplicate_case():
-    suite = Suite()
+def test_add_refuses_a_case_defined_twice():
+    suite = harness.Suite()
     suite.add("g", "n", fastop=print)
-    with pytest.raises(BenchError, match="defined twice"):
-        suite.add("g", "n", fastop=print)
+    with pytest.raises(harness.BenchError, match="case g/n: defined twice"):
+        suite.add("g", "n", fastop=len)
 
 
-def test_add_flags_loop_lambdas_that_all_read_the_last_iteration():
-    suite = Suite()
-    suite.module = "bench_loop"
-    for n in (10, 20):
-        data = list(range(n))
-        suite.add("late", f"sum {n}", fastop=lambda: sum(data), numpy=lambda: len(data))
-        suite.add("bound", f"sum {n}", fastop=lambda data=data: sum(data))
-    assert len(suite.cases) == 4
-    assert suite.problems == [
-        "bench_loop: case late/sum 20 calls the same functions on the same variables as "
-        "case late/sum 10, so both measure the same thing (a lambda made in a loop reads "
-        "the loop's variables when called: bind them as default arguments, "
-        "lambda x=x: ...)"]
-
-
-def test_add_accepts_the_same_code_on_different_data():
-    def add_case(suite, n):
-        data = list(range(n))
-        suite.add("helper", f"sum {n}", fastop=lambda: sum(data))
-    suite = Suite()
-    add_case(suite, 10)
-    add_case(suite, 20)
-    suite.add("shared", "a", fastop=print, numpy=len)
-    suite.add("shared", "b", fastop=print, numpy=repr)
-    suite.add("setup", "small", fastop=print, setup=lambda: None)
-    suite.add("setup", "large", fastop=print, setup=lambda: None)
-    assert suite.problems == []
-
-
-def test_load_modules_reports_suspicious_cases(tmp_path):
-    write_bench(tmp_path, "loop", """
-        def register(suite):
-            for n in (1, 2):
-                suite.add("g", f"n{n}", fastop=lambda: n)
-    """)
-    suite = Suite()
-    errors = benchmark.load_modules(tmp_path, suite)
-    assert len(errors) == 1 and "case g/n2 calls the same functions" in errors[0]
-    assert suite.problems == [] and len(suite.cases) == 2
-
-
-# -- ratios and measurement -----------------------------------------------------------
-def test_speedup_is_other_time_over_fastop_time():
-    assert benchmark.speedup(3.0, 1.5) == 2.0
-    assert benchmark.speedup(None, 1.0) is None
-    assert benchmark.speedup(1.0, None) is None
-
-
+# -- measuring ----------------------------------------------------------------------------
 class FakeClock:
-    """A clock that only moves when an implementation runs (by its fixed cost)."""
+    """A clock that moves only when an implementation runs, by that implementation's
+    fixed cost; it records which implementation ran, call by call."""
 
     def __init__(self):
-        self.now = 0.0
+        self.now, self.calls = 0.0, []
 
     def __call__(self):
         return self.now
 
-    def impl(self, cost):
+    def impl(self, name, cost):
         def run():
             self.now += cost
+            self.calls.append(name)
         return run
 
 
-def test_measure_case_medians_ratios_and_interleaving():
+def test_measure_takes_medians_in_rotating_interleaved_rounds():
     clock = FakeClock()
-    calls = []
-    case = Case("g", "n", {"fastop": clock.impl(1e-4), "numpy": clock.impl(3e-4),
-                           "torch": clock.impl(2e-4)},
-                work=1000, setup=lambda: calls.append("setup"))
-    log = []
-    result = benchmark.measure_case(case, Settings(0.01, 5, 10.0, 3), threads=2,
-                                    clock=clock, log=log)
-    assert calls == ["setup"]
-    assert result.times == pytest.approx({"fastop": 1e-4, "numpy": 3e-4, "torch": 2e-4})
-    assert result.speedup_vs_numpy == pytest.approx(3.0)
-    assert result.speedup_vs_torch == pytest.approx(2.0)
-    assert result.samples == 5 and result.threads == 2
-    # every round samples each implementation once, in a rotating order
-    rounds = [log[i:i + 3] for i in range(0, len(log), 3)]
-    assert len(rounds) == 5 and all(sorted(r) == ["fastop", "numpy", "torch"]
-                                    for r in rounds)
-    assert rounds[0] != rounds[1]
-    assert result.to_json()["fastop_rate"] == pytest.approx(1000 / 1e-4)
+    case = harness.Case("g", "n", {name: clock.impl(name, cost) for name, cost in
+                                   (("fastop", 1e-4), ("numpy", 3e-4), ("torch", 2e-4))})
+    settles = []
+    measured = harness.measure(case, settle=lambda: settles.append(len(clock.calls)),
+                               clock=clock)
+    rounds = len(measured["fastop"][1])
+    assert rounds == 9 and all(len(v) == rounds for _, v in measured.values())
+    for name, cost in (("fastop", 1e-4), ("numpy", 3e-4), ("torch", 2e-4)):
+        loops, values = measured[name]
+        assert loops == round(0.025 / cost) and values == pytest.approx([cost] * rounds)
+    # the samples are the last 3 * rounds blocks of calls: every round samples each
+    # implementation once, and the order rotates from one round to the next
+    blocks = [name for name, _ in groupby(clock.calls)][-3 * rounds:]
+    orders = [blocks[i:i + 3] for i in range(0, len(blocks), 3)]
+    assert all(sorted(o) == ["fastop", "numpy", "torch"] for o in orders)
+    assert orders[0] != orders[1] != orders[2] and orders[0] == orders[3]
+    assert len(settles) == 3 * rounds   # before every sample, whichever implementation
 
 
-def test_measure_case_takes_fewer_samples_of_slow_cases_down_to_the_minimum():
+def test_measure_takes_fewer_rounds_of_slow_cases_down_to_the_minimum():
     clock = FakeClock()
-    case = Case("g", "slow", {"fastop": clock.impl(0.5)})
-    result = benchmark.measure_case(case, Settings(0.01, 9, 2.0, 3), clock=clock)
-    assert result.samples == 4 and result.times["fastop"] == pytest.approx(0.5)
-    result = benchmark.measure_case(case, Settings(0.01, 9, 0.1, 3), clock=clock)
-    assert result.samples == 3
-
-
-def test_measure_case_settles_before_every_sample_of_every_implementation():
-    clock = FakeClock()
-    log = []
-    case = Case("g", "n", {"fastop": clock.impl(1e-4), "numpy": clock.impl(3e-4)})
-    result = benchmark.measure_case(case, Settings(0.01, 5, 10.0, 3), clock=clock,
-                                    log=log, settle=lambda: log.append("settle"))
-    assert log[0::2] == ["settle"] * (2 * result.samples)
-    assert sorted(log[1::2]) == ["fastop"] * result.samples + ["numpy"] * result.samples
-    # settling is untimed
-    assert result.times == pytest.approx({"fastop": 1e-4, "numpy": 3e-4})
+    slow = harness.Case("g", "slow", {"fastop": clock.impl("fastop", 1.0)})
+    assert len(harness.measure(slow, clock=clock)["fastop"][1]) == 6   # 6 s budget
+    slower = harness.Case("g", "slower", {"fastop": clock.impl("fastop", 3.0)})
+    assert len(harness.measure(slower, clock=clock)["fastop"][1]) == 5
+    assert len(harness.measure(slower, quick=True, clock=clock)["fastop"][1]) == 3
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs /proc")
 def test_wait_for_idle_threads_waits_for_a_busy_thread_and_not_for_a_sleeping_one():
-    import threading
-    import time
-
     def spin(seconds):
         end = time.perf_counter() + seconds
         while time.perf_counter() < end:
             pass
-
     busy = threading.Thread(target=spin, args=(0.15,))
     busy.start()
     try:
-        waited = benchmark.wait_for_idle_threads(limit=5.0)
+        assert 0.05 < harness.wait_for_idle_threads(limit=5.0) < 5.0
     finally:
         busy.join()
-    assert 0.05 < waited < 5.0
     sleeper = threading.Thread(target=time.sleep, args=(1.0,))
     sleeper.start()
     try:
-        assert benchmark.wait_for_idle_threads(limit=5.0) < 0.5
+        assert harness.wait_for_idle_threads(limit=5.0) < 0.5
     finally:
         sleeper.join()
 
 
-def test_table_has_one_row_per_case_and_thread_count():
-    rows = [Result("ew", "tanh", t, "elem", 1.0, "≥ 1.0× numpy",
-                   times={"fastop": 1e-3, "numpy": 2e-3}) for t in (1, 2)]
-    rows.append(Result("ew", "broken", 1, "elem", 1.0, "", error="boom"))
-    lines = benchmark.format_table(rows).splitlines()
-    assert lines[0].split()[:3] == ["group", "case", "threads"]
-    assert len(lines) == 2 + 3
-    assert "1 ms" in lines[2] and "2 ms" in lines[2] and "2.00×" in lines[2]
-    assert "≥ 1.0× numpy" in lines[2] and "—" in lines[2]   # no torch time
-    assert "error" in lines[4]
-
-
-# -- loading bench modules and finding the directory ----------------------------------
+# -- loading bench modules --------------------------------------------------------------------
 def test_load_modules_reports_broken_modules_and_keeps_the_others(tmp_path):
     write_bench(tmp_path, "a_ok", """
         def register(suite):
-            suite.add("ok", "q" if suite.quick else "full", fastop=lambda: None)
+            suite.add("ok", "quick" if suite.quick else "full", fastop=lambda: None)
     """)
     write_bench(tmp_path, "b_raises", """
         def register(suite):
             raise RuntimeError("half-written")
     """)
     write_bench(tmp_path, "c_noregister", "X = 1\n")
-    suite = Suite(quick=True)
-    errors = benchmark.load_modules(tmp_path, suite)
-    assert [c.key for c in suite.cases] == ["ok/q"]
-    assert suite.cases[0].module == "bench_a_ok"
+    suite = harness.Suite(quick=True)
+    errors = harness.load_modules(tmp_path, suite)
+    assert [c.key for c in suite.cases] == ["ok/quick"]
     assert len(errors) == 2
-    assert "bench_b_raises.py: RuntimeError: half-written" in errors[0]
-    assert "bench_c_noregister.py has no register(suite)" in errors[1]
+    assert errors[0].startswith("bench_b_raises.py: RuntimeError: half-written (at ")
+    assert errors[1] == "bench_c_noregister.py: no register(suite) function"
 
 
-def test_find_bench_dir_prefers_cwd_benchmarks(tmp_path, monkeypatch):
-    write_bench(tmp_path / "benchmarks", "x", "def register(suite): pass\n")
-    monkeypatch.chdir(tmp_path)
-    assert benchmark.find_bench_dir() == tmp_path / "benchmarks"
+def test_repository_bench_modules_register_and_run_once():
+    """Every benchmarks/bench_*.py registers in quick mode and each callable runs once
+    (untimed): a bench module broken by an API change fails here, not in a run."""
+    suite = harness.Suite(quick=True, threads=1, torch=None)
+    assert harness.load_modules(BENCHMARKS, suite) == []
+    assert suite.cases
+    for case in suite.cases:
+        for fn in case.impls.values():
+            fn()
 
 
-def test_find_bench_dir_errors_clearly(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(benchmark, "__file__", str(tmp_path / "site" / "fastop" / "b.py"))
-    with pytest.raises(BenchError, match="no benchmarks found.*--dir DIR"):
-        benchmark.find_bench_dir()
-    with pytest.raises(BenchError, match="does not exist"):
-        benchmark.find_bench_dir(tmp_path / "missing")
-    (tmp_path / "empty").mkdir()
-    with pytest.raises(BenchError, match="no bench_.*py modules"):
-        benchmark.bench_files(tmp_path / "empty")
-
-
-# -- end to end: worker processes, thread environment, JSON ---------------------------
-def run_bench(*args):
-    return subprocess.run([sys.executable, "-m", "fastop", "bench", "--quick",
-                           "--no-torch", *map(str, args)],
-                          capture_output=True, text=True, timeout=300)
+# -- end to end: worker processes, thread environment, files ----------------------------------
+def run_bench(*args, cwd=REPO):
+    return subprocess.run([sys.executable, "-m", "fastop", "bench", "--quick", "--no-torch",
+                           *map(str, args)], capture_output=True, text=True, timeout=300,
+                          cwd=cwd)
 
 
 def test_bench_runs_each_thread_count_in_its_own_process(tmp_path):
@@ -252,48 +177,49 @@ def test_bench_runs_each_thread_count_in_its_own_process(tmp_path):
     write_bench(bench, "env", f"""
         import json, os
         def register(suite):
-            names = {benchmark.THREAD_ENV!r}
-            record = {{n: os.environ.get(n) for n in names}}
+            record = {{n: os.environ.get(n) for n in {harness.THREAD_ENV!r}}}
             record["pid"] = os.getpid()
             path = {str(tmp_path)!r} + f"/env_{{suite.threads}}.json"
             open(path, "w").write(json.dumps(record))
             print("chatty bench module")
             suite.add("fake", "sum", fastop=lambda: sum(range(10)),
-                      numpy=lambda: sum(range(20)), work=10, target="≥ 1.0× numpy")
+                      numpy=lambda: sum(range(20)), target="≥ 1.0× numpy")
     """)
     out, md = tmp_path / "results.json", tmp_path / "results.md"
     proc = run_bench("--threads", "1,2", "--dir", bench, "--json", out, "--markdown", md)
     assert proc.returncode == 0, proc.stderr
     envs = {t: json.loads((tmp_path / f"env_{t}.json").read_text()) for t in (1, 2)}
     for t, env in envs.items():
-        assert {env[n] for n in benchmark.THREAD_ENV} == {str(t)}
+        assert {env[n] for n in harness.THREAD_ENV} == {str(t)}
     assert envs[1]["pid"] != envs[2]["pid"]
 
-    report = json.loads(out.read_text())
-    assert report["schema"] == benchmark.SCHEMA and report["threads"] == [1, 2]
-    assert {"cpu", "simd", "cores", "platform", "python"} <= set(report["machine"])
-    if sys.platform.startswith("linux") and platform.machine() == "x86_64":
-        assert "sse4_2" in report["machine"]["simd"]
-    assert report["versions"]["numpy"] and report["date"]
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
-        else os.cpu_count()
-    assert [(r["threads"], r["fastop_threads"], r["torch_threads"])    # fastop caps at cores
-            for r in report["runs"]] == [(1, 1, None), (2, min(2, cores), None)]
-    assert report["errors"] == []
-    rows = report["results"]
-    assert [(r["name"], r["threads"]) for r in rows] == [("sum", 1), ("sum", 2)]
-    for r in rows:
-        assert r["speedup_vs_numpy"] == pytest.approx(r["times"]["numpy"]
-                                                      / r["times"]["fastop"])
-        assert r["speedup_vs_torch"] is None and r["target"] == "≥ 1.0× numpy"
-    table = proc.stdout.splitlines()   # only the table: module output goes to stderr
-    assert table[0].split()[:3] == ["group", "case", "threads"] and len(table) == 4
+    suite = pyperf.BenchmarkSuite.load(str(out))   # the --json file is pyperf's format
+    metas = [b.get_metadata() for b in suite]
+    assert [(m["impl"], m["threads"]) for m in metas] == [
+        ("fastop", 1), ("numpy", 1), ("fastop", 2), ("numpy", 2)]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert [m["fastop_threads"] for m in metas] == [1, 1, min(2, cores), min(2, cores)]
+    for m in metas:   # the machine record: pyperf's and the harness's own
+        assert {"cpu_count", "python_version", "load_avg_1min", "date", "cpu_simd",
+                "numpy_version", "fastop_version", "loops"} <= set(m)
+        assert "torch_version" not in m and m["target"] == "≥ 1.0× numpy"
+        assert m["command"] == f"fastop bench --quick --no-torch --threads 1,2 --dir {bench} " \
+                               f"--json {out} --markdown {md}"
+    assert all(len(b.get_values()) == 5 for b in suite)   # quick: 5 rounds of a fast case
+
+    table = proc.stdout.splitlines()   # only the table: bench modules print to stderr
+    assert cells(table[0]) == ["group", "case", "threads", "fastop", "numpy", "torch",
+                               "vs numpy", "vs torch", "target", "runs"] and len(table) == 4
+    row = cells(table[2])
+    assert row[:3] == ["fake", "sum", "1"] and row[5] == "—"
+    assert row[8:] == ["≥ 1.0× numpy", "1"]
+    assert len({len(line) for line in table}) == 1   # the columns line up
     assert proc.stderr.count("chatty bench module") == 2
     markdown = md.read_text().splitlines()
-    assert markdown[0].startswith("`python -m fastop bench --quick --no-torch --threads 1,2")
-    assert report["machine"]["cpu"] in markdown[2]
-    assert markdown[4].startswith("| group | case | threads |")
-    assert [line.split(" | ")[1:3] for line in markdown[6:]] == [["sum", "1"], ["sum", "2"]]
+    assert markdown[0].startswith("`fastop bench --quick --no-torch --threads 1,2")
+    assert f"numpy {metas[0]['numpy_version']}" in markdown[2]
+    assert "torch not used" in markdown[2]
+    assert markdown[4:] == table
 
 
 def test_bench_filter_and_errors_are_reported(tmp_path):
@@ -308,11 +234,11 @@ def test_bench_filter_and_errors_are_reported(tmp_path):
     out = tmp_path / "r.json"
     proc = run_bench("--threads", "1", "--dir", tmp_path, "--filter", "G/", "--json", out)
     assert proc.returncode == 1
-    report = json.loads(out.read_text())
-    assert [(r["name"], bool(r["error"])) for r in report["results"]] == [
-        ("good", False), ("bad", True)]
-    assert report["errors"][0]["where"] == "g/bad"
-    assert "ValueError: bad kernel" in report["errors"][0]["error"]
+    assert [b.get_metadata()["case"] for b in pyperf.BenchmarkSuite.load(str(out))] == ["good"]
+    assert "error [1 thread(s)] g/bad: ValueError: bad kernel" in proc.stderr
+    assert "skipped" not in proc.stdout + proc.stderr
+    proc = run_bench("--threads", "1", "--dir", tmp_path, "--filter", "no such case")
+    assert proc.returncode == 1 and "no case ran (--filter 'no such case')" in proc.stderr
 
 
 def test_bench_names_the_case_that_crashed_the_worker(tmp_path):
@@ -328,75 +254,82 @@ def test_bench_names_the_case_that_crashed_the_worker(tmp_path):
     assert "fine" in proc.stdout
 
 
-def test_bench_missing_dir_is_a_usage_error(tmp_path):
-    proc = run_bench("--dir", tmp_path / "nope")
-    assert proc.returncode == 2
-    assert "does not exist" in proc.stderr
+def test_bench_plot_writes_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "ratios.png"
+    proc = run_bench("--threads", "1", "--filter", "matmul float32 256", "--plot", png)
+    assert proc.returncode == 0, proc.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_worker_env_sets_every_thread_variable(monkeypatch):
+def test_bench_from_an_installed_fastop_uses_the_harness_in_dir(tmp_path):
+    """Away from a checkout, ``--dir`` names a directory holding harness.py and the
+    bench modules (a copy of a checkout's benchmarks/)."""
+    bench = tmp_path / "mybench"
+    write_bench(bench, "tiny", """
+        def register(suite):
+            suite.add("tiny", "noop", fastop=lambda: None, numpy=lambda: None)
+    """)
+    (bench / "harness.py").write_text((BENCHMARKS / "harness.py").read_text())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    proc = run_bench("--threads", "1", "--dir", bench, cwd=elsewhere)
+    assert proc.returncode == 0, proc.stderr
+    assert cells(proc.stdout.splitlines()[2])[:2] == ["tiny", "noop"]
+
+
+def test_worker_env_sets_the_thread_variables_and_finds_this_fastop(monkeypatch):
+    import fastop
+    root = os.path.realpath(os.path.dirname(os.path.dirname(fastop.__file__)))
     monkeypatch.setenv("PYTHONPATH", "/elsewhere")
-    env = benchmark._worker_env(3)
-    assert all(env[name] == "3" for name in benchmark.THREAD_ENV)
-    root = os.path.realpath(Path(benchmark.__file__).resolve().parents[1])
-    if root in benchmark._installed_dirs():      # installed: found without PYTHONPATH
-        assert env["PYTHONPATH"] == "/elsewhere"
-    else:                                        # source checkout: goes first
-        assert env["PYTHONPATH"].split(os.pathsep) == [root, "/elsewhere"]
+    monkeypatch.setattr(harness.site, "getsitepackages", lambda: [])   # a source checkout
+    env = harness._worker_env(3)
+    assert all(env[name] == "3" for name in harness.THREAD_ENV)
+    assert env["PYTHONPATH"].split(os.pathsep) == [root, "/elsewhere"]
+    monkeypatch.setattr(harness.site, "getsitepackages", lambda: [root])   # installed
+    monkeypatch.delenv("PYTHONPATH")
+    assert "PYTHONPATH" not in harness._worker_env(1)   # site-packages never goes there
 
 
-def test_worker_env_never_puts_site_packages_on_pythonpath(monkeypatch):
-    root = os.path.realpath(Path(benchmark.__file__).resolve().parents[1])
-    monkeypatch.setattr(benchmark, "_installed_dirs", lambda: {root})
-    monkeypatch.delenv("PYTHONPATH", raising=False)
-    assert "PYTHONPATH" not in benchmark._worker_env(1)
+# -- tables over several runs -----------------------------------------------------------------
+def report(fastop_time, numpy_time, load=1.0, case="case"):
+    """A pyperf suite as the worker writes it: one benchmark per implementation."""
+    def bench(impl, value):
+        return pyperf.Benchmark([pyperf.Run([value] * 3, collect_metadata=False, metadata={
+            "name": f"g/{case} [{impl}, 1 thread(s)]", "group": "g", "case": case,
+            "impl": impl, "threads": 1, "target": "≥ 1×", "load_avg_1min": load,
+            "command": "fastop bench", "date": "2026-11-25 10:00:00"})])
+    return pyperf.BenchmarkSuite([bench("fastop", fastop_time), bench("numpy", numpy_time)])
 
 
-# -- the repository's own bench modules -------------------------------------------------
-REPO_BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+def test_table_takes_medians_of_times_and_of_the_per_run_ratios():
+    rows = harness.table([report(1e-3, 4e-3), report(2e-3, 2e-3), report(4e-3, 12e-3)])
+    assert len(rows) == 1
+    row = rows[0]
+    # times: medians 2 ms and 4 ms; ratios per run 4, 1, 3 -> median 3 (not 4 / 2 = 2)
+    assert (row["fastop"], row["numpy"], row["torch"]) == (2e-3, 4e-3, None)
+    assert row["vs numpy"] == pytest.approx(3.0) and row["vs torch"] is None
+    assert (row["runs"], row["target"]) == (3, "≥ 1×")
 
 
-@pytest.mark.skipif(not REPO_BENCHMARKS.is_dir(), reason="no benchmarks/ next to tests/")
-def test_repository_bench_modules_register_and_run_once():
-    """Every benchmarks/bench_*.py registers in quick mode and each of its callables runs
-    (once, untimed): a bench module broken by an API change fails here, not in a run."""
-    suite = Suite(quick=True, threads=1, torch=None)
-    assert benchmark.load_modules(REPO_BENCHMARKS, suite) == []
-    assert suite.cases
-    for case in suite.cases:
-        if case.setup is not None:
-            case.setup()
-        for fn in case.impls.values():
-            fn()
-
-
-# -- summarizing several runs -------------------------------------------------------
-def _report(load, fastop_time, numpy_time):
-    result = Result("g", "case", 1, "elem", 10.0, "≥ 1×",
-                    times={"fastop": fastop_time, "numpy": numpy_time}, samples=5)
-    return {"schema": benchmark.SCHEMA, "load_average": [load, load],
-            "results": [result.to_json()]}
-
-
-def test_summarize_takes_medians_of_times_and_of_per_run_ratios():
-    reports = [_report(1.0, 1e-3, 4e-3), _report(2.0, 2e-3, 2e-3), _report(3.0, 4e-3, 12e-3)]
-    table = benchmark.summarize(reports)
-    row = [line for line in table.splitlines() if line.startswith("| g |")]
-    assert len(row) == 1
-    cells = [c.strip() for c in row[0].strip("|").split("|")]
-    # times: medians 2 ms and 4 ms; ratios per run 4, 1, 3 -> median 3 (not 4/2 = 2)
-    assert cells[3:6] == ["2 ms", "4 ms", "—"]
-    assert cells[6] == "3.00×" and cells[-1] == "3"
-    assert "1.0, 2.0, 3.0" in table
+def test_markdown_summary_names_every_run_and_its_load():
+    text = harness.format_report([report(1e-3, 2e-3, load=0.5), report(1e-3, 3e-3, load=2.0)])
+    lines = text.splitlines()
+    assert lines[0] == "`fastop bench`: 2 run(s), 2026-11-25 10:00 to 2026-11-25 10:00"
+    assert lines[2].endswith("load average 0.50 to 2.00")
+    assert cells(lines[-1]) == ["g", "case", "1", "1 ms", "2.5 ms", "—", "2.50×", "—",
+                                "≥ 1×", "2"]
 
 
 def test_bench_summarize_reads_json_reports_and_rejects_others(tmp_path):
     good = tmp_path / "run1.json"
-    good.write_text(json.dumps(_report(0.5, 1e-3, 3e-3)))
+    report(1e-3, 3e-3).dump(str(good))
     proc = run_bench("--summarize", good)
-    assert proc.returncode == 0 and "| g | case | 1 |" in proc.stdout
+    assert proc.returncode == 0
+    assert cells(proc.stdout.splitlines()[-1])[:7] == ["g", "case", "1", "1 ms", "3 ms", "—",
+                                                       "3.00×"]
     bad = tmp_path / "other.json"
     bad.write_text(json.dumps({"hello": 1}))
     proc = run_bench("--summarize", good, bad)
     assert proc.returncode == 2
-    assert "other.json is not a fastop bench --json report" in proc.stderr
+    assert "cannot read" in proc.stderr and "other.json" in proc.stderr

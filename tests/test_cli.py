@@ -91,6 +91,39 @@ def test_ops_marks_cython_kernels(capsys):
 def test_bench_usage_error_returns_2(capsys, tmp_path):
     code, _, err = run_cli(capsys, "bench", "--dir", str(tmp_path / "missing"))
     assert code == 2 and "does not exist" in err
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["bench", "--threads", "1,x"])
+    assert exit_info.value.code == 2
+    assert "expected thread counts like '1,2', got '1,x'" in capsys.readouterr().err
+
+
+def test_bench_names_the_package_it_misses(capsys, monkeypatch):
+    import importlib.util
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *args: None if name == "matplotlib" else find_spec(name, *args))
+    code, _, err = run_cli(capsys, "bench", "--quick", "--plot", "ratios.png")
+    assert code == 2 and err.strip() == ("fastop bench: error: needs matplotlib: "
+                                         "pip install matplotlib")
+
+
+def test_bench_without_a_harness_says_where_it_looked(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(fastop, "__file__", str(tmp_path / "site" / "fastop" / "__init__.py"))
+    code, _, err = run_cli(capsys, "bench", "--dir", str(tmp_path))
+    assert code == 2 and f"no harness.py in {tmp_path}, benchmarks" in err
+    assert "pass --dir (its benchmarks/ directory)" in err
+
+
+def test_ops_does_not_import_the_benchmark_harness():
+    """``bench`` imports the harness (and pyperf, tqdm, matplotlib) only when it runs."""
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(fastop.__file__)))
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "fastop", "ops"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
+    assert "fastop.cli" in imported
+    assert not {"fastop_bench_harness", "pyperf", "tqdm", "matplotlib"} & imported
 
 
 # -- plugin discovery, through the command line in a fresh process ----------------------

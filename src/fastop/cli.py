@@ -1,21 +1,21 @@
 """fastop's command line: ``python -m fastop`` (or the ``fastop`` script).
 
-Commands:
-  ``bench``  run the benchmarks in ``benchmarks/bench_*.py`` against numpy and PyTorch
-             (see :mod:`fastop.benchmark`);
+Commands (one ``add_parser`` and one handler each in :func:`build_parser`):
+  ``bench``  run the benchmarks of a source checkout's ``benchmarks/`` against numpy and
+             PyTorch (the harness, ``benchmarks/harness.py``, is imported only here);
   ``ops``    list every registered op: its plugin (distribution) and version, inputs,
              outputs, attributes with defaults, dtypes, and its gradient rule.
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
 from typing import Any
 
 import fastop
-from fastop import benchmark
 from fastop._core.kernel import CKernel
 from fastop.ops import OpDef, registry
 from fastop.ops._registry import REQUIRED
@@ -111,9 +111,70 @@ def cmd_ops(args: argparse.Namespace) -> int:
     return 0
 
 
+def _harness_dirs(given: str | None) -> list[str]:
+    """Where ``harness.py`` may be: the ``--dir`` given, ``./benchmarks``, and the
+    ``benchmarks/`` of the source checkout this fastop was imported from."""
+    checkout = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.realpath(fastop.__file__)))), "benchmarks")
+    return list(dict.fromkeys([*([given] if given else []), "benchmarks", checkout]))
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
-    """``fastop bench``: see :mod:`fastop.benchmark`."""
-    return benchmark.run_command(args)
+    """``fastop bench``: find the harness, import it, run it (see benchmarks/harness.py).
+    Nothing of it is imported before: ``ops`` and ``--version`` do not pay for it."""
+    def fail(message: str) -> int:
+        print(f"fastop bench: error: {message}", file=sys.stderr)
+        return 2
+    missing = [name for name in ("pyperf", "tqdm", *["matplotlib"] * bool(args.plot))
+               if importlib.util.find_spec(name) is None]
+    if missing:
+        return fail(f"needs {' and '.join(missing)}: pip install {' '.join(missing)}")
+    if args.dir and not os.path.isdir(args.dir):
+        return fail(f"benchmark directory {args.dir!r} does not exist")
+    places = _harness_dirs(args.dir)
+    found = next((os.path.join(p, "harness.py") for p in places
+                  if os.path.isfile(os.path.join(p, "harness.py"))), None)
+    if found is None:
+        return fail("no harness.py in " + ", ".join(places) + ": run from a fastop "
+                    "checkout's root or pass --dir (its benchmarks/ directory)")
+    args.dir = args.dir or os.path.dirname(found)
+    spec = importlib.util.spec_from_file_location("fastop_bench_harness", found)
+    harness = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(harness)
+    try:
+        return harness.run(args)
+    except harness.BenchError as exc:
+        return fail(str(exc))
+
+
+def _thread_counts(text: str) -> list[int]:
+    counts = [int(p) for p in text.split(",") if p.strip().isdigit()]
+    if not counts or len(counts) != len(text.split(",")) or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"expected thread counts like '1,2', got {text!r}")
+    return counts
+
+
+def _add_bench_arguments(bench: argparse.ArgumentParser) -> None:
+    bench.add_argument("--quick", action="store_true",
+                       help="small sizes and fewer samples (about a minute)")
+    bench.add_argument("--json", metavar="FILE",
+                       help="also write the samples (a pyperf BenchmarkSuite file)")
+    bench.add_argument("--markdown", metavar="FILE",
+                       help="also write the table in Markdown (for docs/PERFORMANCE.md)")
+    bench.add_argument("--plot", metavar="FILE.png",
+                       help="also draw the ratios per case (needs matplotlib)")
+    bench.add_argument("--threads", type=_thread_counts, default=[1, 2], metavar="N,M",
+                       help="thread counts, one process each (default: 1,2)")
+    bench.add_argument("--filter", metavar="SUBSTR",
+                       help="only cases whose 'group/name' contains SUBSTR")
+    bench.add_argument("--dir", metavar="DIR",
+                       help="directory of bench_*.py modules (default: ./benchmarks, "
+                            "else the source checkout's)")
+    bench.add_argument("--no-torch", action="store_true",
+                       help="do not import torch (skips the torch column)")
+    bench.add_argument("--summarize", nargs="+", metavar="JSON",
+                       help="measure nothing: the Markdown table of medians over these "
+                            "--json files of earlier runs")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -124,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     bench = commands.add_parser("bench", help="benchmark fastop against numpy and PyTorch")
-    benchmark.add_arguments(bench)
+    _add_bench_arguments(bench)
     bench.set_defaults(handler=cmd_bench)
 
     ops = commands.add_parser("ops", help="list every registered op")

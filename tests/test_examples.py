@@ -1,0 +1,70 @@
+"""The training examples in examples/ run to completion (fewer epochs than their default,
+a lower accuracy bar), print plain lines when their output is not a terminal and a tqdm
+progress bar when it is."""
+import fcntl
+import os
+import pty
+import re
+import struct
+import subprocess
+import sys
+import termios
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+pytest.importorskip("sklearn")
+pytest.importorskip("tqdm")
+if not EXAMPLES.is_dir():
+    pytest.skip("no examples/ next to tests/", allow_module_level=True)
+
+SCRIPTS = ["train_digits.py", "train_digits_static.py"]
+
+
+def final_accuracies(output: str) -> list[float]:
+    """The trained and the reloaded model's held-out accuracy, from the last line."""
+    last = output.strip().splitlines()[-1]
+    return [float(p) / 100 for p in re.findall(r"(\d+\.\d)%", last)]
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_example_trains_saves_and_reloads(script):
+    proc = subprocess.run([sys.executable, script, "--epochs", "3"], cwd=EXAMPLES,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    epochs = [line for line in proc.stdout.splitlines() if line.startswith("epoch ")]
+    assert [line.split(":")[0] for line in epochs] == ["epoch 1/3", "epoch 2/3", "epoch 3/3"]
+    assert "\r" not in proc.stdout + proc.stderr   # no progress bar off a terminal
+    trained, reloaded = final_accuracies(proc.stdout)
+    assert trained >= 0.9 and reloaded == trained
+    assert "Warning" not in proc.stderr
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_example_quiet_prints_only_the_summary(script):
+    proc = subprocess.run([sys.executable, script, "--epochs", "1", "--quiet"], cwd=EXAMPLES,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert len(proc.stdout.strip().splitlines()) == 2 and proc.stderr == ""
+
+
+@pytest.mark.skipif(not hasattr(pty, "openpty"), reason="needs a pseudo-terminal")
+def test_example_shows_a_progress_bar_on_a_terminal():
+    leader, follower = pty.openpty()
+    # a terminal of 24 rows and 100 columns (a fresh pty has 0 columns: tqdm draws nothing)
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    proc = subprocess.Popen([sys.executable, "train_digits.py", "--epochs", "1"],
+                            cwd=EXAMPLES, stdout=follower, stderr=follower)
+    os.close(follower)
+    shown = b""
+    try:
+        while chunk := os.read(leader, 65536):   # read while it runs: a pty buffers little
+            shown += chunk
+    except OSError:   # EIO: the child closed the terminal
+        pass
+    finally:
+        os.close(leader)
+    assert proc.wait(timeout=300) == 0
+    bar, _, rest = shown.partition(b"epoch 1/1: loss")   # the bar, then the epoch's line
+    assert b"batch/s" in bar and b"held-out accuracy" in rest
