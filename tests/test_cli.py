@@ -130,6 +130,7 @@ def test_ops_lists_installed_plugins_with_distribution_and_version(tmp_path):
     op = next(op for op in data["ops"] if op["name"] == "fakeplug::double")
     assert (op["plugin"], op["version"], op["dtypes"]) == ("fake-plug", "1.2.3", ["*"])
     assert {"name": "fake-plug", "version": "1.2.3", "module": "fake_plug_mod",
+            "entry_point": "plug", "directory": None,
             "ops": ["fakeplug::double"]} in data["plugins"]
     assert "broken-plug 0.0.1 was not loaded: ImportError: missing dependency" in proc.stderr
 

@@ -17,19 +17,19 @@ Rules (PaddlePaddle's ``py_func``, seeds 000/001):
 """
 from __future__ import annotations
 
-import os
 import warnings
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from fastop._core.storage import DenseTensor, as_dtype, from_numpy
+from fastop._env import env_flag
 from fastop.ops import ArgSpec, TensorMeta
 from fastop.static.framework import Operator, Variable, default_main_program
 
 __all__ = ["py_func", "PyFuncOp", "set_strict"]
 
-_strict = os.environ.get("FASTOP_STRICT", "") not in ("", "0")
+_strict = env_flag("FASTOP_STRICT")
 
 
 def set_strict(enabled: bool = True) -> None:
