@@ -138,22 +138,6 @@ def test_ops_lists_installed_plugins_with_distribution_and_version(tmp_path):
     assert "fakeplug::double" not in [o["name"] for o in json.loads(off.stdout)["ops"]]
 
 
-def test_discovered_entry_points_match_importlib_metadata():
-    from importlib.metadata import entry_points as reference
-    from fastop.plugins._manager import entry_points
-    for group in ("console_scripts", "fastop"):
-        expected = sorted((e.name, e.value, e.dist.name, e.dist.version)
-                          for e in reference(group=group))
-        assert sorted((e.name, e.value, e.dist, e.version)
-                      for e in entry_points(group)) == expected
-
-
-def test_entry_point_load_follows_attribute_path():
-    from fastop.plugins._manager import EntryPoint
-    assert EntryPoint("x", "numpy.linalg:norm", "numpy", "1").load() is np.linalg.norm
-    assert EntryPoint("x", "numpy [extra]", "numpy", "1").load() is np
-
-
 def test_ops_listing_into_a_closed_pipe_exits_quietly():
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(fastop.__file__)))
     proc = subprocess.Popen([sys.executable, "-m", "fastop", "ops"], stdout=subprocess.PIPE,

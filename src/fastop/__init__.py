@@ -29,21 +29,24 @@ _load_plugins()
 bool = bool_  # PaddlePaddle spells it fastop.bool
 
 # Imported on first use, to keep `import fastop` fast (zipfile + tempfile: ~15 ms).
-_LAZY = {"save": "fastop.serialization", "load": "fastop.serialization"}
+_LAZY = {"save": "fastop.serialization", "load": "fastop.serialization",
+         "testing": "fastop.testing"}
 
 
 def __getattr__(name: str):
     if name not in _LAZY:
         raise AttributeError(f"module 'fastop' has no attribute {name!r}")
     from importlib import import_module
-    value = globals()[name] = getattr(import_module(_LAZY[name]), name)
+    module = import_module(_LAZY[name])
+    value = globals()[name] = module if module.__name__ == f"fastop.{name}" \
+        else getattr(module, name)
     return value
 
 
 def __dir__():
     return sorted({*globals(), *_LAZY})
 
-__all__ = ["hookimpl", "ops", "autograd", "static", "nn", "optimizer", "save", "load",
-           "DType", "bool", "float32", "float64", "int32", "int64", "set_num_threads",
+__all__ = ["hookimpl", "ops", "autograd", "static", "nn", "optimizer", "plugins", "testing",
+           "save", "load", "DType", "bool", "float32", "float64", "int32", "int64", "set_num_threads",
            "get_num_threads", "empty_cache", "CPUPlace", "enable_static", "disable_static",
            "in_dynamic_mode", "__version__", *_tensor_all]

@@ -64,7 +64,8 @@ def assert_close(actual: Any, expected: Any, *, rtol: float | None = None,
     raise AssertionError(
         f"{prefix}not close: {int(bad.sum())} of {a.size} element(s) differ; largest "
         f"error {error[worst]:.3g} at index {tuple(int(i) for i in worst)}: "
-        f"{a64[worst]!r} vs expected {e64[worst]!r} (rtol={rtol:g}, atol={atol:g})")
+        f"{a64[worst].item()!r} vs expected {e64[worst].item()!r} (rtol={rtol:g}, "
+        f"atol={atol:g})")
 
 
 def numerical_jacobian(evaluate: Callable[[], Sequence[Any]], inputs: Sequence[np.ndarray],
