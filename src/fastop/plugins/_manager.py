@@ -209,6 +209,23 @@ def entry_points(group: str = ENTRY_POINT_GROUP,
 
 # ----------------------------------------------------------------------------- the manager
 
+def _caller_outside_fastop() -> int:
+    """The ``stacklevel`` that makes a warning point at the first caller outside fastop
+    (the user's ``import fastop`` or ``load_directory`` line), counting frames as
+    ``warnings`` does: importlib's bootstrap frames are skipped, not counted."""
+    frame, level = sys._getframe(2), 2          # the caller of the function warning
+    while frame.f_back is not None:
+        name = frame.f_globals.get("__name__", "")
+        if name != "fastop" and not name.startswith("fastop."):
+            break
+        frame = frame.f_back
+        while frame.f_back is not None and "importlib" in frame.f_code.co_filename \
+                and "_bootstrap" in frame.f_code.co_filename:
+            frame = frame.f_back
+        level += 1
+    return level
+
+
 def _requested(spec: str) -> list[str]:
     return [name.strip() for name in spec.split(",") if name.strip()]
 
@@ -230,6 +247,7 @@ class PluginManager:
         self.hooks.hook.fastop_register_ops.call_historic(kwargs={"registry": registry})
         self._loaded: list[PluginInfo] = []
         self._from_directory: dict[tuple[str, str], PluginInfo] = {}
+        self._names: tuple[int, frozenset[str]] = (-1, frozenset())
 
     # -- reporting -------------------------------------------------------------------
     def list(self) -> list[PluginInfo]:
@@ -240,7 +258,7 @@ class PluginManager:
         message = f"fastop plugin {what} was not loaded: {type(exc).__name__}: {exc}"
         if env_flag("FASTOP_STRICT_PLUGINS") if strict is None else strict:
             raise PluginError(message) from exc
-        warnings.warn(message, PluginLoadWarning, stacklevel=2)
+        warnings.warn(message, PluginLoadWarning, stacklevel=_caller_outside_fastop())
 
     # -- one plugin --------------------------------------------------------------------
     def register(self, plugin: ModuleType | Any, dist: str, version: str, *,
@@ -258,22 +276,29 @@ class PluginManager:
             self._fail(what, PluginError(f"its module {module} is already loaded, as plugin "
                                          f"{self.hooks.get_name(plugin)}"), strict)
             return None
-        before = {op.name for op in self.registry}
+        before = self._op_names()
         try:
             with self.registry.providing(dist, version):
                 self.hooks.register(plugin, name=name)
             self._validate(plugin)
         except Exception as exc:
-            for op in {op.name for op in self.registry} - before:
+            for op in self._op_names() - before:
                 self.registry.remove(op)
             if self.hooks.is_registered(plugin):
                 self.hooks.unregister(plugin)
             self._fail(what, exc, strict)
             return None
         info = PluginInfo(dist, version, module, entry_point,
-                          tuple(sorted({op.name for op in self.registry} - before)), directory)
+                          tuple(sorted(self._op_names() - before)), directory)
         self._loaded.append(info)
         return info
+
+    def _op_names(self) -> frozenset[str]:
+        """The registry's op names, recomputed only when its version changed (a plugin
+        that defines nothing costs no pass over the registry)."""
+        if self._names[0] != self.registry.version:
+            self._names = (self.registry.version, frozenset(op.name for op in self.registry))
+        return self._names[1]
 
     def _validate(self, plugin: Any) -> None:
         """Hook implementations of a registered plugin name fastop hooks (pluggy's
