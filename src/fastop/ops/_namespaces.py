@@ -31,9 +31,12 @@ class OpNamespace:
 
     # Every attribute is an op name, so the lookup is written out here instead of
     # __getattr__ (which runs only after a failed normal lookup, raising and clearing
-    # an AttributeError each time: 3x slower than this in the measurement).
+    # an AttributeError each time: 3x slower than this in the measurement). Ops are not
+    # kept in an instance __dict__, whose hits nothing could invalidate: the registry
+    # tells no one when an op is removed, it only bumps its version (read here without
+    # the property call: this is the hot path).
     def __getattribute__(self, name: str) -> Any:
-        if _get(self, "_version") == _get(self, "_registry").version:
+        if _get(self, "_version") == _get(self, "_registry")._version:
             op = _get(self, "_cache").get(name)
             if op is not None:
                 return op

@@ -310,8 +310,9 @@ class PluginManager:
         try:
             self.hooks.check_pending()
         except pluggy.PluginValidationError as exc:
-            unknown = re.search(r"unknown hook '(\w+)'", str(exc))
-            hint = did_you_mean(unknown.group(1), self._hook_names()) if unknown else ""
+            unknown = [caller.name for caller in self.hooks.get_hookcallers(plugin) or ()
+                       if not caller.has_spec()]
+            hint = did_you_mean(unknown[0], self._hook_names()) if unknown else ""
             raise pluggy.PluginValidationError(
                 plugin, f"{exc}; fastop's hooks are {', '.join(self._hook_names())}{hint}"
             ) from None
@@ -324,8 +325,7 @@ class PluginManager:
     def load_builtin(self, version: str) -> None:
         """Register fastop's own ops, through the same hook as any plugin."""
         from fastop.plugins import builtin
-        if self.register(builtin, "fastop", version, strict=True) is None:
-            raise PluginError("fastop's built-in ops failed to register")  # pragma: no cover
+        self.register(builtin, "fastop", version, strict=True)
 
     def load_entry_points(self, path: list[str] | None = None) -> None:
         """Load installed plugins as the switches say (see the module docstring)."""
