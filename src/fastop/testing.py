@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from fastop._core.storage import as_dtype
+from fastop._core.storage import as_dtype, from_numpy
 from fastop.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck
 from fastop.ops import OpDef, registry
 from fastop.ops._dispatch import current_mode, set_mode
@@ -46,9 +46,7 @@ class Sample:
         self.attrs = attrs
 
     def __repr__(self) -> str:
-        shapes = [None if x is None else [np.shape(v) for v in x] if isinstance(x, list)
-                  else np.shape(x) for x in self.inputs]
-        return f"Sample(shapes={shapes}, attrs={self.attrs})"
+        return f"Sample(shapes={_each(np.shape, self.inputs)}, attrs={self.attrs})"
 
 
 def opcheck(op: OpDef | str, sample_inputs: Sequence[Any], attrs: dict[str, Any] | None = None,
@@ -108,7 +106,15 @@ def _is_float(value: Any) -> bool:
     return np.asarray(value).dtype.kind == "f"
 
 
+def _each(fn: Callable[[Any], Any], inputs: Sequence[Any]) -> list[Any]:
+    """``fn`` applied to every array of an op's inputs, keeping their nesting (a list for
+    a variadic input, None for an absent optional one)."""
+    return [None if x is None else [fn(v) for v in x] if isinstance(x, list) else fn(x)
+            for x in inputs]
+
+
 def _flat(inputs: Sequence[Any]) -> list[Any]:
+    """Every array of an op's inputs, in order (variadic lists spread out)."""
     return [v for x in inputs if x is not None for v in (x if isinstance(x, list) else [x])]
 
 
@@ -147,7 +153,7 @@ class _Checker:
         diff = set(op.differentiable_inputs)
         self.wrt = [i for i, (spec, x) in enumerate(zip(op.inputs, self.inputs))
                     if spec.name in diff and x is not None
-                    and all(_is_float(v) for v in (x if isinstance(x, list) else [x]))]
+                    and all(_is_float(v) for v in _flat([x]))]
 
     def _inputs(self, sample: list[Any]) -> list[Any]:
         specs = self.op.inputs
@@ -164,20 +170,19 @@ class _Checker:
         return AssertionError(f"{self.label} [{check}]: {detail}")
 
     def _tol(self, default: tuple[float | None, float | None]) -> dict[str, float | None]:
+        """assert_close's tolerances: the caller's, else the check's default."""
         return {"rtol": default[0] if self.rtol is None else self.rtol,
                 "atol": default[1] if self.atol is None else self.atol}
 
     def _float64(self) -> list[Any]:
         """The sample with every floating array in float64."""
-        def cast(v: np.ndarray) -> np.ndarray:
-            return v.astype(np.float64) if v.dtype.kind == "f" else v
-        return [None if x is None else [cast(v) for v in x] if isinstance(x, list)
-                else cast(x) for x in self.inputs]
+        return _each(lambda v: v.astype(np.float64) if v.dtype.kind == "f" else v,
+                     self.inputs)
 
-    def _douts(self, outputs: Sequence[Any], dtype: Any = None) -> list[np.ndarray | None]:
+    def _douts(self, outputs: Sequence[Any]) -> list[np.ndarray | None]:
         """Fixed random output gradients (None for a non-floating output)."""
         rng = np.random.default_rng(1)
-        return [rng.standard_normal(np.shape(o)).astype(dtype or np.asarray(o).dtype)
+        return [rng.standard_normal(np.shape(o)).astype(np.asarray(o).dtype)
                 if _is_float(o) else None for o in outputs]
 
     # -- meta ------------------------------------------------------------------------
@@ -196,9 +201,8 @@ class _Checker:
                 raise self.fail("meta", f"the kernel for {where} raised "
                                         f"{type(exc).__name__}: {exc}") from exc
             try:
-                metas = op.infer_meta([None if x is None else [(v.shape, v.dtype) for v in x]
-                                       if isinstance(x, list) else (x.shape, x.dtype)
-                                       for x in inputs], self.attrs)
+                metas = op.infer_meta(_each(lambda v: (v.shape, v.dtype), inputs),
+                                      self.attrs)
             except Exception as exc:
                 raise self.fail("meta", f"the meta function raised {type(exc).__name__}: "
                                         f"{exc} ({where})") from exc
@@ -218,20 +222,15 @@ class _Checker:
 
     def _cast(self, source: str, dtype: str) -> list[Any]:
         """The sample with the arrays of the dispatch dtype cast to ``dtype``."""
-        def cast(v: np.ndarray) -> np.ndarray:
-            return v.astype(as_dtype(dtype).numpy_dtype) if v.dtype == source else v
-        return [None if x is None else [cast(v) for v in x] if isinstance(x, list)
-                else cast(x) for x in self.inputs]
+        target = as_dtype(dtype).numpy_dtype
+        return _each(lambda v: v.astype(target) if v.dtype == source else v, self.inputs)
 
     def _run_kernel(self, inputs: list[Any]) -> tuple:
         """The kernel's own results (before the registry checks them against the meta)."""
         from fastop._core.kernel import CKernel
-        from fastop._core.storage import from_numpy
         kernel = self.op.kernel_for(self.op.dispatch_dtype(inputs))
         if isinstance(kernel, CKernel):
-            return self.op.invoke([None if x is None else [from_numpy(v) for v in x]
-                                   if isinstance(x, list) else from_numpy(x)
-                                   for x in inputs], self.attrs)
+            return self.op.invoke(_each(from_numpy, inputs), self.attrs)
         return _as_tuple(kernel(*inputs, **self.attrs))
 
     # -- gradients ---------------------------------------------------------------------
@@ -252,10 +251,10 @@ class _Checker:
             raise self.fail("gradient", "needs a float64 kernel to compare the gradient "
                                         "rule with finite differences (add float64 to "
                                         "@op.kernel)") from None
-        rtol, atol = self._tol(_GRAD_TOL).values()
+        tol = self._tol(_GRAD_TOL)
         try:
             check_grad_rule(self.op, self._float64(), self.attrs, wrt=self.wrt,
-                            eps=1e-6, tol=atol, rtol=rtol)
+                            eps=1e-6, tol=tol["atol"], rtol=tol["rtol"])
         except AssertionError as exc:
             raise self.fail("gradient", str(exc)) from None
         return "ok"
@@ -270,8 +269,8 @@ class _Checker:
         if rule.reads is None:
             return "skipped: the gradient rule declares no reads="
         inputs = self._float64()
-        outputs = [np.asarray(o) for o in self.op.invoke(
-            [None if x is None else _dense(x) for x in inputs], self.attrs)]
+        outputs = [np.asarray(o) for o in self.op.invoke(_each(from_numpy, inputs),
+                                                          self.attrs)]
         douts = self._douts(outputs)
         base = run_grad_rule(self.op, inputs, outputs, douts, self.attrs)
         names_in = [a.name for a in self.op.inputs]
@@ -313,19 +312,21 @@ class _Checker:
                 self.op.registry.get(rule.kernel_op).grad_rule is None:
             return (f"skipped: the gradient is the backward kernel {rule.kernel_op}, "
                     f"which has no gradient rule")
-        from fastop.tensor import to_tensor
         inputs = self._float64()
-        flat = [to_tensor(v, stop_gradient=i not in self.wrt)
-                for i, x in enumerate(inputs) if x is not None
-                for v in (x if isinstance(x, list) else [x])]
         call = self._eager_call(inputs)
-        rtol, atol = self._tol(_DOUBLE_GRAD_TOL).values()
         try:
             with _mode("eager"):
-                gradgradcheck(call, flat, eps=1e-6, atol=atol, rtol=rtol)
+                gradgradcheck(call, self._tensors(inputs), eps=1e-6,
+                              **self._tol(_DOUBLE_GRAD_TOL))
         except GradcheckError as exc:
             raise self.fail("double_grad", str(exc).split("\n")[0]) from None
         return "ok"
+
+    def _tensors(self, inputs: Sequence[Any]) -> list[Any]:
+        """Eager tensors of the inputs, flat; those checked take gradients."""
+        from fastop.tensor import to_tensor
+        return [to_tensor(v, stop_gradient=i not in self.wrt)
+                for i, x in enumerate(inputs) for v in _flat([x])]
 
     def _eager_call(self, like: Sequence[Any]) -> Callable[..., Any]:
         op, attrs = self.op, self.attrs
@@ -347,8 +348,8 @@ class _Checker:
             except AssertionError as exc:
                 raise self.fail("eager_static", f"output '{name}', static against eager: "
                                                 f"{exc}") from None
-        leaves = [(i, k) for i in self.wrt for k in (
-            range(len(self.inputs[i])) if isinstance(self.inputs[i], list) else [None])]
+        leaves = [(i, k if isinstance(self.inputs[i], list) else None) for i in self.wrt
+                  for k in range(len(_flat([self.inputs[i]])))]
         for (i, k), e, s in zip(leaves, eager_grads, static_grads):
             where = f"input '{self.op.inputs[i].name}'" + ("" if k is None else f"[{k}]")
             if (e is None) != (s is None):
@@ -370,9 +371,7 @@ class _Checker:
     def _eager(self) -> tuple[list[np.ndarray], list[Any], list[np.ndarray | None]]:
         """Outputs, the output gradients used (None: not floating) and input gradients."""
         from fastop.tensor import grad, to_tensor
-        flat = [to_tensor(v, stop_gradient=i not in self.wrt)
-                for i, x in enumerate(self.inputs) if x is not None
-                for v in (x if isinstance(x, list) else [x])]
+        flat = self._tensors(self.inputs)
         with _mode("eager"):
             outs = _as_tuple(self._eager_call(self.inputs)(*flat))
             arrays = [o.numpy() for o in outs]
@@ -396,15 +395,13 @@ class _Checker:
             feed[var.name] = value
             return var
         with static.program_guard(main, startup), static.scope_guard(scope), _mode("static"):
-            variables = [None if x is None else [data(v, i in self.wrt) for v in x]
-                         if isinstance(x, list) else data(x, i in self.wrt)
+            variables = [_each(lambda v: data(v, i in self.wrt), [x])[0]
                          for i, x in enumerate(self.inputs)]
             outs = _as_tuple(self.op(*variables, **self.attrs))
             grads: list[Any] = []
             if self._backward_wanted():
                 pairs = [(o, data(d, False)) for o, d in zip(outs, douts) if d is not None]
-                sources = [v for i in self.wrt for v in (
-                    variables[i] if isinstance(variables[i], list) else [variables[i]])]
+                sources = _flat([variables[i] for i in self.wrt])
                 grads = static.gradients([o for o, _ in pairs], sources,
                                          [d for _, d in pairs])
         fetched = static.Executor(static.CPUPlace()).run(
@@ -412,11 +409,6 @@ class _Checker:
             scope=scope)
         results = iter(fetched[len(outs):])
         return list(fetched[:len(outs)]), [None if g is None else next(results) for g in grads]
-
-
-def _dense(x: Any) -> Any:
-    from fastop._core.storage import from_numpy
-    return [from_numpy(v) for v in x] if isinstance(x, list) else from_numpy(x)
 
 
 def _other_numbers(value: Any) -> Any:
