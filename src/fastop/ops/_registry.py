@@ -38,7 +38,7 @@ import numpy as np
 from fastop._core.kernel import CKernel
 from fastop._core.storage import DType, DenseTensor, as_dtype, as_ndarray, from_numpy
 from fastop.ops._dispatch import dispatch
-from fastop.ops._namespaces import OpNamespace
+from fastop.ops._namespaces import OpNamespace, make_namespace
 
 __all__ = [
     "ArgSpec", "AttrSpec", "TensorMeta", "OpDef", "Registry", "OpError",
@@ -734,7 +734,7 @@ class Registry:
             names = self.namespaces()
             if name not in names:
                 raise AttributeError(f"no op namespace '{name}'{did_you_mean(name, names)}")
-            found = objects[name] = OpNamespace(self, name)
+            found = objects[name] = make_namespace(self, name)
         return found
 
     @property
