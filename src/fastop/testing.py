@@ -281,12 +281,11 @@ class _Checker:
                 if needed in rule.reads.get(x, ()):
                     continue
                 ins, outs = list(inputs), list(outputs)
-                if needed in names_in:
-                    k = names_in.index(needed)
-                    ins[k] = _other_numbers(ins[k])
-                else:
-                    k = names_out.index(needed)
-                    outs[k] = _other_numbers(outs[k])
+                values, k = (ins, names_in.index(needed)) if needed in names_in \
+                    else (outs, names_out.index(needed))
+                if values[k] is None:          # an absent optional input: nothing to read
+                    continue
+                values[k] = _other_numbers(values[k])
                 declared = list(rule.reads.get(x, ()))
                 why = (f"the gradient of input '{x}' depends on the contents of "
                        f"'{needed}', which reads= does not declare for it (declared: "

@@ -177,3 +177,18 @@ def test_variadic_and_optional_inputs(registry):
         return [multiply(dy, w) for _ in xs], multiply(dy, total)
     report = opcheck(op, [[[X, X * 2], X + 1], [[X, X, X]]])
     assert set(report.values()) == {"ok"}
+
+
+def test_an_absent_optional_input_is_not_replaced_by_the_reads_check(registry):
+    op = registry.define("t::maybe_scale", inputs=["x", "w?"], outputs=["y"],
+                         meta=lambda x, w: x, differentiable=("x",))
+    op.kernel("float32", "float64")(lambda x, w: x if w is None else x * w)
+    multiply = fastop.ops.get("fastop::multiply")
+
+    @op.grad(needs=("w",), reads={"x": ()})      # true only while w is absent
+    def maybe_scale_grad(w, dy):
+        return (dy if w is None else multiply(dy, w)), None
+    assert opcheck(op, [[X]])["reads"] == "ok"
+    with pytest.raises(AssertionError, match=r"\[reads\]: the gradient of input 'x' depends "
+                                             r"on the contents of 'w'"):
+        opcheck(op, [[X, X + 2]])
