@@ -55,6 +55,6 @@ def register(suite):
 
     suite.add("io", f"DataLoader epoch digits {n}x64 f32 batch {BATCH} shuffle",
               fastop=lambda: _epoch(loader), numpy=numpy_epoch,
-              torch=_torch_epoch(suite.torch, x, y), work=n, unit="sample",
+              torch=_torch_epoch(suite.torch, x, y),
               target="≤ 1.5× numpy time; ≥ 10× faster than torch's DataLoader "
                      "(num_workers=0)")

@@ -163,27 +163,12 @@ def test_ops_lists_installed_plugins_with_distribution_and_version(tmp_path):
     op = next(op for op in data["ops"] if op["name"] == "fakeplug::double")
     assert (op["plugin"], op["version"], op["dtypes"]) == ("fake-plug", "1.2.3", ["*"])
     assert {"name": "fake-plug", "version": "1.2.3", "module": "fake_plug_mod",
+            "entry_point": "plug", "directory": None,
             "ops": ["fakeplug::double"]} in data["plugins"]
     assert "broken-plug 0.0.1 was not loaded: ImportError: missing dependency" in proc.stderr
 
     off = run_module(tmp_path, "ops", "--json", FASTOP_DISABLE_PLUGIN_AUTOLOAD="1")
     assert "fakeplug::double" not in [o["name"] for o in json.loads(off.stdout)["ops"]]
-
-
-def test_discovered_entry_points_match_importlib_metadata():
-    from importlib.metadata import entry_points as reference
-    from fastop.plugins._manager import entry_points
-    for group in ("console_scripts", "fastop"):
-        expected = sorted((e.name, e.value, e.dist.name, e.dist.version)
-                          for e in reference(group=group))
-        assert sorted((e.name, e.value, e.dist, e.version)
-                      for e in entry_points(group)) == expected
-
-
-def test_entry_point_load_follows_attribute_path():
-    from fastop.plugins._manager import EntryPoint
-    assert EntryPoint("x", "numpy.linalg:norm", "numpy", "1").load() is np.linalg.norm
-    assert EntryPoint("x", "numpy [extra]", "numpy", "1").load() is np
 
 
 def test_ops_listing_into_a_closed_pipe_exits_quietly():

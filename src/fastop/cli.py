@@ -19,7 +19,7 @@ import fastop
 from fastop._core.kernel import CKernel
 from fastop.ops import OpDef, registry
 from fastop.ops._registry import REQUIRED
-from fastop.plugins import loaded_plugins
+from fastop import plugins
 
 __all__ = ["main", "op_info"]
 
@@ -83,19 +83,20 @@ def cmd_ops(args: argparse.Namespace) -> int:
             print(f"fastop ops: error: {exc}", file=sys.stderr)
             return 2
     infos = [op_info(op) for op in registry.ops(args.namespace)]
-    plugins = [{"name": p.name, "version": p.version, "module": p.module,
-                "ops": list(p.ops)} for p in loaded_plugins()]
+    loaded = [{"name": p.name, "version": p.version, "module": p.module,
+               "entry_point": p.entry_point, "directory": p.directory, "ops": list(p.ops)}
+              for p in plugins.list()]
     if args.json:
-        print(json.dumps({"fastop": fastop.__version__, "plugins": plugins, "ops": infos},
+        print(json.dumps({"fastop": fastop.__version__, "plugins": loaded, "ops": infos},
                          indent=2))
         return 0
     # built-in plugin first, then in load order; ops defined outside any plugin last
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {
-        (p["name"], p["version"]): [] for p in plugins}
+        (p["name"], p["version"]): [] for p in loaded}
     for info in infos:
         groups.setdefault((info["plugin"], info["version"]), []).append(info)
     groups = {key: members for key, members in groups.items() if members}
-    modules = {(p["name"], p["version"]): p["module"] for p in plugins}
+    modules = {(p["name"], p["version"]): p["module"] for p in loaded}
     lines = []
     for (plugin, version), members in groups.items():
         module = modules.get((plugin, version))

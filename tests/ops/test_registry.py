@@ -228,3 +228,26 @@ def test_registry_version_changes_on_define_and_remove(registry):
     v1 = registry.version
     registry.remove("test::scale")
     assert registry.version > v1 and "test::scale" not in registry
+
+
+def test_ops_defined_outside_a_plugin_are_attributed_to_the_calling_module(registry):
+    op = define_scale(registry)
+    assert (op.plugin, op.version) == (__name__, "")
+
+    @op.grad_kernel(needs=["dy"])
+    def scale_backward(dy, alpha, axes):      # its op is defined from inside the registry
+        return alpha * dy
+    assert registry.get("test::scale_grad").plugin == __name__
+    with registry.providing("fastop-a", "1.0"):
+        assert define_scale(registry, "test::inside").plugin == "fastop-a"
+    assert define_scale(registry, "test::after").plugin == __name__
+
+
+def test_namespaces_are_computed_once_per_version(registry):
+    define_scale(registry, "b::x")
+    define_scale(registry, "a::x")
+    assert registry.namespaces() == ["a", "b"]
+    registry.namespaces().append("changed")       # a copy: the cache stays intact
+    assert registry.namespaces() == ["a", "b"]
+    registry.remove("a::x")
+    assert registry.namespaces() == ["b"]

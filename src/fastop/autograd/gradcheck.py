@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from fastop.ops.checking import numerical_jacobian
+
 __all__ = ["gradcheck", "gradgradcheck", "GradcheckError"]
 
 
@@ -73,23 +75,9 @@ def _analytic(fn: Callable, xs: list[Any], wrt: list[Any]) -> list[list[np.ndarr
 
 def _numerical(fn: Callable, xs: list[Any], wrt: list[Any], eps: float
                ) -> list[list[np.ndarray]]:
-    def evaluate() -> list[np.ndarray]:   # with grad mode on: fn may itself call grad()
-        return [o.numpy().reshape(-1).copy() for o in _outputs(fn(*xs))]
-
-    base = evaluate()
-    jac = [[np.zeros((x.size, o.size)) for x in wrt] for o in base]
-    for c, x in enumerate(wrt):
-        flat = x.numpy().reshape(-1)                   # a view: perturb in place
-        for k in range(flat.size):
-            orig = flat[k]
-            flat[k] = orig + eps
-            plus = evaluate()
-            flat[k] = orig - eps
-            minus = evaluate()
-            flat[k] = orig
-            for oi in range(len(base)):
-                jac[oi][c][k, :] = (plus[oi] - minus[oi]) / (2 * eps)
-    return jac
+    # with grad mode on: fn may itself call grad(); x.numpy() is a view, perturbed in place
+    return numerical_jacobian(lambda: [o.numpy() for o in _outputs(fn(*xs))],
+                              [x.numpy() for x in wrt], eps)
 
 
 def gradcheck(fn: Callable[..., Any], inputs: Any, eps: float = 1e-6, atol: float = 1e-5,

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -42,6 +43,7 @@ import numpy as np
 from fastop._core.kernel import CKernel, PythonKernel, add_note
 from fastop._core.storage import DType, DenseTensor, as_dtype
 from fastop.ops._dispatch import OpBase, bump_registry_version, invoke
+from fastop.ops._namespaces import OpNamespace, make_namespace
 
 __all__ = [
     "ArgSpec", "AttrSpec", "TensorMeta", "OpDef", "GradRule", "Registry", "OpError",
@@ -507,6 +509,29 @@ class OpDef(OpBase):
         return [_as_meta(r) for r in results]
 
     # -- kernels ------------------------------------------------------------------
+    def kernel_for(self, dtype: Any) -> Any:
+        """The kernel calls of this dtype run: a CKernel or a Python function."""
+        dtype = as_dtype(dtype)
+        kernel = self.plan.kernels[dtype.code]
+        if kernel is None:
+            raise TypeError(self.no_kernel_message(dtype.name))
+        return kernel
+
+    def dispatch_dtype(self, inputs: Sequence[Any]) -> DType:
+        """The dtype selecting the kernel for `inputs` (arrays or tensors, a list for a
+        variadic input, None for an absent one): the dispatch input's, else the first
+        input's; float32 for an op without inputs (as a call picks it)."""
+        plan = self.plan
+        candidates = list(inputs)
+        if plan.dispatch_input < len(candidates):
+            candidates.insert(0, candidates[plan.dispatch_input])
+        for x in candidates:
+            if isinstance(x, (list, tuple)):
+                x = x[0] if x else None
+            if x is not None and hasattr(x, "dtype"):
+                return as_dtype(x.dtype)
+        return as_dtype("float32")
+
     def no_kernel_message(self, dtype: str) -> str:
         return (f"{self.name}: no kernel for dtype {dtype}; kernels exist for "
                 f"{self.dtypes or 'no dtype'}")
@@ -615,23 +640,13 @@ def apply_grad_rule(op: OpDef, needed: Sequence[Any], grads: Sequence[Any],
     return tuple(result)
 
 
-class _Namespace:
-    """Attribute access to one namespace's ops: ``fastop.ops.activations.swish``."""
-
-    def __init__(self, registry: Registry, namespace: str) -> None:
-        self._registry = registry
-        self._namespace = namespace
-
-    def __getattr__(self, name: str) -> OpDef:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return self._registry.get(f"{self._namespace}::{name}")
-
-    def __dir__(self) -> list[str]:
-        return [op.short_name for op in self._registry.ops(self._namespace)]
-
-    def __repr__(self) -> str:
-        return f"<fastop ops namespace {self._namespace!r}: {len(dir(self))} ops>"
+def _calling_module() -> str:
+    """``__name__`` of the module that called into the registry (skipping its own
+    frames: grad_kernel defines its backward op from here)."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back
+    return "" if frame is None else frame.f_globals.get("__name__", "")
 
 
 class Registry:
@@ -639,7 +654,7 @@ class Registry:
 
     def __init__(self) -> None:
         self._ops: dict[str, OpDef] = {}
-        self._current_plugin: tuple[str, str] = ("fastop", "")
+        self._current_plugin: tuple[str, str] | None = None   # None: outside a plugin
         self._version = 0   # bumped on every change; caches key on it
 
     def _changed(self) -> None:
@@ -653,12 +668,72 @@ class Registry:
                kernels: dict[Any, Any] | None = None, doc: str = "",
                differentiable: Sequence[str] | None = None,
                promotes: Sequence[str] | None = None, int_to_float: bool = False) -> OpDef:
-        """Define and register an op; returns the OpDef for decorating."""
+        """Define and register an op; returns the OpDef, whose decorators add the rest.
+
+        Parameters:
+
+        - ``name``: ``"namespace::op"``, two identifiers, unique across every plugin
+          (a name another plugin defines is an error naming both). The op appears as
+          ``fastop.ops.<namespace>.<op>`` and in ``python -m fastop ops``; its namespace
+          may be any identifier, fastop's own module names (``checking``, ``builtin``)
+          included — only ``fastop.ops``' API names (``registry``, ``get``, ...) stay
+          reachable as ``fastop.ops.registry.namespace(name)`` alone.
+        - ``inputs``: input names in call order. ``"bias?"`` is optional (the kernel gets
+          None when absent); ``"xs*"`` is variadic (the kernel gets a list of arrays).
+        - ``outputs``: output names; a kernel returns one array per output (a tuple when
+          several), the meta function one ``TensorMeta`` per output.
+        - ``attrs``: ``{name: default}``, typed by the default (``{"beta": 1.0}`` is a
+          float attribute defaulting to 1.0; a tuple default makes a list attribute;
+          ``None`` accepts anything), or ``{name: type}`` for a required attribute
+          without default (``{"k": int}``). Calls pass attributes by keyword; values are
+          checked and converted (an int for a float attribute), an unknown or missing one
+          is a TypeError naming the op. Kernels, meta functions and gradient rules get
+          every attribute as a keyword argument.
+        - ``meta``: ``fn(*input_metas, **attrs)`` returning each output's
+          ``TensorMeta(shape, dtype)`` (or a ``(shape, dtype)`` pair) from the inputs'
+          (``.shape`` lists, None for a dim unknown until run time, as the batch of a
+          static ``data``); static Programs use it before anything runs, and every
+          Python kernel's results are checked against it. Or decorate with ``@op.meta``.
+        - ``kernels``: ``{dtype or "*": fn}`` — Python functions on numpy arrays, as
+          ``@op.kernel("float32", "float64")`` registers them (no dtype: every dtype).
+          The first input given selects the kernel by its dtype.
+        - ``doc``: its first line is shown by ``python -m fastop ops``.
+        - ``differentiable``: the inputs that take gradients (default: all). Leave out
+          integer inputs such as labels or indices: they get no gradient (their
+          gradient rule returns None for them).
+        - ``promotes``: the inputs that compute in one dtype with Python scalars and
+          with each other (default: all), by the scalar rule of
+          :mod:`fastop.ops._dispatch` (``x * 2.5`` on an int32 tensor computes in
+          float32); leave out inputs of their own kind (a condition, an index).
+        - ``int_to_float``: integer and bool inputs compute in float32 (true division).
+
+        Gradients: ``@op.grad(needs=(...))`` registers a composite rule written with
+        registered ops, ``fn(*needed, *output_grads, **attrs)`` — ``needed`` are the
+        forward inputs and outputs named in ``needs``, in that order. For an op with one
+        input it may return the gradient itself or a 1-tuple; otherwise one entry per
+        declared input, in order, None where there is none (an input not in
+        ``differentiable``, or no dependence), and a list for a variadic input. Such a
+        rule is differentiable again (double backward). ``@op.grad_kernel(needs=[...])``
+        registers a numpy backward kernel instead (it becomes the op ``<name>_grad``).
+        ``reads={"x": ("y",)}`` declares which needed values each input's gradient reads
+        beyond their shapes and dtypes (``fastop.testing.opcheck`` checks it).
+
+        An output is non-differentiable when its dtype is not floating (indices, masks:
+        no gradient flows into them). A floating output whose gradient the rule ignores
+        (an auxiliary result) is declared with ``@op.grad(..., materialize_grads=False)``:
+        the rule then gets None for it unless a gradient really flows into it, and can
+        skip its term.
+
+        Ops defined inside a plugin's ``fastop_register_ops`` are attributed to the
+        plugin's distribution and version; ops defined anywhere else to the calling
+        module (its ``__name__``), so ``python -m fastop ops`` tells where each came
+        from. Check a new op with ``fastop.testing.opcheck`` (docs/plugins.md).
+        """
         if not isinstance(name, str) or name.count("::") != 1 or not all(
                 part.isidentifier() for part in name.split("::")):
             raise OpDefinitionError(f"op names are 'namespace::name' identifiers, "
                                     f"got {name!r}")
-        plugin, version = self._current_plugin
+        plugin, version = self._current_plugin or (_calling_module(), "")
         if name in self._ops:
             other = self._ops[name]
             raise DuplicateOpError(
@@ -730,13 +805,23 @@ class Registry:
         return [op for op in self if namespace is None or op.namespace == namespace]
 
     def namespaces(self) -> list[str]:
-        return sorted({op.namespace for op in self._ops.values()})
+        """The namespaces with at least one op, sorted (computed once per version)."""
+        cached = getattr(self, "_namespace_names", None)
+        if cached is None or cached[0] != self._version:
+            cached = self._namespace_names = (
+                self._version, tuple(sorted({op.namespace for op in self._ops.values()})))
+        return list(cached[1])
 
-    def namespace(self, name: str) -> _Namespace:
-        if name not in self.namespaces():
-            raise AttributeError(f"no op namespace '{name}'"
-                                 f"{did_you_mean(name, self.namespaces())}")
-        return _Namespace(self, name)
+    def namespace(self, name: str) -> OpNamespace:
+        """The namespace object of ``fastop.ops.<name>`` (one per name, kept)."""
+        objects = self.__dict__.setdefault("_namespace_objects", {})
+        found = objects.get(name)
+        if found is None:
+            names = self.namespaces()
+            if name not in names:
+                raise AttributeError(f"no op namespace '{name}'{did_you_mean(name, names)}")
+            found = objects[name] = make_namespace(self, name)
+        return found
 
     @property
     def version(self) -> int:

@@ -1,6 +1,65 @@
-"""Plugin discovery: the pluggy manager, entry-point loading and the built-in plugin."""
-from fastop.plugins._manager import (PluginLoadWarning, PluginError, load_plugins, load_builtin_plugin,
-                                     plugin_manager, loaded_plugins)
+"""Plugins: the pluggy manager, entry-point discovery, op modules loaded from a
+directory, and the built-in plugin that registers fastop's own ops.
 
-__all__ = ["PluginLoadWarning", "PluginError", "load_plugins", "load_builtin_plugin", "plugin_manager",
-           "loaded_plugins"]
+``import fastop`` registers the built-ins, then every installed distribution with a
+``fastop`` entry point (see :mod:`fastop.plugins._manager` for the switches
+``FASTOP_DISABLE_PLUGIN_AUTOLOAD``, ``FASTOP_PLUGINS`` and ``FASTOP_STRICT_PLUGINS``).
+The plugin author's guide is ``docs/plugins.md``.
+"""
+from __future__ import annotations
+
+import os
+
+from fastop.plugins._manager import (ENTRY_POINT_GROUP, EntryPoint, PluginError, PluginInfo,
+                                     PluginLoadWarning, PluginManager, entry_points, manager)
+
+__all__ = ["PluginLoadWarning", "PluginError", "PluginInfo", "PluginManager", "EntryPoint",
+           "ENTRY_POINT_GROUP", "entry_points", "manager", "load_plugins",
+           "load_builtin_plugin", "load_directory", "list", "loaded_plugins", "op_samples"]
+
+
+def load_builtin_plugin() -> None:
+    """Register fastop's own ops (``import fastop`` does, before anything else)."""
+    from fastop import __version__
+    manager.load_builtin(__version__)
+
+
+def load_plugins() -> None:
+    """Register the installed plugins the switches allow (``import fastop`` does)."""
+    manager.load_entry_points()
+
+
+def load_directory(path: str | os.PathLike[str]) -> list[PluginInfo]:
+    """Load the op modules of a directory that is not an installed package (the role of
+    OneFlow's ``custom_op_module``); returns the plugins loaded.
+
+    Every ``*.py`` file of the directory that implements ``fastop_register_ops`` is
+    imported as a top-level module (the directory is appended to ``sys.path``) and
+    registered like an installed plugin: its ops are attributed to the directory (its
+    real path) and the module's ``__version__`` (empty when it has none), and a module
+    that fails is skipped with one :class:`PluginLoadWarning` (an error with
+    ``FASTOP_STRICT_PLUGINS=1``), leaving nothing of it registered. An op name that
+    another plugin already defines is such a failure, naming both. Loading a directory
+    again is a no-op (a module that failed is tried again). A static Program saved with
+    one of these ops records the directory and module, and loading the Program loads
+    them again.
+
+    Raises NotADirectoryError, or PluginError when no module there implements the hook.
+    """
+    return manager.load_directory(path)
+
+
+def loaded_plugins() -> list[PluginInfo]:
+    """Every loaded plugin — distribution (``name``), ``version``, ``module``,
+    ``entry_point``, its ``ops`` (and ``directory`` for one from load_directory) — in
+    load order, the built-ins first."""
+    return manager.list()
+
+
+list = loaded_plugins   # noqa: A001  (``fastop.plugins.list()``, SPEC §1)
+
+
+def op_samples() -> dict[str, list]:
+    """Sample inputs the loaded plugins declare for their ops (the
+    ``fastop_op_samples`` hook), by op name: what :func:`fastop.testing.opcheck` runs."""
+    return manager.op_samples()

@@ -5,7 +5,6 @@ from fastop.hookspecs import hookimpl
 
 @hookimpl
 def fastop_register_ops(registry):
-    # (not `from fastop.ops import builtin`: that first asks fastop.ops for an op
-    # namespace named "builtin", whose miss computes a did-you-mean hint)
+    # imported by its full name: fastop.ops.<name> means the op namespace <name>
     from fastop.ops.builtin import register_all
     register_all(registry)

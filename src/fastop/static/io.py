@@ -9,6 +9,9 @@ distribution that provides it; a py_func by its functions' ``module:qualname``;
 an initializer by its config. Loading resolves the references (importing the modules),
 so a program saved in one process runs in a fresh one; a reference that cannot be
 resolved is an error naming it.
+
+An op loaded by :func:`fastop.plugins.load_directory` also records where it came from
+(``source``: its directory and module), which loading a program loads again.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from fastop import initializer as _init
+from fastop import plugins
 from fastop._core.storage import DType, as_dtype
 from fastop.ops import TensorMeta, UnknownOpError, registry
 from fastop.static.executor import Executor, Scope, global_scope
@@ -134,6 +138,9 @@ def _encode_op(op: Operator) -> dict[str, Any]:
     else:
         record.update(op=opdef.name, plugin=opdef.plugin, plugin_version=opdef.version,
                       attrs={k: _encode_attr(opdef.name, k, v) for k, v in op.attrs.items()})
+        source = plugins.manager.directory_source(opdef.name)
+        if source is not None:     # an op from load_directory: where to load it again
+            record["source"] = source
     return record
 
 
@@ -173,6 +180,8 @@ def _decode_op(record: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
             skip_positions=p["skip_positions"], optional_from=p["optional_from"]))
         return op, {}
     name = record["op"]
+    if name not in registry and record.get("source"):   # an op from load_directory
+        plugins.manager.load_directory_source(name, record["source"])
     try:
         opdef = registry.get(name)
     except UnknownOpError as exc:

@@ -22,7 +22,6 @@ any op. Rules (PaddlePaddle's ``py_func``, seeds 000/001):
 from __future__ import annotations
 
 import itertools
-import os
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -30,13 +29,14 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fastop._core.storage import DenseTensor, as_dtype
+from fastop._env import env_flag
 from fastop.ops import ArgSpec, OpDef, TensorMeta
 from fastop.ops._dispatch import mode_guard
 from fastop.static.framework import Variable, default_main_program
 
 __all__ = ["py_func", "PyFuncOp", "PyFuncSource", "set_strict"]
 
-_strict = os.environ.get("FASTOP_STRICT", "") not in ("", "0")
+_strict = env_flag("FASTOP_STRICT")
 _ids = itertools.count()
 
 

@@ -83,3 +83,27 @@ def fastop_register_ops(registry):
     @leaky.grad_kernel(needs=["x", "dy"])
     def leaky_backward(x, dy, negative_slope):
         return np.where(x > 0, dy, negative_slope * dy).astype(x.dtype, copy=False)
+
+
+@fastop.hookimpl
+def fastop_op_samples():
+    """Inputs for fastop.testing.opcheck (fastop's test suite checks every op with
+    them): away from leaky_relu's kink at 0, and past softplus's threshold."""
+    from fastop.testing import Sample
+
+    rng = np.random.default_rng(0)
+
+    def away_from_zero(*shape, dtype="float64"):
+        x = rng.uniform(0.1, 3.0, shape) * rng.choice([-1.0, 1.0], shape)
+        return x.astype(dtype)
+
+    common = [[away_from_zero(3, 4)], [away_from_zero(5, dtype="float32")],
+              [away_from_zero(2, 1, 3)]]
+    return {
+        "activations::swish": common + [Sample(away_from_zero(4), beta=1.7)],
+        "activations::softplus": common + [Sample(away_from_zero(6) * 4, beta=2.0,
+                                                  threshold=5.0)],
+        "activations::mish": common,
+        "activations::gelu": common,
+        "activations::leaky_relu": common + [Sample(away_from_zero(4), negative_slope=0.2)],
+    }

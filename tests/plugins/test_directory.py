@@ -1,0 +1,237 @@
+"""fastop.plugins.load_directory: op modules from a plain directory (OneFlow's
+``custom_op_module``), attributed to the directory, isolated like installed plugins, and
+loaded again by a saved Program in a fresh process."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import fastop
+from fastop.plugins import PluginError, PluginLoadWarning, load_directory
+
+pytestmark = pytest.mark.usefixtures("restore_global_plugins")
+
+RELU = """
+    import numpy as np
+    import fastop
+
+    __version__ = "0.4"
+
+
+    @fastop.hookimpl
+    def fastop_register_ops(registry):
+        forward = registry.define("{ns}::user_relu", inputs=["x"], outputs=["y"],
+                                  meta=lambda x: x)
+
+        @forward.kernel("float32", "float64")
+        def user_relu(x):
+            return (x > 0) * x
+
+        @forward.grad_kernel(needs=["y", "dy"])
+        def user_relu_backward(y, dy):
+            return (y > 0) * dy
+"""
+
+
+@pytest.fixture
+def op_dir(tmp_path, monkeypatch):
+    """A directory of op modules; module names unique to the test."""
+    monkeypatch.delenv("FASTOP_STRICT_PLUGINS", raising=False)
+    directory = tmp_path / "user_relu"
+    directory.mkdir()
+    before = set(sys.modules)
+    yield directory
+    for name in set(sys.modules) - before:
+        del sys.modules[name]
+
+
+def write(directory, name, source):
+    (directory / f"{name}.py").write_text(textwrap.dedent(source))
+
+
+def unique(request):
+    return "dir_" + request.node.name.replace("[", "_").replace("]", "").replace("-", "_")
+
+
+def test_ops_are_registered_and_attributed_to_the_directory(op_dir, request):
+    ns = unique(request)
+    write(op_dir, f"{ns}_ops", RELU.format(ns=ns))
+    (info,) = load_directory(op_dir)
+    real = os.path.realpath(op_dir)
+    assert (info.name, info.version, info.module, info.entry_point, info.directory) == \
+        (real, "0.4", f"{ns}_ops", None, real)
+    assert info.ops == (f"{ns}::user_relu", f"{ns}::user_relu_grad")
+    op = getattr(getattr(fastop.ops, ns), "user_relu")
+    assert (op.plugin, op.version) == (real, "0.4")
+    x = fastop.to_tensor(np.array([-2.0, -1.0, 0.0, 1.0, 2.0]), stop_gradient=False)
+    y = op(x)
+    y.sum().backward()
+    np.testing.assert_array_equal(y.numpy(), [0, 0, 0, 1, 2])
+    np.testing.assert_array_equal(x.grad.numpy(), [0, 0, 0, 1, 1])
+    assert info in fastop.plugins.list()
+
+
+def test_loading_the_same_directory_again_is_a_no_op(op_dir, request, recwarn):
+    ns = unique(request)
+    write(op_dir, f"{ns}_ops", RELU.format(ns=ns))
+    first = load_directory(op_dir)
+    version = fastop.ops.registry.version
+    assert load_directory(str(op_dir) + os.sep) == first
+    assert fastop.ops.registry.version == version and not recwarn.list
+
+
+def test_version_is_empty_without_dunder_version_and_helpers_are_not_imported(op_dir, request):
+    ns = unique(request)
+    write(op_dir, f"{ns}_ops", RELU.format(ns=ns).replace('__version__ = "0.4"', ""))
+    write(op_dir, "setup_script", "raise SystemExit('a script must not be imported')\n")
+    (info,) = load_directory(op_dir)
+    assert info.version == "" and "setup_script" not in sys.modules
+
+
+def test_modules_of_the_directory_import_each_other(op_dir, request):
+    ns = unique(request)
+    write(op_dir, f"{ns}_helpers", "def double(x):\n    return 2 * x\n")
+    write(op_dir, f"{ns}_ops", f"""
+        import fastop
+        from {ns}_helpers import double
+
+        @fastop.hookimpl
+        def fastop_register_ops(registry):
+            registry.define("{ns}::twice", inputs=["x"], outputs=["y"], meta=lambda x: x,
+                            kernels={{"*": double}})
+    """)
+    load_directory(op_dir)
+    out = getattr(fastop.ops, ns).twice(fastop.to_tensor(np.arange(3.0)))
+    np.testing.assert_array_equal(out.numpy(), [0, 2, 4])
+
+
+def test_a_broken_module_is_skipped_named_and_retried(op_dir, request, monkeypatch):
+    ns = unique(request)
+    write(op_dir, f"{ns}_good", RELU.format(ns=ns))
+    write(op_dir, f"{ns}_bad", "import fastop\nfastop_register_ops = 1\n"
+                               "raise ImportError('no such dependency')\n")
+    with pytest.warns(PluginLoadWarning, match=rf"module {ns}_bad in directory "
+                                               rf".*user_relu was not loaded: ImportError: "
+                                               rf"no such dependency"):
+        infos = load_directory(op_dir)
+    assert [i.module for i in infos] == [f"{ns}_good"]
+    write(op_dir, f"{ns}_bad", f"""
+        import fastop
+
+        @fastop.hookimpl
+        def fastop_register_ops(registry):
+            registry.define("{ns}::fixed", inputs=["x"], outputs=["y"], meta=lambda x: x)
+    """)
+    assert [i.module for i in load_directory(op_dir)] == [f"{ns}_bad", f"{ns}_good"]
+    assert f"{ns}::fixed" in fastop.ops.registry
+
+
+def test_a_hook_failing_halfway_leaves_nothing_and_strict_mode_raises(op_dir, request,
+                                                                      monkeypatch):
+    ns = unique(request)
+    write(op_dir, f"{ns}_ops", f"""
+        import fastop
+
+        @fastop.hookimpl
+        def fastop_register_ops(registry):
+            registry.define("{ns}::first", inputs=["x"], outputs=["y"], meta=lambda x: x)
+            raise ValueError("second op is wrong")
+    """)
+    monkeypatch.setenv("FASTOP_STRICT_PLUGINS", "1")
+    with pytest.raises(PluginError, match="second op is wrong"):
+        load_directory(op_dir)
+    assert f"{ns}::first" not in fastop.ops.registry
+
+
+def test_a_clash_with_an_installed_plugin_names_both(op_dir, request):
+    ns = unique(request)
+    write(op_dir, f"{ns}_ops", RELU.format(ns="activations").replace("user_relu", "swish"))
+    with pytest.warns(PluginLoadWarning, match=r"op 'activations::swish' is defined twice: "
+                                               r"by fastop-activations 0\.1\.0 and by "
+                                               r".*user_relu 0\.4"):
+        assert load_directory(op_dir) == []
+    assert fastop.ops.activations.swish.plugin == "fastop-activations"
+
+
+def test_a_module_name_already_imported_from_elsewhere_is_refused(op_dir):
+    write(op_dir, "json", "import fastop\n\n@fastop.hookimpl\n"
+                          "def fastop_register_ops(registry):\n    pass\n")
+    with pytest.warns(PluginLoadWarning, match=r"a module named 'json' is already imported "
+                                               r"from .*; rename .*json\.py"):
+        load_directory(op_dir)
+    assert sys.modules["json"] is json
+
+
+def test_bad_directories_are_errors(op_dir, tmp_path):
+    with pytest.raises(NotADirectoryError, match="is not a directory"):
+        load_directory(tmp_path / "missing")
+    write(op_dir, "helpers", "x = 1\n")
+    with pytest.raises(PluginError, match="no module in .* implements fastop_register_ops"):
+        load_directory(op_dir)
+
+
+# -- saved Programs load the directory again -----------------------------------------------------
+def save_program(op, model_path):
+    fastop.enable_static()
+    try:
+        main, startup = fastop.static.Program(), fastop.static.Program()
+        with fastop.static.program_guard(main, startup):
+            x = fastop.static.data("x", [None, 3], "float32")
+            y = op(x) * 2.0
+        fastop.static.save(main, str(model_path))
+    finally:
+        fastop.disable_static()
+    return y.name
+
+
+RUN_SAVED = """
+import sys, numpy as np, fastop
+fastop.enable_static()
+program = fastop.static.load_program(sys.argv[1])
+out, = fastop.static.Executor(fastop.CPUPlace()).run(
+    program, feed={"x": np.array([[-1.0, 0.5, 2.0]], "float32")}, fetch_list=[sys.argv[2]])
+print(out.tolist())
+"""
+
+
+def run_saved(model_path, fetch):
+    return subprocess.run([sys.executable, "-c", RUN_SAVED, str(model_path), fetch],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                              p for p in sys.path if p)})
+
+
+def test_a_saved_program_records_the_module_and_loads_it_in_a_fresh_process(op_dir, request,
+                                                                           tmp_path):
+    ns = unique(request)
+    write(op_dir, f"{ns}_ops", RELU.format(ns=ns))
+    load_directory(op_dir)
+    fetch = save_program(getattr(fastop.ops, ns).user_relu, tmp_path / "model")
+    record = json.loads((tmp_path / "model.program.json").read_text())["ops"][0]
+    assert record["source"] == {"directory": os.path.realpath(op_dir),
+                                "module": f"{ns}_ops"}
+    proc = run_saved(tmp_path / "model", fetch)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [[0.0, 1.0, 4.0]]
+
+
+def test_a_saved_program_whose_module_is_gone_names_it(op_dir, request, tmp_path):
+    ns = unique(request)
+    write(op_dir, f"{ns}_ops", RELU.format(ns=ns))
+    load_directory(op_dir)
+    fetch = save_program(getattr(fastop.ops, ns).user_relu, tmp_path / "model")
+    (op_dir / f"{ns}_ops.py").rename(op_dir / "renamed.py")
+    proc = run_saved(tmp_path / "model", fetch)
+    assert proc.returncode != 0
+    assert f"the program needs op '{ns}::user_relu' from module '{ns}_ops' in directory " \
+           f"'{os.path.realpath(op_dir)}', but that module is not there" in proc.stderr
+    (op_dir / "renamed.py").write_text("raise ImportError('broken on purpose')\n"
+                                       "fastop_register_ops = None\n")
+    (op_dir / "renamed.py").rename(op_dir / f"{ns}_ops.py")
+    proc = run_saved(tmp_path / "model", fetch)
+    assert f"from module '{ns}_ops' in directory" in proc.stderr
+    assert "could not be loaded" in proc.stderr and "broken on purpose" in proc.stderr

@@ -1,0 +1,317 @@
+"""fastop.plugins._manager: registering plugins transactionally, validation of hook
+implementations, strict mode, duplicates, entry-point discovery and its switches, and
+``fastop.plugins.list()`` — on a fresh registry with fake plugins and distributions
+(pluggy's ``testing/test_pluginmanager.py`` fakes them the same way)."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import types
+import zipfile
+
+import pytest
+
+import fastop
+from fastop.plugins import (EntryPoint, PluginError, PluginInfo, PluginLoadWarning,
+                            entry_points)
+
+
+@pytest.fixture(autouse=True)
+def clean_switches(monkeypatch):
+    for name in ("FASTOP_STRICT_PLUGINS", "FASTOP_DISABLE_PLUGIN_AUTOLOAD", "FASTOP_PLUGINS"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def plugin_module(name="fake_mod", **hooks):
+    """A module object whose attributes are the given (marked) hook functions."""
+    module = types.ModuleType(name)
+    for attr, fn in hooks.items():
+        setattr(module, attr, fn)
+    return module
+
+
+def defining(*names, then=None):
+    """A marked fastop_register_ops defining identity ops, then calling `then`."""
+    @fastop.hookimpl
+    def fastop_register_ops(registry):
+        for name in names:
+            registry.define(name, inputs=["x"], outputs=["y"], meta=lambda x: x,
+                            kernels={"*": lambda x: x})
+        if then is not None:
+            then()
+    return fastop_register_ops
+
+
+def boom():
+    raise RuntimeError("boom halfway")
+
+
+# -- one plugin, transactionally ------------------------------------------------------------
+def test_a_plugin_registers_its_ops_attributed_to_its_distribution(plugins):
+    info = plugins.register(plugin_module(fastop_register_ops=defining("demo::a", "demo::b")),
+                            "demo-dist", "2.1", entry_point="demo")
+    assert info == PluginInfo("demo-dist", "2.1", "fake_mod", "demo", ("demo::a", "demo::b"))
+    op = plugins.registry.get("demo::b")
+    assert (op.plugin, op.version) == ("demo-dist", "2.1")
+    assert plugins.list() == [info]
+
+
+def test_a_plugin_failing_halfway_is_rolled_back_and_named(plugins):
+    module = plugin_module(fastop_register_ops=defining("demo::a", "demo::b", then=boom))
+    with pytest.warns(PluginLoadWarning, match=r"fastop plugin demo-dist 2\.1 was not loaded: "
+                                               r"RuntimeError: boom halfway"):
+        assert plugins.register(module, "demo-dist", "2.1") is None
+    assert "demo::a" not in plugins.registry and "demo::b" not in plugins.registry
+    assert not plugins.hooks.is_registered(module) and plugins.list() == []
+    # nothing of it is left behind: another plugin may define the same names
+    assert plugins.register(plugin_module("other", fastop_register_ops=defining("demo::a")),
+                            "other-dist", "1")
+
+
+@pytest.mark.parametrize("value", ["1", "true", "YES", "On"])
+def test_strict_mode_raises_instead_of_warning(plugins, monkeypatch, value):
+    monkeypatch.setenv("FASTOP_STRICT_PLUGINS", value)
+    module = plugin_module(fastop_register_ops=defining("demo::a", then=boom))
+    with pytest.raises(PluginError, match="demo-dist 2.1 was not loaded: RuntimeError: boom"):
+        plugins.register(module, "demo-dist", "2.1")
+    assert "demo::a" not in plugins.registry
+
+
+@pytest.mark.parametrize("value", ["0", "false", "No", "OFF", ""])
+def test_strict_mode_off_values_warn(plugins, monkeypatch, value):
+    monkeypatch.setenv("FASTOP_STRICT_PLUGINS", value)
+    with pytest.warns(PluginLoadWarning):
+        plugins.register(plugin_module(fastop_register_ops=defining(then=boom)), "d", "1")
+
+
+def test_a_bad_switch_value_is_an_error_naming_the_variable(plugins, monkeypatch):
+    monkeypatch.setenv("FASTOP_STRICT_PLUGINS", "maybe")
+    with pytest.raises(ValueError, match="FASTOP_STRICT_PLUGINS='maybe'"):
+        plugins.register(plugin_module(fastop_register_ops=defining(then=boom)), "d", "1")
+
+
+def test_two_distributions_defining_one_op_is_an_error_naming_both(plugins):
+    plugins.register(plugin_module("one", fastop_register_ops=defining("demo::a")),
+                     "first-dist", "1.0")
+    with pytest.warns(PluginLoadWarning, match=r"second-dist 2\.0 was not loaded: "
+                                               r"DuplicateOpError: op 'demo::a' is defined "
+                                               r"twice: by first-dist 1\.0 and by "
+                                               r"second-dist 2\.0"):
+        plugins.register(plugin_module("two", fastop_register_ops=defining("demo::b",
+                                                                           "demo::a")),
+                         "second-dist", "2.0")
+    assert plugins.registry.get("demo::a").plugin == "first-dist"
+    assert "demo::b" not in plugins.registry
+
+
+# -- hook implementations are validated ------------------------------------------------------
+def test_a_misspelled_hook_is_a_broken_plugin_not_a_silent_no_op(plugins):
+    @fastop.hookimpl
+    def fastop_register_opz(registry):
+        pass
+    module = plugin_module(fastop_register_ops=defining("demo::a"),
+                           fastop_register_opz=fastop_register_opz)
+    with pytest.warns(PluginLoadWarning, match=r"unknown hook 'fastop_register_opz'.*"
+                                               r"did you mean 'fastop_register_ops'"):
+        assert plugins.register(module, "typo-dist", "1") is None
+    assert "demo::a" not in plugins.registry       # its valid hook's ops are rolled back
+    plugins.hooks.check_pending()                  # and nothing of it stays pending
+
+
+def test_a_hook_taking_an_unknown_argument_is_refused(plugins):
+    @fastop.hookimpl
+    def fastop_register_ops(registry, device):
+        pass
+    with pytest.warns(PluginLoadWarning, match=r"Argument\(s\) \{'device'\} are declared "
+                                               r"in the hookimpl"):
+        plugins.register(plugin_module(fastop_register_ops=fastop_register_ops), "d", "1")
+
+
+def test_a_module_without_marked_hooks_is_reported(plugins):
+    def fastop_register_ops(registry):    # @fastop.hookimpl forgotten
+        registry.define("demo::a", inputs=["x"], outputs=["y"])
+    with pytest.warns(PluginLoadWarning, match="implements no fastop hook: mark the hook "
+                                               "functions with @fastop.hookimpl"):
+        plugins.register(plugin_module(fastop_register_ops=fastop_register_ops), "d", "1")
+
+
+def test_the_same_module_is_not_registered_twice(plugins):
+    module = plugin_module(fastop_register_ops=defining("demo::a"))
+    plugins.register(module, "d", "1", entry_point="one")
+    with pytest.warns(PluginLoadWarning, match="already loaded, as plugin d:one"):
+        assert plugins.register(module, "d", "1", entry_point="two") is None
+    assert plugins.registry.get("demo::a").plugin == "d"      # the first one stays
+
+
+# -- entry points and the switches ------------------------------------------------------------
+def test_entry_points_are_loaded_with_their_distribution(plugins, install, op_source, site):
+    module = install("fake-alpha", "0.3", op_source("alpha", "a"), entry_point="alpha")
+    plugins.load_entry_points(path=[str(site)])
+    assert plugins.list() == [PluginInfo("fake-alpha", "0.3", module, "alpha",
+                                         ("alpha::a",))]
+
+
+def test_an_entry_point_that_fails_to_import_is_named(plugins, install, site):
+    install("broken-dist", "0.1", "raise ImportError('missing dependency')\n")
+    with pytest.warns(PluginLoadWarning, match="fastop plugin broken-dist 0.1 was not "
+                                               "loaded: ImportError: missing dependency"):
+        plugins.load_entry_points(path=[str(site)])
+    assert plugins.list() == []
+
+
+def test_autoload_off_loads_nothing(plugins, install, op_source, site, monkeypatch):
+    install("fake-alpha", "1", op_source("alpha", "a"))
+    monkeypatch.setenv("FASTOP_DISABLE_PLUGIN_AUTOLOAD", "yes")
+    plugins.load_entry_points(path=[str(site)])
+    assert plugins.list() == []
+
+
+@pytest.mark.parametrize("requested", ["beta", "fake-beta", "FAKE_BETA", " beta , "])
+def test_fastop_plugins_loads_named_ones_with_autoload_off(plugins, install, op_source, site,
+                                                          monkeypatch, requested):
+    install("fake-alpha", "1", op_source("alpha", "a"), entry_point="alpha")
+    install("fake-beta", "1", op_source("beta", "b"), entry_point="beta")
+    monkeypatch.setenv("FASTOP_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setenv("FASTOP_PLUGINS", requested)
+    plugins.load_entry_points(path=[str(site)])
+    assert [p.name for p in plugins.list()] == ["fake-beta"]
+
+
+def test_fastop_plugins_names_one_it_cannot_find(plugins, install, op_source, site,
+                                                 monkeypatch):
+    install("fake-alpha", "1", op_source("alpha", "a"), entry_point="alpha")
+    monkeypatch.setenv("FASTOP_PLUGINS", "alpha,alhpa")
+    with pytest.warns(PluginLoadWarning, match=r"FASTOP_PLUGINS names 'alhpa', but no "
+                                               r"installed distribution.*installed: alpha, "
+                                               r"fake-alpha.*did you mean 'alpha'"):
+        plugins.load_entry_points(path=[str(site)])
+    assert [p.name for p in plugins.list()] == ["fake-alpha"]   # autoload on: loaded once
+    monkeypatch.setenv("FASTOP_STRICT_PLUGINS", "1")
+    with pytest.raises(PluginError, match="FASTOP_PLUGINS names 'alhpa'"):
+        plugins.load_entry_points(path=[str(site)])
+
+
+def test_one_broken_plugin_does_not_stop_the_others(plugins, install, op_source, site):
+    install("fake-alpha", "1", op_source("alpha", "a", fail_after="alpha broke"))
+    install("fake-beta", "1", op_source("beta", "b"))
+    with pytest.warns(PluginLoadWarning, match="alpha broke"):
+        plugins.load_entry_points(path=[str(site)])
+    assert [p.name for p in plugins.list()] == ["fake-beta"]
+    assert "alpha::a" not in plugins.registry
+
+
+def test_list_reports_the_builtins_first_then_installed_plugins():
+    infos = fastop.plugins.list()
+    assert (infos[0].name, infos[0].module, infos[0].entry_point) == \
+        ("fastop", "fastop.plugins.builtin", None)
+    assert "fastop::tanh" in infos[0].ops and infos[0].version == fastop.__version__
+    activations = next(p for p in infos if p.name == "fastop-activations")
+    assert (activations.module, activations.entry_point) == ("fastop_activations.plugin",
+                                                             "activations")
+    assert fastop.plugins.list is fastop.plugins.loaded_plugins
+
+
+# -- discovery equals importlib.metadata ----------------------------------------------------
+def discovered(path):
+    return sorted((e.name, e.value, e.dist, e.version) for e in entry_points("fastop", path))
+
+
+def reference(path=None):
+    from importlib.metadata import distributions
+    seen, found = set(), []
+    for dist in distributions() if path is None else distributions(path=path):
+        key = dist.metadata["Name"].lower().replace("-", "_")
+        if key not in seen:
+            seen.add(key)
+            found += [(e.name, e.value, dist.metadata["Name"], dist.version)
+                      for e in dist.entry_points if e.group == "fastop"]
+    return sorted(found)
+
+
+def test_discovery_matches_importlib_metadata_on_the_test_environment():
+    from importlib.metadata import entry_points as metadata_entry_points
+    assert discovered(None) == reference()
+    assert {e.dist.name for e in metadata_entry_points(group="fastop")} == \
+        {e.dist for e in entry_points("fastop")}
+
+
+def test_discovery_reads_zip_archives_through_importlib_metadata(tmp_path):
+    archive = tmp_path / "plugins.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("zipped_plugin-1.5.dist-info/METADATA",
+                   "Metadata-Version: 2.1\nName: zipped-plugin\nVersion: 1.5\n")
+        z.writestr("zipped_plugin-1.5.dist-info/entry_points.txt",
+                   "[fastop]\nzipped = zipped_mod\n")
+    (tmp_path / "plain").mkdir()
+    path = [str(tmp_path / "plain"), str(archive)]
+    assert discovered(path) == reference(path) == [("zipped", "zipped_mod", "zipped-plugin",
+                                                    "1.5")]
+
+
+def test_the_first_of_two_installs_of_a_distribution_wins(tmp_path):
+    for where, version in (("a", "1.0"), ("b", "2.0")):
+        (tmp_path / where).mkdir()
+        fake = tmp_path / where / f"Dup_Dist-{version}.dist-info"
+        fake.mkdir()
+        (fake / "METADATA").write_text(f"Name: dup-dist\nVersion: {version}\n")
+        (fake / "entry_points.txt").write_text(f"[fastop]\ndup = dup_{where}\n")
+    path = [str(tmp_path / "a"), str(tmp_path / "b")]
+    assert discovered(path) == reference(path) == [("dup", "dup_a", "dup-dist", "1.0")]
+
+
+def test_an_editable_install_is_discovered_and_loaded(tmp_path):
+    """pip's editable install (a .pth plus .dist-info in site-packages), in a fresh
+    process: found by both discoveries, and its ops are registered."""
+    project = tmp_path / "editable_plugin"
+    (project / "src" / "editable_ops").mkdir(parents=True)
+    (project / "pyproject.toml").write_text(textwrap.dedent("""
+        [build-system]
+        requires = ["setuptools>=68"]
+        build-backend = "setuptools.build_meta"
+        [project]
+        name = "fastop-editable-demo"
+        version = "0.7"
+        [project.entry-points.fastop]
+        editable = "editable_ops.plugin"
+        [tool.setuptools.packages.find]
+        where = ["src"]
+    """))
+    (project / "src" / "editable_ops" / "__init__.py").write_text("")
+    (project / "src" / "editable_ops" / "plugin.py").write_text(
+        "import fastop\n\n@fastop.hookimpl\ndef fastop_register_ops(registry):\n"
+        "    registry.define('editable::ident', inputs=['x'], outputs=['y'],"
+        " meta=lambda x: x, kernels={'*': lambda x: x})\n")
+    prefix = tmp_path / "prefix"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                    "--no-build-isolation", "--no-index", "--prefix", str(prefix),
+                    "--editable", str(project)], check=True, capture_output=True,
+                   timeout=300)
+    site_packages = next(prefix.glob("lib/python*/site-packages"))
+    probe = textwrap.dedent(f"""
+        import json, site
+        site.addsitedir({str(site_packages)!r})
+        import fastop
+        from importlib.metadata import entry_points
+        print(json.dumps({{
+            "ours": sorted([e.name, e.value, e.dist, e.version]
+                           for e in fastop.plugins.entry_points()),
+            "importlib": sorted([e.name, e.value, e.dist.name, e.dist.version]
+                                for e in entry_points(group="fastop")),
+            "loaded": [p.name for p in fastop.plugins.list()],
+            "registered": "editable::ident" in fastop.ops.registry}}))
+    """)
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                              p for p in sys.path if p)})
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["ours"] == result["importlib"]
+    assert ["editable", "editable_ops.plugin", "fastop-editable-demo", "0.7"] in result["ours"]
+    assert "fastop-editable-demo" in result["loaded"] and result["registered"]
+
+
+def test_entry_point_load_follows_attribute_path():
+    import numpy as np
+    assert EntryPoint("x", "numpy.linalg:norm", "numpy", "1").load() is np.linalg.norm
+    assert EntryPoint("x", "numpy [extra]", "numpy", "1").load() is np

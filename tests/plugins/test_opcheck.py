@@ -1,0 +1,194 @@
+"""fastop.testing.opcheck: what each check passes and catches (a wrong meta, a wrong
+gradient, a rule reading a value it did not declare, an eager/static mismatch), and
+that the report and failures say which op, sample, check, input or output."""
+import numpy as np
+import pytest
+
+import fastop
+from fastop.ops import Registry
+from fastop.testing import Sample, opcheck
+
+X = np.linspace(-2.0, 2.0, 6).reshape(2, 3) + 0.05
+SAMPLES = [[X], [X.astype("float32")], [np.array([0.3, -1.2])]]
+
+
+@pytest.fixture
+def registry():
+    """A registry of its own: the ops of these tests never reach fastop's."""
+    return Registry()
+
+
+def scale_op(registry, meta=lambda x, k: x, kernel=None, grad=None, name="t::scale"):
+    """y = k * x with a numpy kernel and a numpy backward kernel, parts replaceable."""
+    op = registry.define(name, inputs=["x"], outputs=["y"], attrs={"k": 3.0}, meta=meta)
+    op.kernel("float32", "float64")(kernel or (lambda x, k: (k * x).astype(x.dtype)))
+    op.grad_kernel(needs=["dy"])(grad or (lambda dy, k: k * dy))
+    return op
+
+
+def test_a_correct_op_passes_every_check_that_applies(registry):
+    report = opcheck(scale_op(registry), SAMPLES)
+    assert report == {"meta": "ok", "gradient": "ok",
+                      "reads": "skipped: a backward kernel is given only the values it needs",
+                      "double_grad": "skipped: the gradient is the backward kernel "
+                                     "t::scale_grad, which has no gradient rule",
+                      "eager_static": "ok"}
+
+
+def test_the_installed_plugin_ops_and_a_composite_builtin_pass():
+    assert opcheck("activations::swish", [[X], Sample(X, beta=2.0)])["gradient"] == "ok"
+    report = opcheck(fastop.ops.fastop.multiply, [[X, X[0] * 2], [X, X + 1]])
+    assert set(report.values()) == {"ok"}        # composite: reads and double grad too
+
+
+def test_samples_and_attributes(registry):
+    op = scale_op(registry)
+    opcheck(op, [Sample(X, k=-0.5), [X]], attrs={"k": 2.0})
+    with pytest.raises(TypeError, match="t::scale: unknown attribute"):
+        opcheck(op, [Sample(X, kk=1.0)])
+    with pytest.raises(ValueError, match=r"sample 0: 2 input\(s\) given, the op takes 1 \(x\)"):
+        opcheck(op, [[X, X]])
+    with pytest.raises(ValueError, match="no sample inputs"):
+        opcheck(op, [])
+
+
+def test_a_wrong_meta_is_caught(registry):
+    op = scale_op(registry, meta=lambda x, k: fastop.ops.TensorMeta(x.shape[::-1], x.dtype))
+    with pytest.raises(AssertionError, match=r"opcheck t::scale sample 0 \[meta\]: output 'y' "
+                                             r"\(dtype float32\): the meta function says "
+                                             r"float32\[3, 2\], the kernel returned "
+                                             r"float32\[2, 3\]"):
+        opcheck(op, SAMPLES)
+
+
+def test_a_kernel_returning_the_wrong_dtype_for_one_kernel_dtype_is_caught(registry):
+    op = scale_op(registry, kernel=lambda x, k: k * x.astype("float64"))
+    with pytest.raises(AssertionError, match=r"\[meta\]: output 'y' \(dtype float32\): the meta "
+                                             r"function says float32\[2, 3\], the kernel "
+                                             r"returned float64\[2, 3\]"):
+        opcheck(op, SAMPLES)
+
+
+def test_a_wrong_gradient_is_caught_with_the_largest_error(registry):
+    op = scale_op(registry, grad=lambda dy, k: k * dy * 1.01)
+    with pytest.raises(AssertionError) as caught:
+        opcheck(op, SAMPLES)
+    message = str(caught.value)
+    assert message.startswith("opcheck t::scale sample 0 [gradient]: t::scale: gradient of "
+                              "input 'x' against finite differences: not close: 6 of 6 "
+                              "element(s) differ; largest error ")
+    assert "at index (" in message and "rtol=1e-05, atol=1e-06" in message
+
+
+def test_a_gradient_needs_a_float64_kernel(registry):
+    op = registry.define("t::f32", inputs=["x"], outputs=["y"], meta=lambda x: x)
+    op.kernel("float32")(lambda x: x * 2)
+    op.grad_kernel(needs=["dy"])(lambda dy: dy * 2)
+    with pytest.raises(AssertionError, match=r"\[gradient\]: needs a float64 kernel"):
+        opcheck(op, [[X.astype("float32")]])
+
+
+def exp_op(registry, reads):
+    """y = exp(x) with the composite rule dx = y * dy, declaring `reads`."""
+    op = registry.define("t::exp", inputs=["x"], outputs=["y"], meta=lambda x: x)
+    op.kernel("float32", "float64")(np.exp)
+    multiply = fastop.ops.get("fastop::multiply")
+
+    @op.grad(needs=("x", "y"), reads=reads)
+    def exp_grad(x, y, dy):
+        return multiply(y, dy)
+    return op
+
+
+def test_declared_reads_hold(registry):
+    report = opcheck(exp_op(registry, reads={"x": ("y",)}), SAMPLES)
+    assert report["reads"] == "ok" and report["double_grad"] == "ok"
+
+
+def test_a_rule_reading_a_value_it_did_not_declare_is_caught(registry):
+    op = exp_op(registry, reads={"x": ("x",)})     # it reads y, not x
+    with pytest.raises(AssertionError, match=r"opcheck t::exp sample 0 \[reads\]: the gradient "
+                                             r"of input 'x' depends on the contents of 'y', "
+                                             r"which reads= does not declare for it "
+                                             r"\(declared: \['x'\]\).*largest error"):
+        opcheck(op, SAMPLES)
+
+
+def test_an_eager_static_mismatch_is_caught(registry):
+    # a rule that branches on what it is given: eager tensors take the wrong branch
+    op = registry.define("t::double", inputs=["x"], outputs=["y"], meta=lambda x: x)
+    op.kernel("float32", "float64")(lambda x: 2 * x)
+    multiply = fastop.ops.get("fastop::multiply")
+
+    @op.grad(needs=("x",), reads={})
+    def double_grad(x, dy):
+        return multiply(dy, 3.0 if isinstance(x, fastop.Tensor) else 2.0)
+    with pytest.raises(AssertionError, match=r"opcheck t::double sample 0 \[eager_static\]: "
+                                             r"gradient of input 'x', static against eager: "
+                                             r"not close"):
+        opcheck(op, SAMPLES)
+
+
+def test_an_output_differing_between_modes_is_caught(registry):
+    calls = []
+
+    def counting(x):            # not a function of its input: each call differs
+        calls.append(1)
+        return x + len(calls)
+    op = registry.define("t::counter", inputs=["x"], outputs=["y"], meta=lambda x: x)
+    op.kernel()(counting)
+    with pytest.raises(AssertionError, match=r"\[eager_static\]: output 'y', static against "
+                                             r"eager: not close"):
+        opcheck(op, SAMPLES)
+
+
+def test_a_composite_rule_that_is_not_differentiable_again_is_caught(registry):
+    op = registry.define("t::square", inputs=["x"], outputs=["y"], meta=lambda x: x)
+    op.kernel("float32", "float64")(np.square)
+    helper = registry.define("t::twice_no_grad", inputs=["x", "dy"], outputs=["dx"],
+                             meta=lambda x, dy: x)
+    helper.kernel()(lambda x, dy: 2 * x * dy)
+
+    @op.grad(needs=("x",))
+    def square_grad(x, dy):
+        return helper(x, dy)       # an op without a gradient rule: no double backward
+    with pytest.raises(AssertionError, match=r"\[double_grad\]: gradgradcheck of t::square: "
+                                             r"the gradient for input 0 was not recorded"):
+        opcheck(op, SAMPLES)
+
+
+def test_variadic_and_optional_inputs(registry):
+    op = registry.define("t::weighted_sum", inputs=["xs*", "w?"], outputs=["y"],
+                         meta=lambda xs, w: xs[0])
+    add, multiply = fastop.ops.get("fastop::add"), fastop.ops.get("fastop::multiply")
+
+    @op.kernel("float32", "float64")
+    def weighted_sum(xs, w):
+        total = sum(xs)
+        return total if w is None else total * w
+
+    @op.grad(needs=("xs", "w"), reads={"xs": ("w",), "w": ("xs",)})
+    def weighted_sum_grad(xs, w, dy):
+        if w is None:
+            return [dy for _ in xs], None
+        total = xs[0]
+        for x in xs[1:]:
+            total = add(total, x)
+        return [multiply(dy, w) for _ in xs], multiply(dy, total)
+    report = opcheck(op, [[[X, X * 2], X + 1], [[X, X, X]]])
+    assert set(report.values()) == {"ok"}
+
+
+def test_an_absent_optional_input_is_not_replaced_by_the_reads_check(registry):
+    op = registry.define("t::maybe_scale", inputs=["x", "w?"], outputs=["y"],
+                         meta=lambda x, w: x, differentiable=("x",))
+    op.kernel("float32", "float64")(lambda x, w: x if w is None else x * w)
+    multiply = fastop.ops.get("fastop::multiply")
+
+    @op.grad(needs=("w",), reads={"x": ()})      # true only while w is absent
+    def maybe_scale_grad(w, dy):
+        return (dy if w is None else multiply(dy, w)), None
+    assert opcheck(op, [[X]])["reads"] == "ok"
+    with pytest.raises(AssertionError, match=r"\[reads\]: the gradient of input 'x' depends "
+                                             r"on the contents of 'w'"):
+        opcheck(op, [[X, X + 2]])

@@ -1,0 +1,48 @@
+"""Every op of every plugin package in ``plugins/`` passes ``fastop.testing.opcheck`` with
+the samples the plugin declares (its ``fastop_op_samples`` hook), so a new plugin package
+or op is checked without touching this file. The packages must be installed and loaded
+(``make test`` installs them): a missing one fails here, it is not skipped."""
+import re
+from pathlib import Path
+
+import pytest
+
+from fastop import plugins
+from fastop.ops import registry
+from fastop.testing import opcheck
+
+PACKAGES = Path(__file__).resolve().parents[2] / "plugins"
+
+
+def _distribution_name(pyproject: Path) -> str:
+    # the [project] name line; a regex, not tomllib, which Python 3.10 lacks
+    return re.search(r'(?m)^name\s*=\s*"([^"]+)"', pyproject.read_text()).group(1)
+
+
+DISTRIBUTIONS = sorted(_distribution_name(p) for p in PACKAGES.glob("*/pyproject.toml"))
+LOADED = {p.name: p for p in plugins.list() if p.entry_point is not None}
+BACKWARD_KERNELS = {op.grad_rule.kernel_op for op in registry
+                    if op.grad_rule is not None and op.grad_rule.kernel_op}
+OPS = sorted(name for dist in DISTRIBUTIONS if dist in LOADED for name in LOADED[dist].ops
+             if name not in BACKWARD_KERNELS)
+
+
+def test_the_repository_has_plugin_packages():
+    assert DISTRIBUTIONS, f"no plugin package found under {PACKAGES}"
+
+
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+def test_every_plugin_package_is_installed_and_loaded(dist):
+    assert dist in LOADED, (f"plugin package {dist} (plugins/) is not loaded: install it "
+                            f"(make test does) and check import fastop's warnings")
+    assert LOADED[dist].ops, f"{dist} registered no ops"
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_plugin_op_passes_opcheck(name):
+    samples = plugins.op_samples().get(name)
+    if not samples:
+        pytest.fail(f"{name} ({registry.get(name).plugin}) declares no samples: add them "
+                    f"to the plugin's fastop_op_samples hook (docs/plugins.md)")
+    report = opcheck(name, samples)
+    assert report["meta"] == report["eager_static"] == "ok"
