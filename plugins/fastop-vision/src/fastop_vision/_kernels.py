@@ -1,0 +1,172 @@
+"""The numpy kernels of the vision ops (NCHW): convolution as im2col + one GEMM per group,
+its backward as two GEMMs + col2im; max and average pooling over strided window views.
+
+Kernels take numpy arrays and the op's attributes as given (an int or a pair ...);
+:func:`conv_geometry` and :func:`pool_geometry` check and normalize them once per
+distinct call signature (cached).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fastop_vision import _window as win
+
+__all__ = ["conv_geometry", "pool_geometry", "conv2d_forward", "conv2d_backward",
+           "max_pool2d_forward", "max_pool2d_backward", "avg_pool2d_forward",
+           "avg_pool2d_backward"]
+
+
+def conv_geometry(op: str, x_hw: tuple[int, int], kernel_hw: tuple[int, int], stride: Any,
+                  padding: Any, dilation: Any) -> win.Geometry:
+    """Checked geometry of a convolution over inputs of spatial size `x_hw`."""
+    return win.geometry(op, x_hw, kernel_hw, win.pair(op, "stride", stride, 1),
+                        win.pair(op, "dilation", dilation, 1), win.paddings(op, padding),
+                        allow_wide=True)
+
+
+def pool_geometry(op: str, x_hw: tuple[int, int], kernel_size: Any, stride: Any,
+                  padding: Any, ceil_mode: bool) -> win.Geometry:
+    """Checked geometry of a pooling over inputs of spatial size `x_hw` (stride None:
+    the kernel size, Paddle's default)."""
+    kernel = win.pair(op, "kernel_size", kernel_size, 1)
+    strides = kernel if stride is None else win.pair(op, "stride", stride, 1)
+    return win.geometry(op, x_hw, kernel, strides, (1, 1), win.paddings(op, padding),
+                        ceil_mode=ceil_mode, pooling=True)
+
+
+def _grouped(matrix: np.ndarray, groups: int) -> np.ndarray:
+    """(rows, cols) as (groups, rows / groups, cols) — a view."""
+    return matrix.reshape(groups, matrix.shape[0] // groups, matrix.shape[1])
+
+
+def conv2d_forward(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, stride: Any,
+                   padding: Any, dilation: Any, groups: int) -> np.ndarray:
+    n, c = x.shape[:2]
+    c_out = weight.shape[0]
+    g = conv_geometry("vision::conv2d", x.shape[2:], weight.shape[2:], stride, padding,
+                      dilation)
+    cols = win.columns(win.pad_planes(x.transpose(1, 0, 2, 3), g), g, c, n)
+    w2 = weight.reshape(c_out, -1)
+    if groups == 1:
+        y = w2 @ cols
+    else:
+        y = np.matmul(_grouped(w2, groups), _grouped(cols, groups)).reshape(c_out, -1)
+    out = np.empty((n, c_out, g.h.out, g.w.out), x.dtype)
+    by_channel = out.transpose(1, 0, 2, 3)
+    if bias is None:
+        np.copyto(by_channel, win.positions(y, g, n))
+    else:
+        np.add(win.positions(y, g, n), bias.reshape(-1, 1, 1, 1), out=by_channel)
+    return out
+
+
+def conv2d_backward(x: np.ndarray, weight: np.ndarray, dout: np.ndarray, stride: Any,
+                    padding: Any, dilation: Any, groups: int
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(dx, dweight, dbias) of conv2d (dbias: the gradient a bias would get)."""
+    n, c = x.shape[:2]
+    c_out = weight.shape[0]
+    g = conv_geometry("vision::conv2d", x.shape[2:], weight.shape[2:], stride, padding,
+                      dilation)
+    cols = win.columns(win.pad_planes(x.transpose(1, 0, 2, 3), g), g, c, n)
+    # dout by output channel, at the positions of the columns (zero at the unused ones)
+    dy = (np.zeros if g.wide else np.empty)((c_out, g.count(n)), dout.dtype)
+    win.positions(dy, g, n)[...] = dout.transpose(1, 0, 2, 3)
+    w2 = weight.reshape(c_out, -1)
+    if groups == 1:
+        dweight = dy @ cols.T
+        dcols = w2.T @ dy
+    else:
+        dy_g = _grouped(dy, groups)
+        dweight = np.matmul(dy_g, _grouped(cols, groups).transpose(0, 2, 1))
+        dcols = np.matmul(_grouped(w2, groups).transpose(0, 2, 1), dy_g)
+    kk = g.h.kernel * g.w.kernel
+    dbuf = win.add_columns(dcols.reshape(c, kk, -1), g, c, n)
+    dx = np.ascontiguousarray(win.inner(dbuf, g, c, n).transpose(1, 0, 2, 3))
+    return dx, dweight.reshape(weight.shape), dy.sum(axis=1)
+
+
+def _planes(x: np.ndarray) -> np.ndarray:
+    """NCHW as one channel of N * C planes (a view)."""
+    return x.reshape(1, -1, *x.shape[2:])
+
+
+def max_pool2d_forward(x: np.ndarray, kernel_size: Any, stride: Any, padding: Any,
+                       ceil_mode: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(max of each window, flat index of the max in its input plane); NaN wins, the
+    first maximum wins ties (PyTorch's and Paddle's choice)."""
+    n, c, h, w = x.shape
+    g = pool_geometry("vision::max_pool2d", (h, w), kernel_size, stride, padding, ceil_mode)
+    buf = win.pad_planes(_planes(x), g, fill=-np.inf)
+    offsets = g.offsets()
+    best = win.window(buf, g, 1, n * c, offsets[0][2]).copy()
+    which = np.zeros(best.shape, np.intp)
+    for k, (_, _, offset) in enumerate(offsets[1:], 1):
+        value = win.window(buf, g, 1, n * c, offset)
+        better = value > best
+        better |= np.isnan(value)
+        np.copyto(best, value, where=better)
+        np.copyto(which, k, where=better)
+    mask = g.first_index + g.kernel_index[which]
+    if g.plane != h * w:
+        # a window whose values are all -inf keeps its first element, maybe padding:
+        # point at its first element inside the input instead
+        empty = best == -np.inf
+        if empty.any():
+            mask[empty] = np.broadcast_to(g.first_valid_index, mask.shape)[empty]
+    shape = (n, c, g.h.out, g.w.out)
+    return best.reshape(shape), mask.reshape(shape)
+
+
+def max_pool2d_backward(x: np.ndarray, mask: np.ndarray, dout: np.ndarray, kernel_size: Any,
+                        stride: Any, padding: Any, ceil_mode: bool) -> np.ndarray:
+    """dout routed to the max of each window (summed where windows overlap)."""
+    n, c, h, w = x.shape
+    g = pool_geometry("vision::max_pool2d", (h, w), kernel_size, stride, padding, ceil_mode)
+    plane = h * w
+    flat = (mask.reshape(n * c, -1) + np.arange(0, n * c * plane, plane)[:, None]).reshape(-1)
+    if g.h.stride >= g.h.kernel and g.w.stride >= g.w.kernel:
+        dx = np.zeros(n * c * plane, dout.dtype)       # disjoint windows: no index twice
+        dx[flat] = dout.reshape(-1)
+    else:
+        dx = np.bincount(flat, dout.reshape(-1), n * c * plane).astype(dout.dtype, copy=False)
+    return dx.reshape(x.shape)
+
+
+def _divisor(g: win.Geometry, exclusive: bool, divisor_override: int | None,
+             dtype: np.dtype) -> Any:
+    """What each window's sum is divided by: the override, else the window sizes."""
+    if divisor_override is not None:
+        return divisor_override
+    return g.window_sizes(exclusive).astype(dtype)
+
+
+def avg_pool2d_forward(x: np.ndarray, kernel_size: Any, stride: Any, padding: Any,
+                       ceil_mode: bool, exclusive: bool, divisor_override: int | None
+                       ) -> np.ndarray:
+    n, c, h, w = x.shape
+    g = pool_geometry("vision::avg_pool2d", (h, w), kernel_size, stride, padding, ceil_mode)
+    buf = win.pad_planes(_planes(x), g)
+    offsets = g.offsets()
+    total = win.window(buf, g, 1, n * c, offsets[0][2]).copy()
+    for _, _, offset in offsets[1:]:
+        total += win.window(buf, g, 1, n * c, offset)
+    total /= _divisor(g, exclusive, divisor_override, x.dtype)
+    return total.reshape(n, c, g.h.out, g.w.out)
+
+
+def avg_pool2d_backward(x: np.ndarray, dout: np.ndarray, kernel_size: Any, stride: Any,
+                        padding: Any, ceil_mode: bool, exclusive: bool,
+                        divisor_override: int | None) -> np.ndarray:
+    """Each window's dout / divisor, added to every element of the window."""
+    n, c, h, w = x.shape
+    g = pool_geometry("vision::avg_pool2d", (h, w), kernel_size, stride, padding, ceil_mode)
+    share = _planes(dout) / _divisor(g, exclusive, divisor_override, dout.dtype)
+    kk = g.h.kernel * g.w.kernel
+    spread = np.broadcast_to(share[:, None], (1, kk) + share.shape[1:])
+    dbuf = win.add_columns(spread, g, 1, n * c)
+    if g.plane == h * w:
+        return dbuf.reshape(x.shape)
+    return np.ascontiguousarray(win.inner(dbuf, g, 1, n * c)).reshape(x.shape)
