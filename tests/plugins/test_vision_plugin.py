@@ -124,11 +124,13 @@ def ref_avg_pool2d(x, dy=None, kernel_size=2, stride=None, padding=0, ceil_mode=
 
 # -- cases -------------------------------------------------------------------------------
 
-# (x shape, weight shape, attrs): the wide layout (stride 1, little waste), the strided
-# one (stride 2, or a kernel too big for the image), dilation, groups (and depthwise),
-# asymmetric and string paddings, non-square kernels
+# (x shape, weight shape, attrs): both input layouts (batch-last: short output rows, a
+# longer batch), strides, dilation, groups (and depthwise), asymmetric and string
+# paddings, non-square kernels
 CONV_CASES = [
     ((3, 1, 8, 8), (4, 1, 3, 3), dict(padding=1)),
+    ((6, 2, 4, 4), (4, 2, 3, 3), dict(padding=1)),
+    ((5, 2, 6, 5), (4, 1, 3, 2), dict(stride=2, padding=(1, 0), groups=2)),
     ((2, 4, 9, 7), (6, 2, 3, 3), dict(stride=2, padding=1, groups=2)),
     ((2, 2, 10, 9), (3, 2, 3, 2), dict(dilation=2, padding=(1, 2))),
     ((1, 3, 6, 6), (3, 1, 5, 5), dict(groups=3)),
@@ -214,10 +216,10 @@ def _explicit(attrs, x_shape, w_shape):
     return {**attrs, "padding": pads, "dilation": 1}
 
 
-def test_both_im2col_layouts_are_covered():
-    layouts = {_kernels.conv_geometry("t", x[2:], w[2:], a.get("stride", 1),
-                                      a.get("padding", 0), a.get("dilation", 1)).wide
-               for x, w, a in CONV_CASES}
+def test_both_input_layouts_are_covered():
+    layouts = {_kernels.conv_planes(x, _kernels.conv_geometry(
+        "t", x[2:], w[2:], a.get("stride", 1), a.get("padding", 0),
+        a.get("dilation", 1))).batch_last for x, w, a in CONV_CASES}
     assert layouts == {True, False}
 
 

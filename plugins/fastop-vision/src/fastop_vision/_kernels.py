@@ -13,7 +13,7 @@ import numpy as np
 
 from fastop_vision import _window as win
 
-__all__ = ["conv_geometry", "pool_geometry", "conv2d_forward", "conv2d_backward",
+__all__ = ["conv_geometry", "pool_geometry", "conv_planes", "conv2d_forward", "conv2d_backward",
            "max_pool2d_forward", "max_pool2d_backward", "avg_pool2d_forward",
            "avg_pool2d_backward"]
 
@@ -22,8 +22,7 @@ def conv_geometry(op: str, x_hw: tuple[int, int], kernel_hw: tuple[int, int], st
                   padding: Any, dilation: Any) -> win.Geometry:
     """Checked geometry of a convolution over inputs of spatial size `x_hw`."""
     return win.geometry(op, x_hw, kernel_hw, win.pair(op, "stride", stride, 1),
-                        win.pair(op, "dilation", dilation, 1), win.paddings(op, padding),
-                        allow_wide=True)
+                        win.pair(op, "dilation", dilation, 1), win.paddings(op, padding))
 
 
 def pool_geometry(op: str, x_hw: tuple[int, int], kernel_size: Any, stride: Any,
@@ -41,24 +40,31 @@ def _grouped(matrix: np.ndarray, groups: int) -> np.ndarray:
     return matrix.reshape(groups, matrix.shape[0] // groups, matrix.shape[1])
 
 
+def conv_planes(x_shape: tuple[int, ...], g: win.Geometry) -> win.Planes:
+    """The layout of a convolution's input: batch-last for short output rows and a
+    batch at least as long (see :mod:`fastop_vision._window`)."""
+    n, c = x_shape[:2]
+    return win.Planes(g, c, n, batch_last=g.w.out < win.BATCH_LAST_MAX_WIDTH and n >= g.w.out)
+
+
 def conv2d_forward(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, stride: Any,
                    padding: Any, dilation: Any, groups: int) -> np.ndarray:
-    n, c = x.shape[:2]
     c_out = weight.shape[0]
     g = conv_geometry("vision::conv2d", x.shape[2:], weight.shape[2:], stride, padding,
                       dilation)
-    cols = win.columns(win.pad_planes(x.transpose(1, 0, 2, 3), g), g, c, n)
+    planes = conv_planes(x.shape, g)
+    cols = planes.columns(planes.pad(x))
     w2 = weight.reshape(c_out, -1)
     if groups == 1:
         y = w2 @ cols
     else:
         y = np.matmul(_grouped(w2, groups), _grouped(cols, groups)).reshape(c_out, -1)
-    out = np.empty((n, c_out, g.h.out, g.w.out), x.dtype)
+    out = np.empty((x.shape[0], c_out, g.h.out, g.w.out), x.dtype)
     by_channel = out.transpose(1, 0, 2, 3)
     if bias is None:
-        np.copyto(by_channel, win.positions(y, g, n))
+        np.copyto(by_channel, planes.positions(y))
     else:
-        np.add(win.positions(y, g, n), bias.reshape(-1, 1, 1, 1), out=by_channel)
+        np.add(planes.positions(y), bias.reshape(-1, 1, 1, 1), out=by_channel)
     return out
 
 
@@ -66,14 +72,13 @@ def conv2d_backward(x: np.ndarray, weight: np.ndarray, dout: np.ndarray, stride:
                     padding: Any, dilation: Any, groups: int
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(dx, dweight, dbias) of conv2d (dbias: the gradient a bias would get)."""
-    n, c = x.shape[:2]
     c_out = weight.shape[0]
     g = conv_geometry("vision::conv2d", x.shape[2:], weight.shape[2:], stride, padding,
                       dilation)
-    cols = win.columns(win.pad_planes(x.transpose(1, 0, 2, 3), g), g, c, n)
-    # dout by output channel, at the positions of the columns (zero at the unused ones)
-    dy = (np.zeros if g.wide else np.empty)((c_out, g.count(n)), dout.dtype)
-    win.positions(dy, g, n)[...] = dout.transpose(1, 0, 2, 3)
+    planes = conv_planes(x.shape, g)
+    cols = planes.columns(planes.pad(x))
+    dy = np.empty((c_out, planes.positions_count), dout.dtype)   # dout by output channel
+    planes.positions(dy)[...] = dout.transpose(1, 0, 2, 3)
     w2 = weight.reshape(c_out, -1)
     if groups == 1:
         dweight = dy @ cols.T
@@ -82,15 +87,15 @@ def conv2d_backward(x: np.ndarray, weight: np.ndarray, dout: np.ndarray, stride:
         dy_g = _grouped(dy, groups)
         dweight = np.matmul(dy_g, _grouped(cols, groups).transpose(0, 2, 1))
         dcols = np.matmul(_grouped(w2, groups).transpose(0, 2, 1), dy_g)
-    kk = g.h.kernel * g.w.kernel
-    dbuf = win.add_columns(dcols.reshape(c, kk, -1), g, c, n)
-    dx = np.ascontiguousarray(win.inner(dbuf, g, c, n).transpose(1, 0, 2, 3))
+    kernel = g.h.kernel * g.w.kernel
+    dbuf = planes.add_columns(dcols.reshape(x.shape[1], kernel, *planes.position_shape))
+    dx = np.ascontiguousarray(planes.inner(dbuf))
     return dx, dweight.reshape(weight.shape), dy.sum(axis=1)
 
 
-def _planes(x: np.ndarray) -> np.ndarray:
-    """NCHW as one channel of N * C planes (a view)."""
-    return x.reshape(1, -1, *x.shape[2:])
+def _pool_planes(x_shape: tuple[int, ...], g: win.Geometry) -> win.Planes:
+    """NCHW as one channel of N * C planes, batch-first: the input itself."""
+    return win.Planes(g, 1, x_shape[0] * x_shape[1], batch_last=False)
 
 
 def max_pool2d_forward(x: np.ndarray, kernel_size: Any, stride: Any, padding: Any,
@@ -99,12 +104,13 @@ def max_pool2d_forward(x: np.ndarray, kernel_size: Any, stride: Any, padding: An
     first maximum wins ties (PyTorch's and Paddle's choice)."""
     n, c, h, w = x.shape
     g = pool_geometry("vision::max_pool2d", (h, w), kernel_size, stride, padding, ceil_mode)
-    buf = win.pad_planes(_planes(x), g, fill=-np.inf)
+    planes = _pool_planes(x.shape, g)
+    buf = planes.pad(x, fill=-np.inf)
     offsets = g.offsets()
-    best = win.window(buf, g, 1, n * c, offsets[0][2]).copy()
+    best = planes.window(buf, offsets[0]).copy()
     which = np.zeros(best.shape, np.intp)
-    for k, (_, _, offset) in enumerate(offsets[1:], 1):
-        value = win.window(buf, g, 1, n * c, offset)
+    for k, offset in enumerate(offsets[1:], 1):
+        value = planes.window(buf, offset)
         better = value > best
         better |= np.isnan(value)
         np.copyto(best, value, where=better)
@@ -148,11 +154,12 @@ def avg_pool2d_forward(x: np.ndarray, kernel_size: Any, stride: Any, padding: An
                        ) -> np.ndarray:
     n, c, h, w = x.shape
     g = pool_geometry("vision::avg_pool2d", (h, w), kernel_size, stride, padding, ceil_mode)
-    buf = win.pad_planes(_planes(x), g)
+    planes = _pool_planes(x.shape, g)
+    buf = planes.pad(x)
     offsets = g.offsets()
-    total = win.window(buf, g, 1, n * c, offsets[0][2]).copy()
-    for _, _, offset in offsets[1:]:
-        total += win.window(buf, g, 1, n * c, offset)
+    total = planes.window(buf, offsets[0]).copy()
+    for offset in offsets[1:]:
+        total += planes.window(buf, offset)
     total /= _divisor(g, exclusive, divisor_override, x.dtype)
     return total.reshape(n, c, g.h.out, g.w.out)
 
@@ -163,10 +170,11 @@ def avg_pool2d_backward(x: np.ndarray, dout: np.ndarray, kernel_size: Any, strid
     """Each window's dout / divisor, added to every element of the window."""
     n, c, h, w = x.shape
     g = pool_geometry("vision::avg_pool2d", (h, w), kernel_size, stride, padding, ceil_mode)
-    share = _planes(dout) / _divisor(g, exclusive, divisor_override, dout.dtype)
-    kk = g.h.kernel * g.w.kernel
-    spread = np.broadcast_to(share[:, None], (1, kk) + share.shape[1:])
-    dbuf = win.add_columns(spread, g, 1, n * c)
+    planes = _pool_planes(x.shape, g)
+    share = dout.reshape(1, *planes.position_shape) \
+        / _divisor(g, exclusive, divisor_override, dout.dtype)
+    kernel = g.h.kernel * g.w.kernel
+    dbuf = planes.add_columns(np.broadcast_to(share[:, None], (1, kernel, *share.shape[1:])))
     if g.plane == h * w:
         return dbuf.reshape(x.shape)
-    return np.ascontiguousarray(win.inner(dbuf, g, 1, n * c)).reshape(x.shape)
+    return np.ascontiguousarray(planes.inner(dbuf)).reshape(x.shape)

@@ -2,23 +2,18 @@
 every window op is built from: gathering the windows of a padded input into columns
 (im2col) and scatter-adding columns back into it (col2im).
 
-Inputs are laid out as *planes*: a flat buffer holding ``(C, N, Hp, Wp)`` padded images,
-channel-major, so a convolution's columns are ``(C * kh * kw, positions)`` and one GEMM
-with the ``(C_out, C * kh * kw)`` weight gives ``(C_out, positions)``. Pooling uses one
-"channel" and ``N * C`` planes, which is the NCHW input itself, without a transpose.
+Inputs are held as :class:`Planes`: padded images, channel-major, so a convolution's
+columns are ``(C * kh * kw, positions)`` and one GEMM with the ``(C_out, C * kh * kw)``
+weight gives ``(C_out, positions)``. Two orders of the batch:
 
-Two ways to enumerate the window positions:
-
-* *strided* (any stride): positions are ``(N, H_out, W_out)``, read through a strided
-  view; rows of ``W_out`` elements.
-* *wide* (stride 1): every element of the padded planes is a position, so the window at
-  kernel offset ``(i, j)`` is the flat buffer shifted by ``i * dh * Wp + j * dw`` — one
-  contiguous run. The positions past the valid ``H_out x W_out`` corner of a plane compute
-  values nobody reads (they wrap into the next row or plane), and their column gradients
-  are zero because the output gradient is zero there. On the 8x8 images of the benchmark
-  (64 valid positions in 100) this did the im2col copy and the col2im adds about twice
-  as fast as rows of 8 elements did, despite the 1.6x larger GEMM; it is used when it
-  wastes at most half of the positions.
+* batch-first ``(C, N, Hp, Wp)``: positions ``(N, H_out, W_out)``, read in rows of
+  ``W_out`` elements. Pooling uses it with one "channel" of ``N * C`` planes, which is the
+  NCHW input itself.
+* batch-last ``(C, Hp, Wp, N)``: positions ``(H_out, W_out, N)``, read in runs of ``N``
+  elements (``W_out * N`` at stride 1). For small images numpy's per-row cost dominates
+  rows of 4 or 8 elements: on the digits CNN's second convolution (64 images of 8
+  channels, 4x4) a forward + backward took 2.6x less time batch-last, at the price of
+  transposing the input and output; on 32x32 images it took 1.5x more.
 """
 from __future__ import annotations
 
@@ -28,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Axis", "Geometry", "pair", "paddings", "resolve_axis", "geometry", "pad_planes",
-           "inner", "window", "columns", "add_columns", "positions"]
+__all__ = ["Axis", "Geometry", "Planes", "pair", "paddings", "resolve_axis", "geometry",
+           "BATCH_LAST_MAX_WIDTH"]
 
-# the wide layout is used while at least this fraction of its positions are valid
-_WIDE_MIN_VALID = 0.5
+# batch-last while output rows are shorter than this and the batch is at least as long
+BATCH_LAST_MAX_WIDTH = 16
 
 
 def pair(op: str, name: str, value: Any, minimum: int) -> tuple[int, int]:
@@ -128,32 +123,18 @@ def resolve_axis(op: str, axis: str, size: int, kernel: int, stride: int, dilati
 
 @dataclass(frozen=True)
 class Geometry:
-    """Both spatial axes of a window op, the layout of its planes and derived tables."""
+    """Both spatial axes of a window op and tables derived from them."""
 
     h: Axis
     w: Axis
-    wide: bool
 
     @property
     def plane(self) -> int:
         return self.h.padded * self.w.padded
 
-    @property
-    def tail(self) -> int:
-        """Elements past the last plane that the wide layout's shifted windows read."""
-        if not self.wide:
-            return 0
-        return (self.h.kernel - 1) * self.h.dilation * self.w.padded \
-            + (self.w.kernel - 1) * self.w.dilation
-
-    def count(self, n: int) -> int:
-        """Positions per channel of `n` planes."""
-        return n * (self.plane if self.wide else self.h.out * self.w.out)
-
-    def offsets(self) -> list[tuple[int, int, int]]:
-        """(i, j, flat offset in a padded plane) of every kernel element, row-major."""
-        wp = self.w.padded
-        return [(i, j, i * self.h.dilation * wp + j * self.w.dilation)
+    def offsets(self) -> list[tuple[int, int]]:
+        """(row, column) offset in a padded plane of every kernel element, row-major."""
+        return [(i * self.h.dilation, j * self.w.dilation)
                 for i in range(self.h.kernel) for j in range(self.w.kernel)]
 
     @cached_property
@@ -177,8 +158,7 @@ class Geometry:
     @cached_property
     def kernel_index(self) -> np.ndarray:
         """The flat input-index step of each kernel element from a window's top-left."""
-        table = np.array([i * self.h.dilation * self.w.size + j * self.w.dilation
-                          for i, j, _ in self.offsets()], dtype=np.int64)
+        table = np.array([i * self.w.size + j for i, j in self.offsets()], dtype=np.int64)
         table.setflags(write=False)
         return table
 
@@ -199,81 +179,87 @@ def _counts(axis: Axis, exclusive: bool) -> np.ndarray:
 def geometry(op: str, size: tuple[int, int], kernel: tuple[int, int],
              stride: tuple[int, int], dilation: tuple[int, int],
              padding: str | tuple[int, int, int, int], ceil_mode: bool = False,
-             pooling: bool = False, allow_wide: bool = False) -> Geometry:
+             pooling: bool = False) -> Geometry:
     """The (cached) geometry of a window op over inputs of spatial `size`."""
     pads_h = padding if isinstance(padding, str) else padding[:2]
     pads_w = padding if isinstance(padding, str) else padding[2:]
-    h = resolve_axis(op, "height", size[0], kernel[0], stride[0], dilation[0], pads_h,
-                     ceil_mode, pooling)
-    w = resolve_axis(op, "width", size[1], kernel[1], stride[1], dilation[1], pads_w,
-                     ceil_mode, pooling)
-    wide = allow_wide and h.stride == w.stride == 1 \
-        and h.out * w.out >= _WIDE_MIN_VALID * h.padded * w.padded
-    return Geometry(h, w, wide)
+    return Geometry(resolve_axis(op, "height", size[0], kernel[0], stride[0], dilation[0],
+                                 pads_h, ceil_mode, pooling),
+                    resolve_axis(op, "width", size[1], kernel[1], stride[1], dilation[1],
+                                 pads_w, ceil_mode, pooling))
 
 
-def pad_planes(planes: np.ndarray, g: Geometry, fill: float = 0.0) -> np.ndarray:
-    """The flat padded-planes buffer of `planes` (C, N, H, W) (plus the wide tail).
-    Without padding or tail, a contiguous input is used as it is."""
-    c, n = planes.shape[:2]
-    if g.plane == g.h.size * g.w.size and not g.tail and planes.flags.c_contiguous:
-        return planes.reshape(-1)
-    buf = np.zeros(c * n * g.plane + g.tail, planes.dtype) if fill == 0 else \
-        np.full(c * n * g.plane + g.tail, fill, planes.dtype)
-    inner(buf, g, c, n)[...] = planes
-    return buf
+class Planes:
+    """`c` channels of `n` padded images of geometry `g`, batch-first or batch-last: the
+    buffer's shape and the views that read windows out of it."""
 
+    def __init__(self, g: Geometry, c: int, n: int, batch_last: bool) -> None:
+        self.g, self.c, self.n, self.batch_last = g, c, n, batch_last
+        hp, wp, ho, wo = g.h.padded, g.w.padded, g.h.out, g.w.out
+        if batch_last:
+            self.shape = (c, hp, wp, n)
+            self.position_shape = (ho, wo, n)
+            row, col, image = wp * n, n, 1
+        else:
+            self.shape = (c, n, hp, wp)
+            self.position_shape = (n, ho, wo)
+            row, col, image = wp, 1, hp * wp
+        self.channel_stride = n * hp * wp
+        self.row_stride, self.col_stride = row, col
+        self.position_strides = (row * g.h.stride, col * g.w.stride, image) if batch_last \
+            else (image, row * g.h.stride, col * g.w.stride)
+        self.positions_count = n * ho * wo
 
-def inner(buf: np.ndarray, g: Geometry, c: int, n: int) -> np.ndarray:
-    """(C, N, H, W): the unpadded part of a padded-planes buffer (a view)."""
-    h, w = g.h, g.w
-    return buf[:c * n * g.plane].reshape(c, n, h.padded, w.padded)[
-        :, :, h.before:h.before + h.size, w.before:w.before + w.size]
+    def _nchw(self, buf: np.ndarray) -> np.ndarray:
+        """The buffer's (C, ...) 4-D view in NCHW axis order."""
+        view = buf.reshape(self.shape)
+        return view.transpose(3, 0, 1, 2) if self.batch_last else view.transpose(1, 0, 2, 3)
 
+    def inner(self, buf: np.ndarray) -> np.ndarray:
+        """(N, C, H, W): the unpadded part of a buffer (a view)."""
+        h, w = self.g.h, self.g.w
+        return self._nchw(buf)[:, :, h.before:h.before + h.size, w.before:w.before + w.size]
 
-def window(buf: np.ndarray, g: Geometry, c: int, n: int, offset: int) -> np.ndarray:
-    """The input elements that kernel element at flat `offset` meets, for every position:
-    a (C, positions...) view of the padded-planes buffer."""
-    item = buf.itemsize
-    if g.wide:
-        shape, strides = (c, n * g.plane), (n * g.plane * item, item)
-    else:
-        wp = g.w.padded
-        shape = (c, n, g.h.out, g.w.out)
-        strides = (n * g.plane * item, g.plane * item, g.h.stride * wp * item,
-                   g.w.stride * item)
-    return np.ndarray(shape, buf.dtype, buf, offset * item, strides)
+    def pad(self, x: np.ndarray, fill: float = 0.0) -> np.ndarray:
+        """The buffer holding NCHW `x` (N, C, H, W; for one channel of N * C planes, any
+        shape with that many elements), padded with `fill`. Batch-first without padding,
+        a contiguous input is used as it is."""
+        if not self.batch_last and self.g.plane == self.g.h.size * self.g.w.size \
+                and x.flags.c_contiguous and (self.c == 1 or self.n == 1):
+            return x.reshape(-1)
+        buf = np.zeros(self.shape, x.dtype) if fill == 0 else np.full(self.shape, fill, x.dtype)
+        self.inner(buf)[...] = x.reshape(self.n, self.c, self.g.h.size, self.g.w.size)
+        return buf.reshape(-1)
 
+    def window(self, buf: np.ndarray, offset: tuple[int, int]) -> np.ndarray:
+        """The elements that the kernel element at (row, column) `offset` meets, at every
+        position: a (C, *position_shape) view of the buffer."""
+        item = buf.itemsize
+        start = (offset[0] * self.row_stride + offset[1] * self.col_stride) * item
+        return np.ndarray((self.c, *self.position_shape), buf.dtype, buf, start,
+                          tuple(s * item for s in (self.channel_stride,
+                                                   *self.position_strides)))
 
-def columns(buf: np.ndarray, g: Geometry, c: int, n: int) -> np.ndarray:
-    """im2col: (C * kh * kw, positions), one strided copy of the padded planes."""
-    item = buf.itemsize
-    wp = g.w.padded
-    kernel_shape = (c, g.h.kernel, g.w.kernel)
-    kernel_strides = (n * g.plane * item, g.h.dilation * wp * item, g.w.dilation * item)
-    if g.wide:
-        shape, strides = kernel_shape + (n * g.plane,), kernel_strides + (item,)
-    else:
-        shape = kernel_shape + (n, g.h.out, g.w.out)
-        strides = kernel_strides + (g.plane * item, g.h.stride * wp * item, g.w.stride * item)
-    view = np.ndarray(shape, buf.dtype, buf, 0, strides)
-    return view.reshape(c * g.h.kernel * g.w.kernel, g.count(n))
+    def columns(self, buf: np.ndarray) -> np.ndarray:
+        """im2col: (C * kh * kw, positions), one strided copy of the buffer."""
+        g, item = self.g, buf.itemsize
+        shape = (self.c, g.h.kernel, g.w.kernel, *self.position_shape)
+        strides = (self.channel_stride, g.h.dilation * self.row_stride,
+                   g.w.dilation * self.col_stride, *self.position_strides)
+        view = np.ndarray(shape, buf.dtype, buf, 0, tuple(s * item for s in strides))
+        return view.reshape(self.c * g.h.kernel * g.w.kernel, self.positions_count)
 
+    def add_columns(self, cols: np.ndarray) -> np.ndarray:
+        """col2im: a zeroed buffer with every column scatter-added to where it was
+        gathered from, one strided add per kernel element (kh * kw adds, each over all
+        channels and positions). `cols` is (C, kh * kw, *position_shape)."""
+        buf = np.zeros(int(np.prod(self.shape)), cols.dtype)
+        for k, offset in enumerate(self.g.offsets()):
+            target = self.window(buf, offset)
+            np.add(target, cols[:, k], out=target)
+        return buf
 
-def add_columns(cols: np.ndarray, g: Geometry, c: int, n: int) -> np.ndarray:
-    """col2im: a zeroed padded-planes buffer with every column scatter-added to where
-    it was gathered from, one strided add per kernel element (kh * kw adds, each over
-    all channels and positions). `cols` is (C, kh * kw, positions...) or broadcasts to it."""
-    buf = np.zeros(c * n * g.plane + g.tail, cols.dtype)
-    for k, (_, _, offset) in enumerate(g.offsets()):
-        target = window(buf, g, c, n, offset)
-        np.add(target, cols[:, k].reshape(target.shape), out=target)
-    return buf
-
-
-def positions(values: np.ndarray, g: Geometry, n: int) -> np.ndarray:
-    """(rows, N, H_out, W_out): the valid positions of (rows, positions) values."""
-    rows = values.shape[0]
-    if g.wide:
-        return values.reshape(rows, n, g.h.padded, g.w.padded)[:, :, :g.h.out, :g.w.out]
-    return values.reshape(rows, n, g.h.out, g.w.out)
+    def positions(self, values: np.ndarray) -> np.ndarray:
+        """(rows, N, H_out, W_out): a view of (rows, positions) values."""
+        view = values.reshape(values.shape[0], *self.position_shape)
+        return view.transpose(0, 3, 1, 2) if self.batch_last else view
