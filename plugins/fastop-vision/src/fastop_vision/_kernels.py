@@ -41,10 +41,8 @@ def _grouped(matrix: np.ndarray, groups: int) -> np.ndarray:
 
 
 def conv_planes(x_shape: tuple[int, ...], g: win.Geometry) -> win.Planes:
-    """The layout of a convolution's input: batch-last for short output rows and a
-    batch at least as long (see :mod:`fastop_vision._window`)."""
-    n, c = x_shape[:2]
-    return win.Planes(g, c, n, batch_last=g.w.out < win.BATCH_LAST_MAX_WIDTH and n >= g.w.out)
+    """A convolution's input as C channels of N images."""
+    return win.Planes.choose(g, x_shape[1], x_shape[0])
 
 
 def conv2d_forward(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, stride: Any,
@@ -94,8 +92,13 @@ def conv2d_backward(x: np.ndarray, weight: np.ndarray, dout: np.ndarray, stride:
 
 
 def _pool_planes(x_shape: tuple[int, ...], g: win.Geometry) -> win.Planes:
-    """NCHW as one channel of N * C planes, batch-first: the input itself."""
-    return win.Planes(g, 1, x_shape[0] * x_shape[1], batch_last=False)
+    """A pooling's input as one channel of N * C planes (batch-first: the input itself)."""
+    return win.Planes.choose(g, 1, x_shape[0] * x_shape[1])
+
+
+def _nchw(planes: win.Planes, values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Per-position values of one-channel planes as a contiguous NCHW array."""
+    return np.ascontiguousarray(planes.positions(values.reshape(1, -1))[0]).reshape(shape)
 
 
 def max_pool2d_forward(x: np.ndarray, kernel_size: Any, stride: Any, padding: Any,
@@ -113,17 +116,20 @@ def max_pool2d_forward(x: np.ndarray, kernel_size: Any, stride: Any, padding: An
         value = planes.window(buf, offset)
         better = value > best
         better |= np.isnan(value)
-        np.copyto(best, value, where=better)
-        np.copyto(which, k, where=better)
-    mask = g.first_index + g.kernel_index[which]
+        np.maximum(best, value, out=best)
+        # np.where, not copyto(where=): a masked copy branches per element, 5-10x
+        # slower on random data
+        which = np.where(better, k, which)
+    shape = (n, c, g.h.out, g.w.out)
+    best = _nchw(planes, best, shape)
+    mask = g.first_index + g.kernel_index[planes.positions(which.reshape(1, -1))[0]]
     if g.plane != h * w:
         # a window whose values are all -inf keeps its first element, maybe padding:
         # point at its first element inside the input instead
-        empty = best == -np.inf
+        empty = best.reshape(mask.shape) == -np.inf
         if empty.any():
             mask[empty] = np.broadcast_to(g.first_valid_index, mask.shape)[empty]
-    shape = (n, c, g.h.out, g.w.out)
-    return best.reshape(shape), mask.reshape(shape)
+    return best, mask.reshape(shape)
 
 
 def max_pool2d_backward(x: np.ndarray, mask: np.ndarray, dout: np.ndarray, kernel_size: Any,
@@ -160,8 +166,9 @@ def avg_pool2d_forward(x: np.ndarray, kernel_size: Any, stride: Any, padding: An
     total = planes.window(buf, offsets[0]).copy()
     for offset in offsets[1:]:
         total += planes.window(buf, offset)
-    total /= _divisor(g, exclusive, divisor_override, x.dtype)
-    return total.reshape(n, c, g.h.out, g.w.out)
+    out = _nchw(planes, total, (n, c, g.h.out, g.w.out))
+    out /= _divisor(g, exclusive, divisor_override, x.dtype)
+    return out
 
 
 def avg_pool2d_backward(x: np.ndarray, dout: np.ndarray, kernel_size: Any, stride: Any,
@@ -171,10 +178,12 @@ def avg_pool2d_backward(x: np.ndarray, dout: np.ndarray, kernel_size: Any, strid
     n, c, h, w = x.shape
     g = pool_geometry("vision::avg_pool2d", (h, w), kernel_size, stride, padding, ceil_mode)
     planes = _pool_planes(x.shape, g)
-    share = dout.reshape(1, *planes.position_shape) \
-        / _divisor(g, exclusive, divisor_override, dout.dtype)
+    share = np.empty((1, *planes.position_shape), dout.dtype)
+    np.divide(dout.reshape(1, n * c, g.h.out, g.w.out),
+              _divisor(g, exclusive, divisor_override, dout.dtype),
+              out=planes.positions(share.reshape(1, -1)))
     kernel = g.h.kernel * g.w.kernel
     dbuf = planes.add_columns(np.broadcast_to(share[:, None], (1, kernel, *share.shape[1:])))
-    if g.plane == h * w:
+    if g.plane == h * w and not planes.batch_last:
         return dbuf.reshape(x.shape)
     return np.ascontiguousarray(planes.inner(dbuf)).reshape(x.shape)

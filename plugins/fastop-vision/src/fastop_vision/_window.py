@@ -7,8 +7,8 @@ columns are ``(C * kh * kw, positions)`` and one GEMM with the ``(C_out, C * kh 
 weight gives ``(C_out, positions)``. Two orders of the batch:
 
 * batch-first ``(C, N, Hp, Wp)``: positions ``(N, H_out, W_out)``, read in rows of
-  ``W_out`` elements. Pooling uses it with one "channel" of ``N * C`` planes, which is the
-  NCHW input itself.
+  ``W_out`` elements. Pooling uses one "channel" of ``N * C`` planes: the NCHW input
+  itself, when it needs no padding.
 * batch-last ``(C, Hp, Wp, N)``: positions ``(H_out, W_out, N)``, read in runs of ``N``
   elements (``W_out * N`` at stride 1). For small images numpy's per-row cost dominates
   rows of 4 or 8 elements: on the digits CNN's second convolution (64 images of 8
@@ -209,6 +209,12 @@ class Planes:
         self.position_strides = (row * g.h.stride, col * g.w.stride, image) if batch_last \
             else (image, row * g.h.stride, col * g.w.stride)
         self.positions_count = n * ho * wo
+
+    @classmethod
+    def choose(cls, g: Geometry, c: int, n: int) -> "Planes":
+        """Batch-last for output rows shorter than BATCH_LAST_MAX_WIDTH and a batch at
+        least as long, batch-first otherwise."""
+        return cls(g, c, n, g.w.out < BATCH_LAST_MAX_WIDTH and n >= g.w.out)
 
     def _nchw(self, buf: np.ndarray) -> np.ndarray:
         """The buffer's (C, ...) 4-D view in NCHW axis order."""
