@@ -3,11 +3,13 @@ its backward as two GEMMs + col2im; max and average pooling over strided window 
 
 Kernels take numpy arrays and the op's attributes as given (an int or a pair ...);
 :func:`conv_geometry` and :func:`pool_geometry` check and normalize them once per
-distinct call signature (cached).
+distinct call signature (cached: every call of an op runs them in its meta function and
+its kernel, twice for the backward op).
 """
 from __future__ import annotations
 
-from typing import Any
+from functools import lru_cache
+from typing import Any, Callable
 
 import numpy as np
 
@@ -18,20 +20,38 @@ __all__ = ["conv_geometry", "pool_geometry", "conv_planes", "conv2d_forward", "c
            "avg_pool2d_backward"]
 
 
+def _cached(resolve: Callable[..., win.Geometry]) -> Callable[..., win.Geometry]:
+    """`resolve` memoized on its arguments with lists as tuples. A call that fails (or
+    whose arguments cannot be hashed) is repeated uncached, so an error shows the
+    attributes as they were given."""
+    memo = lru_cache(maxsize=512)(resolve)
+
+    def geometry(*args: Any) -> win.Geometry:
+        try:
+            return memo(*[tuple(a) if isinstance(a, list) else a for a in args])
+        except (TypeError, ValueError):
+            pass
+        return resolve(*args)
+    geometry.__doc__ = resolve.__doc__
+    return geometry
+
+
+@_cached
 def conv_geometry(op: str, x_hw: tuple[int, int], kernel_hw: tuple[int, int], stride: Any,
                   padding: Any, dilation: Any) -> win.Geometry:
     """Checked geometry of a convolution over inputs of spatial size `x_hw`."""
-    return win.geometry(op, x_hw, kernel_hw, win.pair(op, "stride", stride, 1),
+    return win.geometry(op, tuple(x_hw), tuple(kernel_hw), win.pair(op, "stride", stride, 1),
                         win.pair(op, "dilation", dilation, 1), win.paddings(op, padding))
 
 
+@_cached
 def pool_geometry(op: str, x_hw: tuple[int, int], kernel_size: Any, stride: Any,
                   padding: Any, ceil_mode: bool) -> win.Geometry:
     """Checked geometry of a pooling over inputs of spatial size `x_hw` (stride None:
     the kernel size, Paddle's default)."""
     kernel = win.pair(op, "kernel_size", kernel_size, 1)
     strides = kernel if stride is None else win.pair(op, "stride", stride, 1)
-    return win.geometry(op, x_hw, kernel, strides, (1, 1), win.paddings(op, padding),
+    return win.geometry(op, tuple(x_hw), kernel, strides, (1, 1), win.paddings(op, padding),
                         ceil_mode=ceil_mode, pooling=True)
 
 

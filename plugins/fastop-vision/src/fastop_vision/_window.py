@@ -18,7 +18,7 @@ weight gives ``(C_out, positions)``. Two orders of the batch:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -175,12 +175,11 @@ def _counts(axis: Axis, exclusive: bool) -> np.ndarray:
     return np.minimum(start + axis.kernel, axis.size + axis.after) - start
 
 
-@lru_cache(maxsize=256)
 def geometry(op: str, size: tuple[int, int], kernel: tuple[int, int],
              stride: tuple[int, int], dilation: tuple[int, int],
              padding: str | tuple[int, int, int, int], ceil_mode: bool = False,
              pooling: bool = False) -> Geometry:
-    """The (cached) geometry of a window op over inputs of spatial `size`."""
+    """The geometry of a window op over inputs of spatial `size`."""
     pads_h = padding if isinstance(padding, str) else padding[:2]
     pads_w = padding if isinstance(padding, str) else padding[2:]
     return Geometry(resolve_axis(op, "height", size[0], kernel[0], stride[0], dilation[0],

@@ -75,18 +75,26 @@ def conv2d_meta(x: TensorMeta, weight: TensorMeta, bias: TensorMeta | None, stri
         if bias.shape != [c_out]:
             raise ValueError(f"{op}: input 'bias' must have shape [{c_out}] (one per output "
                              f"channel), got {bias.shape}")
-    hw = _out_hw(op, x, (kh, kw), win.pair(op, "stride", stride, 1),
-                 win.pair(op, "dilation", dilation, 1), win.paddings(op, padding))
+    if None in x.shape[2:]:
+        hw = _out_hw(op, x, (kh, kw), win.pair(op, "stride", stride, 1),
+                     win.pair(op, "dilation", dilation, 1), win.paddings(op, padding))
+    else:
+        g = K.conv_geometry(op, x.shape[2:], (kh, kw), stride, padding, dilation)
+        hw = [g.h.out, g.w.out]
     return TensorMeta([x.shape[0], c_out, *hw], x.dtype)
 
 
 def _pool_meta(op: str, x: TensorMeta, kernel_size: Any, stride: Any, padding: Any,
                ceil_mode: bool) -> list[int | None]:
     _check_4d(op, "x", x, "(N, C, H, W)")
-    kernel = win.pair(op, "kernel_size", kernel_size, 1)
-    strides = kernel if stride is None else win.pair(op, "stride", stride, 1)
-    hw = _out_hw(op, x, kernel, strides, (1, 1), win.paddings(op, padding), ceil_mode,
-                 pooling=True)
+    if None in x.shape[2:]:
+        kernel = win.pair(op, "kernel_size", kernel_size, 1)
+        strides = kernel if stride is None else win.pair(op, "stride", stride, 1)
+        hw = _out_hw(op, x, kernel, strides, (1, 1), win.paddings(op, padding), ceil_mode,
+                     pooling=True)
+    else:
+        g = K.pool_geometry(op, x.shape[2:], kernel_size, stride, padding, ceil_mode)
+        hw = [g.h.out, g.w.out]
     return [*x.shape[:2], *hw]
 
 
@@ -133,7 +141,7 @@ def checked_by(meta: Callable[..., Any]) -> Callable[[Callable], Callable]:
     def decorate(kernel: Callable) -> Callable:
         @wraps(kernel)
         def run(*arrays: Any, **attrs: Any) -> Any:
-            signature = (tuple(None if a is None else (a.shape, a.dtype.name) for a in arrays),
+            signature = (tuple(None if a is None else (a.shape, a.dtype) for a in arrays),
                          tuple((k, _hashable(v)) for k, v in attrs.items()))
             if signature not in passed:
                 meta(*[None if a is None else TensorMeta(a.shape, a.dtype.name)
