@@ -323,6 +323,24 @@ def test_pools_property_match_the_loops(size, kernel, stride, pad, ceil_mode, ex
                                **TOL["float64"])
 
 
+def test_empty_batch_and_strided_inputs():
+    w = fastop.to_tensor(np.ones((3, 2, 3, 3)), stop_gradient=False)
+    empty = fastop.to_tensor(np.zeros((0, 2, 5, 5)), stop_gradient=False)
+    calls = [lambda t: fastop_vision.conv2d(t, w, padding=1),
+             lambda t: fastop_vision.max_pool2d(t, 2),
+             lambda t: fastop_vision.avg_pool2d(t, 2, padding=1)]
+    for call in calls:
+        empty.grad = None
+        call(empty).sum().backward()
+        assert empty.grad.shape == [0, 2, 5, 5]
+    # a transposed (non-contiguous) input gives what its contiguous copy gives
+    a = np.random.default_rng(19).standard_normal((5, 6, 2, 3))
+    strided = fastop.transpose(fastop.to_tensor(a), [3, 2, 0, 1])
+    dense = fastop.to_tensor(np.ascontiguousarray(a.transpose(3, 2, 0, 1)))
+    for call in calls:
+        np.testing.assert_array_equal(call(strided).numpy(), call(dense).numpy())
+
+
 # -- gradient rules against finite differences (float64) -----------------------------------
 
 @pytest.mark.parametrize("case", CONV_CASES[:6], ids=_case_id)

@@ -158,7 +158,9 @@ def max_pool2d_backward(x: np.ndarray, mask: np.ndarray, dout: np.ndarray, kerne
     n, c, h, w = x.shape
     g = pool_geometry("vision::max_pool2d", (h, w), kernel_size, stride, padding, ceil_mode)
     plane = h * w
-    flat = (mask.reshape(n * c, -1) + np.arange(0, n * c * plane, plane)[:, None]).reshape(-1)
+    per_plane = g.h.out * g.w.out
+    flat = (mask.reshape(n * c, per_plane)
+            + np.arange(0, n * c * plane, plane)[:, None]).reshape(-1)
     if g.h.stride >= g.h.kernel and g.w.stride >= g.w.kernel:
         dx = np.zeros(n * c * plane, dout.dtype)       # disjoint windows: no index twice
         dx[flat] = dout.reshape(-1)

@@ -239,19 +239,17 @@ class Planes:
     def window(self, buf: np.ndarray, offset: tuple[int, int]) -> np.ndarray:
         """The elements that the kernel element at (row, column) `offset` meets, at every
         position: a (C, *position_shape) view of the buffer."""
-        item = buf.itemsize
-        start = (offset[0] * self.row_stride + offset[1] * self.col_stride) * item
-        return np.ndarray((self.c, *self.position_shape), buf.dtype, buf, start,
-                          tuple(s * item for s in (self.channel_stride,
-                                                   *self.position_strides)))
+        start = offset[0] * self.row_stride + offset[1] * self.col_stride
+        return _view(buf, (self.c, *self.position_shape), start,
+                     (self.channel_stride, *self.position_strides))
 
     def columns(self, buf: np.ndarray) -> np.ndarray:
         """im2col: (C * kh * kw, positions), one strided copy of the buffer."""
-        g, item = self.g, buf.itemsize
+        g = self.g
         shape = (self.c, g.h.kernel, g.w.kernel, *self.position_shape)
         strides = (self.channel_stride, g.h.dilation * self.row_stride,
                    g.w.dilation * self.col_stride, *self.position_strides)
-        view = np.ndarray(shape, buf.dtype, buf, 0, tuple(s * item for s in strides))
+        view = _view(buf, shape, 0, strides)
         return view.reshape(self.c * g.h.kernel * g.w.kernel, self.positions_count)
 
     def add_columns(self, cols: np.ndarray) -> np.ndarray:
@@ -268,3 +266,13 @@ class Planes:
         """(rows, N, H_out, W_out): a view of (rows, positions) values."""
         view = values.reshape(values.shape[0], *self.position_shape)
         return view.transpose(0, 3, 1, 2) if self.batch_last else view
+
+
+def _view(buf: np.ndarray, shape: tuple[int, ...], start: int,
+          strides: tuple[int, ...]) -> np.ndarray:
+    """A strided view of the flat `buf` (start and strides in elements); an empty batch
+    or channel count gives an empty array (numpy refuses offsets into empty buffers)."""
+    if 0 in shape:
+        return np.zeros(shape, buf.dtype)
+    item = buf.itemsize
+    return np.ndarray(shape, buf.dtype, buf, start * item, tuple(s * item for s in strides))
