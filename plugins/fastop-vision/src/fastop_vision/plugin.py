@@ -132,26 +132,29 @@ def _hashable(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
-def checked_by(meta: Callable[..., Any]) -> Callable[[Callable], Callable]:
-    """Run `meta`'s checks before the kernel, once per distinct input shapes, dtypes and
+def _checked(meta: Callable[..., Any], kernel: Callable[..., Any]) -> Callable[..., Any]:
+    """`kernel` behind `meta`'s checks, run once per distinct input shapes, dtypes and
     attributes: eager mode calls a Python kernel first and the meta function only to
     check its results, so without this bad input would fail inside numpy."""
     passed: set[tuple] = set()
 
-    def decorate(kernel: Callable) -> Callable:
-        @wraps(kernel)
-        def run(*arrays: Any, **attrs: Any) -> Any:
-            signature = (tuple(None if a is None else (a.shape, a.dtype) for a in arrays),
-                         tuple((k, _hashable(v)) for k, v in attrs.items()))
-            if signature not in passed:
-                meta(*[None if a is None else TensorMeta(a.shape, a.dtype.name)
-                       for a in arrays], **attrs)
-                if len(passed) >= _CHECKED_SIGNATURES:
-                    passed.clear()
-                passed.add(signature)
-            return kernel(*arrays, **attrs)
-        return run
-    return decorate
+    @wraps(kernel)
+    def run(*arrays: Any, **attrs: Any) -> Any:
+        signature = (tuple(None if a is None else (a.shape, a.dtype) for a in arrays),
+                     tuple((k, _hashable(v)) for k, v in attrs.items()))
+        if signature not in passed:
+            meta(*[None if a is None else TensorMeta(a.shape, a.dtype.name) for a in arrays],
+                 **attrs)
+            if len(passed) >= _CHECKED_SIGNATURES:
+                passed.clear()
+            passed.add(signature)
+        return kernel(*arrays, **attrs)
+    return run
+
+
+def _numpy_kernels(op, kernel: Callable[..., Any]) -> None:
+    """Register `kernel` as the op's float32 and float64 kernel, behind its meta checks."""
+    op.kernel(*FLOATS)(_checked(op.meta_fn, kernel))
 
 
 # -- the ops --------------------------------------------------------------------------------
@@ -163,7 +166,7 @@ def _register_conv2d(registry) -> None:
         doc="2-D convolution (cross-correlation) of NCHW x with weight (C_out, C_in / groups, "
             "kh, kw), plus an optional bias (C_out,); stride, padding ('SAME', 'VALID', int, "
             "(pad_h, pad_w) or (top, bottom, left, right)), dilation as in Paddle.")
-    conv2d.kernel(*FLOATS)(checked_by(conv2d_meta)(K.conv2d_forward))
+    _numpy_kernels(conv2d, K.conv2d_forward)
 
     def conv2d_grad_meta(x, weight, dout, **attrs):
         _check_out_grad("vision::conv2d_grad", "dout", dout,
@@ -174,7 +177,7 @@ def _register_conv2d(registry) -> None:
         "vision::conv2d_grad", inputs=["x", "weight", "dout"],
         outputs=["dx", "dweight", "dbias"], attrs=CONV_ATTRS, meta=conv2d_grad_meta,
         doc="Backward of vision::conv2d: the gradients of x, weight and a bias.")
-    conv2d_grad.kernel(*FLOATS)(checked_by(conv2d_grad_meta)(K.conv2d_backward))
+    _numpy_kernels(conv2d_grad, K.conv2d_backward)
     add = registry.get("fastop::add")
     full_like = registry.get("fastop::full_like")
 
@@ -209,7 +212,7 @@ def _register_pools(registry) -> None:
         doc="Max pooling of NCHW x; 'mask' is the int64 flat index of each maximum in its "
             "input plane (Paddle's return_mask), which takes no gradient. stride defaults "
             "to kernel_size; padding counts as -inf; ceil_mode as in PyTorch.")
-    max_pool2d.kernel(*FLOATS)(checked_by(max_pool2d_meta)(K.max_pool2d_forward))
+    _numpy_kernels(max_pool2d, K.max_pool2d_forward)
 
     def max_pool2d_grad_meta(x, mask, dout, **attrs):
         out, expected_mask = max_pool2d_meta(x, **attrs)
@@ -221,8 +224,7 @@ def _register_pools(registry) -> None:
         "vision::max_pool2d_grad", inputs=["x", "mask", "dout"], outputs=["dx"],
         attrs=POOL_ATTRS, meta=max_pool2d_grad_meta, differentiable=["dout"],
         doc="Backward of vision::max_pool2d: dout scattered to the positions in mask.")
-    max_pool2d_grad.kernel(*FLOATS)(
-        checked_by(max_pool2d_grad_meta)(K.max_pool2d_backward))
+    _numpy_kernels(max_pool2d_grad, K.max_pool2d_backward)
 
     # materialize_grads=False: 'mask' is int64, so it never gets a gradient (autograd
     # tracks float outputs only) and the rule must not be handed zeros for it.
@@ -236,7 +238,7 @@ def _register_pools(registry) -> None:
         doc="Average pooling of NCHW x: exclusive=True (Paddle's default) divides by the "
             "window's elements inside the input, False by the window size within the "
             "padding; divisor_override replaces both. stride defaults to kernel_size.")
-    avg_pool2d.kernel(*FLOATS)(checked_by(avg_pool2d_meta)(K.avg_pool2d_forward))
+    _numpy_kernels(avg_pool2d, K.avg_pool2d_forward)
 
     def avg_pool2d_grad_meta(x, dout, **attrs):
         _check_out_grad("vision::avg_pool2d_grad", "dout", dout, avg_pool2d_meta(x, **attrs))
@@ -246,8 +248,7 @@ def _register_pools(registry) -> None:
         "vision::avg_pool2d_grad", inputs=["x", "dout"], outputs=["dx"],
         attrs=AVG_POOL_ATTRS, meta=avg_pool2d_grad_meta, differentiable=["dout"],
         doc="Backward of vision::avg_pool2d: each window's dout / divisor spread over it.")
-    avg_pool2d_grad.kernel(*FLOATS)(
-        checked_by(avg_pool2d_grad_meta)(K.avg_pool2d_backward))
+    _numpy_kernels(avg_pool2d_grad, K.avg_pool2d_backward)
 
     @avg_pool2d.grad(needs=("x",), reads={})
     def avg_pool2d_grad_rule(x, dout, **attrs):
