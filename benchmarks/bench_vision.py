@@ -7,7 +7,8 @@
   kernel offsets backward), written here independently of the plugin.
 * the same call against the plugin's own numpy kernels called directly (forward kernel,
   then backward kernel with a ones gradient): the ratio is the framework's per-op cost.
-* ``max_pool2d`` and ``avg_pool2d`` 2x2 on the CNN's first pooling (64x8x8x8).
+* ``max_pool2d`` and ``avg_pool2d`` 2x2 on the CNN's first pooling (64x8x8x8), against
+  PyTorch and against the plugin's kernels called directly.
 
 All run in float32; the plugin must be installed (``make install``).
 """
@@ -84,22 +85,34 @@ def _conv_case(suite):
 def _pool_cases(suite):
     x = np.random.default_rng(1).standard_normal((64, 8, 8, 8)).astype("float32")
     fx = fastop.to_tensor(x, stop_gradient=False)
-    ops = {"max_pool2d": lambda t: fastop.ops.vision.max_pool2d(t, kernel_size=2)[0],
-           "avg_pool2d": lambda t: fastop.ops.vision.avg_pool2d(t, kernel_size=2)}
     torch = suite.torch
     tx = torch.tensor(x, requires_grad=True) if torch else None
-    torch_ops = {"max_pool2d": "max_pool2d", "avg_pool2d": "avg_pool2d"}
-    for name, op in ops.items():
+    max_pool2d, avg_pool2d = fastop.ops.vision.max_pool2d, fastop.ops.vision.avg_pool2d
+    avg_attrs = (2, None, 0, False, True, None)   # kernel, stride, padding, ceil, exclusive, div
+
+    def max_kernels():
+        out, mask = _kernels.max_pool2d_forward(x, 2, None, 0, False)
+        out.sum()
+        _kernels.max_pool2d_backward(x, mask, np.ones_like(out), 2, None, 0, False)
+
+    def avg_kernels():
+        out = _kernels.avg_pool2d_forward(x, *avg_attrs)
+        out.sum()
+        _kernels.avg_pool2d_backward(x, np.ones_like(out), *avg_attrs)
+
+    cases = {"max_pool2d": (lambda t: max_pool2d(t, kernel_size=2)[0], max_kernels),
+             "avg_pool2d": (lambda t: avg_pool2d(t, kernel_size=2), avg_kernels)}
+    for name, (op, kernels) in cases.items():
         def fastop_step(op=op):
             op(fx).sum().backward()
             fx.grad = None
 
-        def torch_step(fn=torch_ops[name]):
-            getattr(torch.nn.functional, fn)(tx, 2).sum().backward()
+        def torch_step(fn=getattr(torch.nn.functional, name) if torch else None):
+            fn(tx, 2).sum().backward()
             tx.grad = None
         suite.add("vision", f"{name} 2x2 fwd+bwd f32 (64,8,8,8)", fastop=fastop_step,
-                  torch=torch_step if torch else None, work=x.size, unit="elem",
-                  target="≥ 1.0× torch (1 thread)")
+                  numpy=kernels, torch=torch_step if torch else None, work=x.size,
+                  unit="elem", target="≥ 1.0× torch (1 thread); numpy = its kernels")
 
 
 def register(suite):

@@ -485,11 +485,16 @@ def _torch():
     return pytest.importorskip("torch", reason="PyTorch is not installed (comparison only)")
 
 
+def _symmetric(padding):
+    top, bottom, left, right = _pads(padding)
+    return top == bottom and left == right
+
+
 def _torch_padding(x, padding):
     """PyTorch pads symmetrically only: asymmetric paddings pad the input first."""
     import torch.nn.functional as TF
     pt, pb, pl, pr = _pads(padding)
-    if pt == pb and pl == pr:
+    if _symmetric(padding):
         return x, (pt, pl)
     return TF.pad(x, (pl, pr, pt, pb)), (0, 0)
 
@@ -517,10 +522,10 @@ def test_conv2d_matches_torch(case, dtype):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("case", [c for c in POOL_CASES if len(_pads(c[1].get("padding", 0)))
-                                  and _pads(c[1].get("padding", 0))[::2]
-                                  == _pads(c[1].get("padding", 0))[1::2]], ids=_case_id)
+@pytest.mark.parametrize("case", [c for c in POOL_CASES if _symmetric(c[1].get("padding", 0))],
+                         ids=_case_id)
 def test_pools_match_torch(case, dtype):
+    """(PyTorch pools pad symmetrically only.)"""
     torch = _torch()
     TF = torch.nn.functional
     shape, attrs = case

@@ -141,9 +141,7 @@ class Geometry:
     def first_index(self) -> np.ndarray:
         """(H_out, W_out): the flat input index of each window's top-left element, in
         unpadded coordinates (negative or wrapped when the window starts in padding)."""
-        table = self.h.starts()[:, None] * self.w.size + self.w.starts()[None, :]
-        table.setflags(write=False)
-        return table
+        return _read_only(self.h.starts()[:, None] * self.w.size + self.w.starts()[None, :])
 
     @cached_property
     def first_valid_index(self) -> np.ndarray:
@@ -151,21 +149,32 @@ class Geometry:
         element."""
         rows = np.maximum(self.h.starts(), 0)
         cols = np.maximum(self.w.starts(), 0)
-        table = rows[:, None] * self.w.size + cols[None, :]
-        table.setflags(write=False)
-        return table
+        return _read_only(rows[:, None] * self.w.size + cols[None, :])
 
     @cached_property
     def kernel_index(self) -> np.ndarray:
         """The flat input-index step of each kernel element from a window's top-left."""
-        table = np.array([i * self.w.size + j for i, j in self.offsets()], dtype=np.int64)
-        table.setflags(write=False)
-        return table
+        return _read_only(np.array([i * self.w.size + j for i, j in self.offsets()],
+                                   dtype=np.int64))
+
+    @cached_property
+    def _sizes_inside(self) -> np.ndarray:
+        return _read_only(np.outer(_counts(self.h, True), _counts(self.w, True)))
+
+    @cached_property
+    def _sizes_with_padding(self) -> np.ndarray:
+        return _read_only(np.outer(_counts(self.h, False), _counts(self.w, False)))
 
     def window_sizes(self, exclusive: bool) -> np.ndarray:
         """(H_out, W_out) element counts of the windows: inside the input (`exclusive`),
         else inside the given padding (PyTorch's count_include_pad)."""
-        return np.outer(_counts(self.h, exclusive), _counts(self.w, exclusive))
+        return self._sizes_inside if exclusive else self._sizes_with_padding
+
+
+def _read_only(table: np.ndarray) -> np.ndarray:
+    """A cached table, protected from callers writing into it."""
+    table.setflags(write=False)
+    return table
 
 
 def _counts(axis: Axis, exclusive: bool) -> np.ndarray:
