@@ -1,6 +1,10 @@
 """The plugin module named by the ``fastop`` entry point: defines the ``activations``
 namespace. Every op is a numpy forward kernel plus a numpy backward kernel that declares
-which forward values it needs (OneFlow's ``InputBind``)."""
+which forward values it needs (OneFlow's ``InputBind``).
+
+``user_relu_forward`` / ``user_relu_backward`` are OneFlow's Python-kernel example op
+bound as its ``REGISTER_USER_OP_GRAD`` binds them: the backward is an op of its own, and
+the forward's gradient rule calls it with the forward's output and output gradient."""
 import numpy as np
 
 import fastop
@@ -16,8 +20,42 @@ def _sigmoid(x):
     return 0.5 * (1.0 + np.tanh(0.5 * x))   # overflow-free logistic
 
 
+def _register_user_relu(registry):
+    """OneFlow's ``user_relu``: ``REGISTER_USER_OP("user_relu_forward").Input("in")
+    .Output("out")`` and ``user_relu_backward(y, dy) -> dx``."""
+    backward = registry.define("activations::user_relu_backward", inputs=["y", "dy"],
+                               outputs=["dx"], meta=lambda y, dy: dy,
+                               differentiable=["dy"],
+                               doc="dx = dy where y > 0, else 0 (user_relu_forward's backward)")
+
+    @backward.kernel(*FLOATS)
+    def user_relu_backward(y, dy):
+        return np.where(y > 0, dy, 0)
+
+    # linear in dy: its gradient is the same op on the incoming gradient
+    @backward.grad(needs=["y"], reads={"dy": ("y",)})
+    def user_relu_backward_grad(y, ddx):
+        return None, backward(y, ddx)
+
+    forward = registry.define("activations::user_relu_forward", inputs=["in"],
+                              outputs=["out"], meta=_same,
+                              doc="out = max(in, 0): OneFlow's Python-kernel relu")
+
+    @forward.kernel(*FLOATS)
+    def user_relu_forward(x):
+        return np.maximum(x, 0)   # the seed's (x > 0) * x, without its -0.0
+
+    # REGISTER_USER_OP_GRAD: InputBind("y", output "out"), InputBind("dy", its gradient),
+    # and the backward op's "dx" bound as the gradient of input "in"
+    @forward.grad(needs=["out"], reads={"in": ("out",)})
+    def user_relu_forward_grad(out, dout):
+        return (backward(out, dout),)
+
+
 @fastop.hookimpl
 def fastop_register_ops(registry):
+    _register_user_relu(registry)
+
     swish = registry.define("activations::swish", inputs=["x"], outputs=["y"],
                             attrs={"beta": 1.0}, meta=_same,
                             doc="y = x * sigmoid(beta * x)")
