@@ -1,0 +1,298 @@
+# distutils: sources = src/fastop/_core/simd_math_impl.c
+"""Activation kernels with parameters or special functions, and their backward forms
+(from x and dout). float32 and float64; any layout (``blockwise.pxd``).
+
+Forward (PaddlePaddle's definitions)::
+
+    gelu(x, approximate=False)   0.5 x (1 + erf(x / sqrt 2))
+                 approximate     0.5 x (1 + tanh(k (x + 0.044715 x^3))),  k = sqrt(2 / pi)
+    silu(x)                      x * sigmoid(x)
+    leaky_relu(x, negative_slope=0.01)   x if x > 0 else negative_slope * x
+    softplus(x, beta=1, threshold=20)    log(1 + exp(beta x)) / beta, x once beta x > threshold
+
+Backward kernels ``<name>_grad(x, dout, ...) -> dx = dout * f'(x)``::
+
+    gelu         0.5 (1 + erf(x / sqrt 2)) + x phi(x),  phi the standard normal density
+    approximate  0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 * 0.044715 x^2),  t as above
+    silu         s (1 + x (1 - s)),  s = sigmoid(x)
+    leaky_relu   1 if x > 0 else negative_slope
+    softplus     sigmoid(beta x), 1 once beta x > threshold
+
+sigmoid and tanh run on the SIMD loops of ``simd_math.h``; erf, exp and log1p are libm's.
+softplus is computed as max(z, 0) + log1p(exp(-|z|)) (z = beta x), exact for very
+negative z too. Attributes: gelu ``ints = [approximate]``; leaky_relu ``f =
+[negative_slope]``; softplus ``f = [beta, threshold]``.
+"""
+from libc.math cimport erf, erff, exp, expf, log1p, log1pf, fabs, fabsf, sqrt
+from fastop._core.storage cimport fastop_view, fastop_attrs, FASTOP_FLOAT32, floating_t
+from fastop._core.kernel cimport CKernel, make_kernel, K_OK, K_ERR_SHAPE, K_ERR_DTYPE
+from fastop._core.blockwise cimport run_blocks
+from fastop._core.simd_math cimport (fastop_vsigmoid_f32, fastop_vsigmoid_f64,
+                                     fastop_vtanh_f32, fastop_vtanh_f64)
+from fastop._core.kernel import bool_attr
+
+__all__ = ["gelu", "gelu_grad", "silu", "silu_grad", "leaky_relu", "leaky_relu_grad",
+           "softplus", "softplus_grad"]
+
+cdef enum:
+    GELU = 0
+    GELU_TANH = 1
+    SILU = 2
+    LEAKY_RELU = 3
+    SOFTPLUS = 4
+    CHUNK = 256                 # elements of the stack buffers
+    THREADS_AT = 1 << 15
+
+cdef double SQRT1_2 = sqrt(0.5)
+cdef double INV_SQRT_2PI = 1.0 / sqrt(2.0 * 3.141592653589793)
+cdef double GELU_K = sqrt(2.0 / 3.141592653589793)
+cdef double GELU_C = 0.044715
+
+
+ctypedef struct Act:
+    int op
+    int dtype
+    double a                    # negative_slope or beta
+    double threshold
+
+
+# --------------------------------------------------------------------------- formulas
+
+cdef inline floating_t _erf(floating_t v) noexcept nogil:
+    if floating_t is float:
+        return erff(v)
+    else:
+        return erf(v)
+
+
+cdef inline floating_t _exp(floating_t v) noexcept nogil:
+    if floating_t is float:
+        return expf(v)
+    else:
+        return exp(v)
+
+
+cdef inline floating_t _softplus(floating_t z) noexcept nogil:
+    """log(1 + exp(z)) without overflow or loss for very negative z."""
+    if floating_t is float:
+        return (z if z > 0 else 0) + log1pf(expf(-fabsf(z)))
+    else:
+        return (z if z > 0 else 0) + log1p(exp(-fabs(z)))
+
+
+cdef inline void _sigmoid(const floating_t* x, floating_t* y, ptrdiff_t n) noexcept nogil:
+    if floating_t is float:
+        fastop_vsigmoid_f32(x, y, n)
+    else:
+        fastop_vsigmoid_f64(x, y, n)
+
+
+cdef inline void _tanh(const floating_t* x, floating_t* y, ptrdiff_t n) noexcept nogil:
+    if floating_t is float:
+        fastop_vtanh_f32(x, y, n)
+    else:
+        fastop_vtanh_f64(x, y, n)
+
+
+cdef void _forward(const Act* c, const floating_t* x, floating_t* y, ptrdiff_t n) noexcept nogil:
+    """y = f(x) for n <= CHUNK contiguous elements (y may be x)."""
+    cdef floating_t t[CHUNK]
+    cdef floating_t v, a = <floating_t>c.a, th = <floating_t>c.threshold
+    cdef ptrdiff_t i
+    if c.op == GELU:
+        for i in range(n):
+            y[i] = 0.5 * x[i] * (1 + _erf(x[i] * <floating_t>SQRT1_2))
+    elif c.op == GELU_TANH:
+        for i in range(n):
+            t[i] = <floating_t>GELU_K * (x[i] + <floating_t>GELU_C * x[i] * x[i] * x[i])
+        _tanh(t, t, n)
+        for i in range(n):
+            y[i] = 0.5 * x[i] * (1 + t[i])
+    elif c.op == SILU:
+        _sigmoid(x, t, n)
+        for i in range(n):
+            y[i] = x[i] * t[i]
+    elif c.op == LEAKY_RELU:
+        for i in range(n):
+            y[i] = x[i] if x[i] > 0 else a * x[i]
+    else:
+        for i in range(n):
+            v = a * x[i]
+            y[i] = x[i] if v > th else _softplus(v) / a
+
+
+cdef void _backward(const Act* c, const floating_t* x, const floating_t* dy, floating_t* dx,
+                    ptrdiff_t n) noexcept nogil:
+    """dx = dy * f'(x) for n <= CHUNK contiguous elements (dx may be x or dy)."""
+    cdef floating_t t[CHUNK]
+    cdef floating_t v, d, a = <floating_t>c.a, th = <floating_t>c.threshold
+    cdef ptrdiff_t i
+    if c.op == GELU:
+        for i in range(n):
+            v = x[i]
+            d = 0.5 * (1 + _erf(v * <floating_t>SQRT1_2)) \
+                + v * <floating_t>INV_SQRT_2PI * _exp(-0.5 * v * v)
+            dx[i] = dy[i] * d
+    elif c.op == GELU_TANH:
+        for i in range(n):
+            t[i] = <floating_t>GELU_K * (x[i] + <floating_t>GELU_C * x[i] * x[i] * x[i])
+        _tanh(t, t, n)
+        for i in range(n):
+            v = x[i]
+            d = 0.5 * (1 + t[i]) + 0.5 * v * (1 - t[i] * t[i]) * <floating_t>GELU_K * (
+                1 + 3 * <floating_t>GELU_C * v * v)
+            dx[i] = dy[i] * d
+    elif c.op == SILU:
+        _sigmoid(x, t, n)
+        for i in range(n):
+            dx[i] = dy[i] * t[i] * (1 + x[i] * (1 - t[i]))
+    elif c.op == LEAKY_RELU:
+        for i in range(n):
+            dx[i] = dy[i] if x[i] > 0 else a * dy[i]
+    else:
+        for i in range(n):
+            t[i] = a * x[i]
+        _sigmoid(t, t, n)
+        for i in range(n):
+            dx[i] = dy[i] if a * x[i] > th else dy[i] * t[i]
+
+
+# --------------------------------------------------------------------------- blocks
+
+cdef int _forward_block(void* ctx, char** p, ptrdiff_t n, ptrdiff_t start) noexcept nogil:
+    """p: out, x."""
+    cdef const Act* c = <const Act*>ctx
+    cdef ptrdiff_t done = 0, k
+    while done < n:
+        k = min(<ptrdiff_t>CHUNK, n - done)
+        if c.dtype == FASTOP_FLOAT32:
+            _forward(c, <const float*>p[1] + done, <float*>p[0] + done, k)
+        else:
+            _forward(c, <const double*>p[1] + done, <double*>p[0] + done, k)
+        done += k
+    return K_OK
+
+
+cdef int _backward_block(void* ctx, char** p, ptrdiff_t n, ptrdiff_t start) noexcept nogil:
+    """p: dx, x, dout."""
+    cdef const Act* c = <const Act*>ctx
+    cdef ptrdiff_t done = 0, k
+    while done < n:
+        k = min(<ptrdiff_t>CHUNK, n - done)
+        if c.dtype == FASTOP_FLOAT32:
+            _backward(c, <const float*>p[1] + done, <const float*>p[2] + done,
+                      <float*>p[0] + done, k)
+        else:
+            _backward(c, <const double*>p[1] + done, <const double*>p[2] + done,
+                      <double*>p[0] + done, k)
+        done += k
+    return K_OK
+
+
+cdef int _launch(int op, const fastop_attrs* a, fastop_view** ins, int n_in,
+                 fastop_view* out) noexcept nogil:
+    cdef Act c
+    cdef fastop_view* operands[3]
+    c.op = op
+    c.dtype = ins[0].dtype
+    c.a = a.f[0]
+    c.threshold = a.f[1]
+    operands[0], operands[1] = out, ins[0]
+    if n_in == 2:
+        operands[2] = ins[1]
+    return run_blocks(_forward_block if n_in == 1 else _backward_block, &c, operands, 1,
+                      n_in + 1, THREADS_AT)
+
+
+# --------------------------------------------------------------------------- inference
+
+cdef int _infer_same(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
+                     const fastop_attrs* a) noexcept nogil:
+    """x (and dout: same shape and dtype) -> out like x."""
+    cdef int d
+    if n_in == 2:
+        if ins[1].dtype != ins[0].dtype:
+            return K_ERR_DTYPE
+        if ins[1].ndim != ins[0].ndim:
+            return K_ERR_SHAPE
+        for d in range(ins[0].ndim):
+            if ins[0].shape[d] != ins[1].shape[d] and ins[0].shape[d] >= 0 \
+                    and ins[1].shape[d] >= 0:
+                return K_ERR_SHAPE
+    outs[0].dtype = ins[0].dtype
+    outs[0].ndim = ins[0].ndim
+    for d in range(ins[0].ndim):
+        outs[0].shape[d] = ins[0].shape[d]
+    return K_OK
+
+
+# --------------------------------------------------------------------------- kernels
+
+cdef int _k_gelu(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                 const fastop_attrs* a) noexcept nogil:
+    return _launch(GELU_TANH if a.ints[0] else GELU, a, ins, n_in, outs[0])
+
+
+cdef int _k_silu(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                 const fastop_attrs* a) noexcept nogil:
+    return _launch(SILU, a, ins, n_in, outs[0])
+
+
+cdef int _k_leaky_relu(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                       const fastop_attrs* a) noexcept nogil:
+    return _launch(LEAKY_RELU, a, ins, n_in, outs[0])
+
+
+cdef int _k_softplus(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
+                     const fastop_attrs* a) noexcept nogil:
+    return _launch(SOFTPLUS, a, ins, n_in, outs[0])
+
+
+def _number(attrs, name, default):
+    value = attrs.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"attribute '{name}' must be a number, got {value!r}")
+    return float(value)
+
+
+def _pack_gelu(attrs):
+    return [1 if bool_attr(attrs, "approximate", False) else 0], [0.0, 0.0]
+
+
+def _pack_none(attrs):
+    return [], [0.0, 0.0]
+
+
+def _pack_leaky_relu(attrs):
+    return [], [_number(attrs, "negative_slope", 0.01), 0.0]
+
+
+def _pack_softplus(attrs):
+    beta = _number(attrs, "beta", 1.0)
+    if beta == 0:
+        raise ValueError("attribute 'beta' must not be 0")
+    return [], [beta, _number(attrs, "threshold", 20.0)]
+
+
+cdef tuple _pair(str name, tuple attr_names, object packer,
+                 int (*fn)(fastop_view**, int, fastop_view**, int,
+                           const fastop_attrs*) noexcept nogil):
+    """A forward kernel (x) -> out and its backward (x, dout) -> dx, on one function (it
+    tells them apart by their number of inputs)."""
+    cdef CKernel forward = make_kernel(f"fastop::{name}", ("x",), ("out",), _infer_same,
+                                       NULL, NULL, NULL, fn, fn, 0, attr_names, packer,
+                                       4096, True)
+    cdef CKernel backward = make_kernel(f"fastop::{name}_grad", ("x", "dout"), ("dx",),
+                                        _infer_same, NULL, NULL, NULL, fn, fn, 0, attr_names,
+                                        packer, 4096, True)
+    backward.reasons = {K_ERR_SHAPE: "x and dout must have one shape",
+                        K_ERR_DTYPE: "x and dout must have one dtype"}
+    return forward, backward
+
+
+gelu, gelu_grad = _pair("gelu", ("approximate",), _pack_gelu, _k_gelu)
+silu, silu_grad = _pair("silu", (), _pack_none, _k_silu)
+leaky_relu, leaky_relu_grad = _pair("leaky_relu", ("negative_slope",), _pack_leaky_relu,
+                                    _k_leaky_relu)
+softplus, softplus_grad = _pair("softplus", ("beta", "threshold"), _pack_softplus,
+                                _k_softplus)

@@ -1,0 +1,77 @@
+"""numpy twins of the activation kernels (:mod:`fastop._core.activation`)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["gelu", "gelu_grad", "silu", "silu_grad", "leaky_relu", "leaky_relu_grad",
+           "softplus", "softplus_grad"]
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+_K = math.sqrt(2.0 / math.pi)
+
+
+def _typed(fn):
+    """Compute in float64, return x's dtype."""
+    def wrapper(x, *rest, **attrs):
+        out = fn(np.asarray(x, np.float64), *[np.asarray(r, np.float64) for r in rest],
+                 **attrs)
+        return out.astype(np.asarray(x).dtype)
+    wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
+    return wrapper
+
+
+def _sigmoid(z):
+    return 0.5 * (1.0 + np.tanh(0.5 * z))
+
+
+@_typed
+def gelu(x, approximate=False):
+    if approximate:
+        return 0.5 * x * (1.0 + np.tanh(_K * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+
+
+@_typed
+def gelu_grad(x, dout, approximate=False):
+    if approximate:
+        t = np.tanh(_K * (x + 0.044715 * x ** 3))
+        d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _K * (1 + 3 * 0.044715 * x * x)
+    else:
+        d = 0.5 * (1.0 + _erf(x / math.sqrt(2.0))) + x * np.exp(-0.5 * x * x) / math.sqrt(
+            2.0 * math.pi)
+    return dout * d
+
+
+@_typed
+def silu(x):
+    return x * _sigmoid(x)
+
+
+@_typed
+def silu_grad(x, dout):
+    s = _sigmoid(x)
+    return dout * s * (1.0 + x * (1.0 - s))
+
+
+@_typed
+def leaky_relu(x, negative_slope=0.01):
+    return np.where(x > 0, x, negative_slope * x)
+
+
+@_typed
+def leaky_relu_grad(x, dout, negative_slope=0.01):
+    return np.where(x > 0, dout, negative_slope * dout)
+
+
+@_typed
+def softplus(x, beta=1.0, threshold=20.0):
+    z = beta * x
+    return np.where(z > threshold, x, np.logaddexp(0.0, z) / beta)
+
+
+@_typed
+def softplus_grad(x, dout, beta=1.0, threshold=20.0):
+    z = beta * x
+    return np.where(z > threshold, dout, dout * _sigmoid(z))
