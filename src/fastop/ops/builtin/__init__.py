@@ -6,7 +6,8 @@ calls :func:`register_all` through the ``fastop_register_ops`` hook.
 from importlib import import_module
 
 # Kernel families, in registration order (later ones may compose earlier ones' ops).
-FAMILIES = ("elementwise", "reduce", "linalg", "softmax", "shape", "optimizer")
+FAMILIES = ("elementwise", "reduce", "linalg", "softmax", "shape", "optimizer",
+            "logic", "math", "search", "norm", "random", "activation", "embedding")
 
 
 def register_all(registry) -> None:
