@@ -12,13 +12,13 @@ autograd differentiates it through the ops' gradient rules.
 """
 from __future__ import annotations
 
-import math
 import numbers
 from typing import Any, Sequence
 
 from fastop.autograd._engine import no_grad
 from fastop.ops import registry
 from fastop.ops._dispatch import current_mode
+from fastop.tensor.manipulation import flatten as _flatten
 
 __all__ = ["linear", "relu", "tanh", "sigmoid", "softmax", "log_softmax", "flatten",
            "cross_entropy", "softmax_with_cross_entropy", "mse_loss", "l1_loss",
@@ -93,20 +93,8 @@ def log_softmax(x: Any, axis: int = -1, dtype: Any = None, name: str | None = No
 
 
 def flatten(x: Any, start_axis: int = 0, stop_axis: int = -1, name: str | None = None) -> Any:
-    """Merge the axes `start_axis`..`stop_axis` into one."""
-    shape = list(x.shape)
-    nd = len(shape)
-    start, stop = start_axis % nd if nd else 0, stop_axis % nd if nd else 0
-    if start > stop:
-        raise ValueError(f"flatten: start_axis ({start_axis}) must not come after "
-                         f"stop_axis ({stop_axis}) for a tensor of {nd} dims")
-    middle = shape[start:stop + 1]
-    merged = -1 if any(d is None or d < 0 for d in middle) else math.prod(middle)
-    new = [(-1 if d is None else d) for d in shape[:start]] + [merged] + \
-        [(-1 if d is None else d) for d in shape[stop + 1:]]
-    if new.count(-1) > 1:
-        raise ValueError(f"flatten: cannot flatten shape {shape} with several unknown dims")
-    return _op("reshape")(x, shape=new)
+    """Merge the axes `start_axis`..`stop_axis` into one (:func:`fastop.flatten`)."""
+    return _flatten(x, start_axis, stop_axis)
 
 
 # -- losses ---------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Every name here is re-exported as ``fastop.<name>``. The functions have PaddlePaddle's
 signatures and are grouped as Paddle groups them (``creation``, ``math``,
-``manipulation``); each calls the registry's op (``fastop.tanh`` runs
+``manipulation``, ``logic``, ``search``); each calls the registry's op (``fastop.tanh`` runs
 ``fastop.ops.fastop.tanh``) through the current mode's dispatcher, so they also work on
 static-mode variables.
 
@@ -15,10 +15,15 @@ from fastop.autograd._engine import (enable_grad, grad, is_grad_enabled, no_grad
                                      set_grad_enabled)
 from fastop.tensor.creation import *  # noqa: F401,F403
 from fastop.tensor.creation import __all__ as _creation_all
+from fastop.tensor.logic import *  # noqa: F401,F403
+from fastop.tensor.logic import __all__ as _logic_all
 from fastop.tensor.manipulation import *  # noqa: F401,F403
 from fastop.tensor.manipulation import __all__ as _manipulation_all
 from fastop.tensor.math import *  # noqa: F401,F403
 from fastop.tensor.math import __all__ as _math_all
+from fastop.tensor.search import *  # noqa: F401,F403
+from fastop.tensor.search import __all__ as _search_all
 
-__all__ = ["Tensor", *_creation_all, *_math_all, *_manipulation_all, "no_grad",
-           "enable_grad", "set_grad_enabled", "is_grad_enabled", "grad"]
+__all__ = ["Tensor", *_creation_all, *_math_all, *_manipulation_all, *_logic_all,
+           *_search_all, "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
+           "grad"]

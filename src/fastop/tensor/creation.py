@@ -12,7 +12,9 @@ from fastop.ops._dispatch import current_mode, dispatch
 from fastop.tensor._common import ShapeLike, _float_dtype, _op, _shape
 
 __all__ = ["to_tensor", "from_numpy", "randn", "rand", "zeros", "ones", "full",
-           "zeros_like", "ones_like", "full_like", "arange", "seed"]
+           "zeros_like", "ones_like", "full_like", "arange", "seed",
+           # uninitialized tensors (section at the end)
+           "empty", "empty_like"]
 
 
 def seed(value: int) -> np.random.Generator:
@@ -74,3 +76,21 @@ def arange(start: Any = 0, end: Any = None, step: Any = 1, dtype: Any = None,
         ints = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
         dtype = "int64" if ints else "float32"
     return from_numpy(np.arange(start, end, step, dtype=as_dtype(dtype).numpy_dtype))
+
+
+
+# -- uninitialized tensors ------------------------------------------------------------------
+
+def empty(shape: ShapeLike, dtype: Any = None, name: str | None = None) -> Tensor:
+    """A tensor of `shape` whose values are not set (float32 unless dtype says
+    otherwise): fastop's allocator without a fill. In static mode, the ``fastop::full``
+    op (an executor slot must hold defined values)."""
+    dtype = as_dtype("float32" if dtype is None else dtype)
+    if current_mode() == "static":
+        return full(shape, 0, dtype)
+    return from_numpy(np.empty(_shape(shape), dtype=dtype.numpy_dtype))
+
+
+def empty_like(x: Tensor, dtype: Any = None, name: str | None = None) -> Tensor:
+    """An uninitialized tensor of x's shape (and dtype, unless given)."""
+    return empty(x.shape, x.dtype if dtype is None else dtype)
