@@ -5,7 +5,8 @@
 Forward (PaddlePaddle's definitions)::
 
     gelu(x, approximate=False)   0.5 x (1 + erf(x / sqrt 2))
-                 approximate     0.5 x (1 + tanh(k (x + 0.044715 x^3))),  k = sqrt(2 / pi)
+                 approximate     0.5 x (1 + tanh(u)) = x sigmoid(2u),
+                                 u = k (x + 0.044715 x^3),  k = sqrt(2 / pi)
     silu(x)                      x * sigmoid(x)
     leaky_relu(x, negative_slope=0.01)   x if x > 0 else negative_slope * x
     softplus(x, beta=1, threshold=20)    log(1 + exp(beta x)) / beta, x once beta x > threshold
@@ -13,12 +14,14 @@ Forward (PaddlePaddle's definitions)::
 Backward kernels ``<name>_grad(x, dout, ...) -> dx = dout * f'(x)``::
 
     gelu         0.5 (1 + erf(x / sqrt 2)) + x phi(x),  phi the standard normal density
-    approximate  0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 * 0.044715 x^2),  t as above
+    approximate  s + 2 x s (1 - s) u',  s = sigmoid(2u),  u' = k (1 + 3 * 0.044715 x^2)
     silu         s (1 + x (1 - s)),  s = sigmoid(x)
     leaky_relu   1 if x > 0 else negative_slope
     softplus     sigmoid(beta x), 1 once beta x > threshold
 
-sigmoid and tanh run on the SIMD loops of ``simd_math.h``; erf, exp and log1p are libm's.
+sigmoid runs on the SIMD loops of ``simd_math.h``; erf, exp and log1p are libm's. The
+tanh form is computed through sigmoid (1 + tanh(u) = 2 sigmoid(2u)), which keeps its
+relative accuracy for very negative x, where 1 + tanh(u) would cancel.
 softplus is computed as max(z, 0) + log1p(exp(-|z|)) (z = beta x), exact for very
 negative z too. Attributes: gelu ``ints = [approximate]``; leaky_relu ``f =
 [negative_slope]``; softplus ``f = [beta, threshold]``.
@@ -27,8 +30,7 @@ from libc.math cimport erf, erff, exp, expf, log1p, log1pf, fabs, fabsf, sqrt
 from fastop._core.storage cimport fastop_view, fastop_attrs, FASTOP_FLOAT32, floating_t
 from fastop._core.kernel cimport CKernel, make_kernel, K_OK, K_ERR_SHAPE, K_ERR_DTYPE
 from fastop._core.blockwise cimport run_blocks
-from fastop._core.simd_math cimport (fastop_vsigmoid_f32, fastop_vsigmoid_f64,
-                                     fastop_vtanh_f32, fastop_vtanh_f64)
+from fastop._core.simd_math cimport fastop_vsigmoid_f32, fastop_vsigmoid_f64
 from fastop._core.kernel import bool_attr
 
 __all__ = ["gelu", "gelu_grad", "silu", "silu_grad", "leaky_relu", "leaky_relu_grad",
@@ -87,13 +89,6 @@ cdef inline void _sigmoid(const floating_t* x, floating_t* y, ptrdiff_t n) noexc
         fastop_vsigmoid_f64(x, y, n)
 
 
-cdef inline void _tanh(const floating_t* x, floating_t* y, ptrdiff_t n) noexcept nogil:
-    if floating_t is float:
-        fastop_vtanh_f32(x, y, n)
-    else:
-        fastop_vtanh_f64(x, y, n)
-
-
 cdef void _forward(const Act* c, const floating_t* x, floating_t* y, ptrdiff_t n) noexcept nogil:
     """y = f(x) for n <= CHUNK contiguous elements (y may be x)."""
     cdef floating_t t[CHUNK]
@@ -103,11 +98,12 @@ cdef void _forward(const Act* c, const floating_t* x, floating_t* y, ptrdiff_t n
         for i in range(n):
             y[i] = 0.5 * x[i] * (1 + _erf(x[i] * <floating_t>SQRT1_2))
     elif c.op == GELU_TANH:
+        # 0.5 (1 + tanh(u)) = sigmoid(2u): no cancellation for very negative x
         for i in range(n):
-            t[i] = <floating_t>GELU_K * (x[i] + <floating_t>GELU_C * x[i] * x[i] * x[i])
-        _tanh(t, t, n)
+            t[i] = <floating_t>(2 * GELU_K) * (x[i] + <floating_t>GELU_C * x[i] * x[i] * x[i])
+        _sigmoid(t, t, n)
         for i in range(n):
-            y[i] = 0.5 * x[i] * (1 + t[i])
+            y[i] = x[i] * t[i]
     elif c.op == SILU:
         _sigmoid(x, t, n)
         for i in range(n):
@@ -134,12 +130,13 @@ cdef void _backward(const Act* c, const floating_t* x, const floating_t* dy, flo
                 + v * <floating_t>INV_SQRT_2PI * _exp(-0.5 * v * v)
             dx[i] = dy[i] * d
     elif c.op == GELU_TANH:
+        # d/dx x s(2u) = s + 2 x s (1 - s) u',  u' = k (1 + 3 c x^2)
         for i in range(n):
-            t[i] = <floating_t>GELU_K * (x[i] + <floating_t>GELU_C * x[i] * x[i] * x[i])
-        _tanh(t, t, n)
+            t[i] = <floating_t>(2 * GELU_K) * (x[i] + <floating_t>GELU_C * x[i] * x[i] * x[i])
+        _sigmoid(t, t, n)
         for i in range(n):
             v = x[i]
-            d = 0.5 * (1 + t[i]) + 0.5 * v * (1 - t[i] * t[i]) * <floating_t>GELU_K * (
+            d = t[i] + 2 * v * t[i] * (1 - t[i]) * <floating_t>GELU_K * (
                 1 + 3 * <floating_t>GELU_C * v * v)
             dx[i] = dy[i] * d
     elif c.op == SILU:

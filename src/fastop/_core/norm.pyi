@@ -11,6 +11,6 @@ __all__ = ["layer_norm", "layer_norm_grad"]
 #: rstd)``: each row (the dims from begin_norm_axis on) as (x - mean) * rstd * weight +
 #: bias; mean and rstd keep x's leading dims, 1 in the normalized ones.
 layer_norm: CKernel
-#: ``layer_norm_grad(x, weight?, mean, rstd, dout, begin_norm_axis=1) -> (dx, dweight,
+#: ``layer_norm_grad(x, mean, rstd, dout, weight?, begin_norm_axis=1) -> (dx, dweight,
 #: dbias)``.
 layer_norm_grad: CKernel

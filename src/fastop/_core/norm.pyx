@@ -12,8 +12,8 @@ normalizes every row of x, a row being the elements of the dims from
 that size. ``mean`` and ``rstd`` keep x's leading dims and have size 1 in the
 normalized ones (so they broadcast against x).
 
-``layer_norm_grad(x, weight?, mean, rstd, dout, begin_norm_axis=1) -> (dx, dweight,
-dbias)``, with ``xhat = (x - mean) * rstd`` and ``g = dout * weight``::
+``layer_norm_grad(x, mean, rstd, dout, weight?, begin_norm_axis=1) -> (dx, dweight,
+dbias)`` (weight last: the static executor drops absent trailing inputs), with ``xhat = (x - mean) * rstd`` and ``g = dout * weight``::
 
     dx = rstd * (g - mean_row(g) - xhat * mean_row(g * xhat))
     dweight = sum over rows of dout * xhat,   dbias = sum over rows of dout
@@ -180,6 +180,12 @@ cdef int _pieces(const Rows* R) noexcept nogil:
 
 # --------------------------------------------------------------------------- setup
 
+cdef inline fastop_view* _optional(fastop_view** ins, int n_in, int i) noexcept nogil:
+    """Optional input i, NULL when absent (None, or left off the end: the static
+    executor passes only the inputs present, trailing optional ones dropped)."""
+    return ins[i] if i < n_in else NULL
+
+
 cdef int _norm_axis(const fastop_attrs* a, int ndim) noexcept nogil:
     """begin_norm_axis normalized against ndim; -1 if it is not in [-ndim, ndim)."""
     cdef ptrdiff_t b = a.ints[0] if a.n_ints > 0 else 1
@@ -237,9 +243,9 @@ cdef int _infer_layer_norm(fastop_view** ins, int n_in, fastop_view* outs, int n
     if b < 0:
         return K_ERR_ATTR
     cdef ptrdiff_t n = _prod(ins[0], b, ins[0].ndim)
-    status = _check_param(ins[0], ins[1], n)
+    status = _check_param(ins[0], _optional(ins, n_in, 1), n)
     if status == K_OK:
-        status = _check_param(ins[0], ins[2], n)
+        status = _check_param(ins[0], _optional(ins, n_in, 2), n)
     if status != K_OK:
         return status
     _copy_meta(ins[0], &outs[0])
@@ -250,27 +256,28 @@ cdef int _infer_layer_norm(fastop_view** ins, int n_in, fastop_view* outs, int n
 
 cdef int _infer_layer_norm_grad(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
                                 const fastop_attrs* a) noexcept nogil:
-    """(x, weight?, mean, rstd, dout) -> (dx like x, dweight, dbias like weight, or like
+    """(x, mean, rstd, dout, weight?) -> (dx like x, dweight, dbias like weight, or like
     the normalized dims of x without one)."""
     cdef const fastop_view* x = ins[0]
+    cdef const fastop_view* weight = _optional(ins, n_in, 4)
     cdef int b = _norm_axis(a, x.ndim), d, status
     if b < 0:
         return K_ERR_ATTR
     cdef ptrdiff_t n = _prod(x, b, x.ndim), nrows = _prod(x, 0, b)
-    status = _check_param(x, ins[1], n)
+    status = _check_param(x, weight, n)
     if status != K_OK:
         return status
-    for d in range(2, 5):
+    for d in range(1, 4):
         if ins[d].dtype != x.dtype:
             return K_ERR_DTYPE
-    if not (_size_is(ins[2], nrows) and _size_is(ins[3], nrows)) or ins[4].ndim != x.ndim:
+    if not (_size_is(ins[1], nrows) and _size_is(ins[2], nrows)) or ins[3].ndim != x.ndim:
         return K_ERR_SHAPE
     for d in range(x.ndim):
-        if ins[4].shape[d] != x.shape[d] and ins[4].shape[d] >= 0 and x.shape[d] >= 0:
+        if ins[3].shape[d] != x.shape[d] and ins[3].shape[d] >= 0 and x.shape[d] >= 0:
             return K_ERR_SHAPE
     _copy_meta(x, &outs[0])
-    if ins[1] != NULL:
-        _copy_meta(ins[1], &outs[1])
+    if weight != NULL:
+        _copy_meta(weight, &outs[1])
     else:
         outs[1].dtype = x.dtype
         outs[1].ndim = x.ndim - b
@@ -318,9 +325,11 @@ cdef int _layer_norm_kernel(fastop_view** ins, int n_in, fastop_view** outs, int
     _setup(&R, ins[0], _norm_axis(a, ins[0].ndim), a.f[0])
     R.y, R.mean, R.rstd = outs[0], outs[1], outs[2]
     R.direct = view_is_contiguous(ins[0]) and view_is_contiguous(outs[0])
-    R.w = _packed(ins[1], &owned_w)
-    R.b = _packed(ins[2], &owned_b)
-    if (ins[1] != NULL and R.w == NULL) or (ins[2] != NULL and R.b == NULL):
+    cdef fastop_view* weight = _optional(ins, n_in, 1)
+    cdef fastop_view* bias = _optional(ins, n_in, 2)
+    R.w = _packed(weight, &owned_w)
+    R.b = _packed(bias, &owned_b)
+    if (weight != NULL and R.w == NULL) or (bias != NULL and R.b == NULL):
         R.status = K_ERR_MEMORY
     elif R.nrows > 0:
         R.npieces = _pieces(&R)
@@ -351,14 +360,15 @@ cdef int _layer_norm_grad_kernel(fastop_view** ins, int n_in, fastop_view** outs
     cdef Rows R
     cdef char* owned_w
     cdef ptrdiff_t isz = itemsize_of(ins[0].dtype)
+    cdef fastop_view* weight = _optional(ins, n_in, 4)
     _setup(&R, ins[0], _norm_axis(a, ins[0].ndim), 0.0)
-    R.w = _packed(ins[1], &owned_w)
-    R.mean, R.rstd, R.dy, R.y = ins[2], ins[3], ins[4], outs[0]
-    R.direct = view_is_contiguous(ins[0]) and view_is_contiguous(ins[4]) \
+    R.w = _packed(weight, &owned_w)
+    R.mean, R.rstd, R.dy, R.y = ins[1], ins[2], ins[3], outs[0]
+    R.direct = view_is_contiguous(ins[0]) and view_is_contiguous(ins[3]) \
         and view_is_contiguous(outs[0])
     R.npieces = _pieces(&R)
     R.partials = <char*>calloc(2 * R.npieces * R.n + 1, isz)
-    if R.partials == NULL or (ins[1] != NULL and R.w == NULL):
+    if R.partials == NULL or (weight != NULL and R.w == NULL):
         R.status = K_ERR_MEMORY
     else:
         if R.npieces > 1:
@@ -394,7 +404,7 @@ layer_norm = make_kernel("fastop::layer_norm", ("x", "weight?", "bias?"),
                          _layer_norm_kernel, _layer_norm_kernel, 0,
                          ("epsilon", "begin_norm_axis"), _pack)
 layer_norm_grad = make_kernel("fastop::layer_norm_grad",
-                              ("x", "weight?", "mean", "rstd", "dout"),
+                              ("x", "mean", "rstd", "dout", "weight?"),
                               ("dx", "dweight", "dbias"), _infer_layer_norm_grad, NULL, NULL,
                               NULL, _layer_norm_grad_kernel, _layer_norm_grad_kernel, 0,
                               ("begin_norm_axis",), _pack_grad)

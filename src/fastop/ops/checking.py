@@ -23,25 +23,30 @@ def check_grad_rule(name: str, inputs: Sequence[np.ndarray], attrs: dict | None 
     """Run op `name`'s gradient rule on DenseTensors and compare the gradient of each
     input in `wrt` (default: all) with d sum(out * dout) / d input, by central differences
     of the op's forward kernel. Use float64 inputs; they are perturbed in place and
-    restored. `douts` (random by default) may give an output's gradient as None: no
+    restored. None stands for an absent optional input (by default `wrt` is every input
+    given). `douts` (random by default) may give an output's gradient as None: no
     gradient flows into that output (the rule gets zeros for it, or None when it was
-    registered with ``materialize_grads=False``). Returns the rule's gradients; raises AssertionError
-    naming the op and the input on a mismatch.
+    registered with ``materialize_grads=False``). A gradient the rule returns as None
+    counts as zeros. Returns the rule's gradients; raises AssertionError naming the op
+    and the input on a mismatch.
     """
     op = registry.get(name)
     if op.grad_rule is None:
         raise AssertionError(f"{name}: has no gradient rule")
     attrs = op.check_attrs(attrs or {})
-    wrt = range(len(inputs)) if wrt is None else wrt
+    wrt = [i for i, a in enumerate(inputs) if a is not None] if wrt is None else wrt
+
+    def dense(values: Sequence[Any]) -> list[DenseTensor | None]:
+        return [None if a is None else from_numpy(a) for a in values]
 
     def forward() -> tuple[DenseTensor, ...]:
-        return op.invoke([from_numpy(a) for a in inputs], attrs)
+        return op.invoke(dense(inputs), attrs)
 
     outs = forward()
     if douts is None:
         rng = np.random.default_rng(0)
         douts = [rng.standard_normal(o.shape) for o in outs]
-    named = dict(zip([a.name for a in op.inputs], [from_numpy(a) for a in inputs]))
+    named = dict(zip([a.name for a in op.inputs], dense(inputs)))
     named.update(zip([a.name for a in op.outputs], outs))
     materialize = op.grad_rule.materialize_grads
     out_grads = [from_numpy(np.asarray(d, dtype=np.asarray(o).dtype)) if d is not None
@@ -67,7 +72,7 @@ def check_grad_rule(name: str, inputs: Sequence[np.ndarray], attrs: dict | None 
             minus = loss()
             x[idx] = old
             numeric[idx] = (plus - minus) / (2 * eps)
-        got = np.asarray(grads[i])
+        got = np.zeros_like(x) if grads[i] is None else np.asarray(grads[i])
         if got.shape != x.shape:
             raise AssertionError(f"{name}: gradient of input {i} has shape "
                                  f"{list(got.shape)}, the input {list(x.shape)}")

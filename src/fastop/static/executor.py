@@ -236,10 +236,18 @@ def _view_kernel(op: Operator) -> ViewKernel | None:
     return None
 
 
+def _absent_before_present(op: Operator) -> bool:
+    """Whether an absent optional input comes before a present one: a plan record lists
+    the inputs present (a C kernel sees absent trailing ones through its input count),
+    so such a call runs through ``OpDef.invoke``, which hands the kernel NULL for it."""
+    present = [x is not None for x in op.inputs]
+    return any(not p and any(present[i + 1:]) for i, p in enumerate(present))
+
+
 def _c_kernel(op: Operator) -> tuple[CKernel, int] | None:
     """The op's C kernel and the dtype code selecting its function, if it has one for
     the dtype of the kernel's dispatch input."""
-    if isinstance(op.opdef, PyFuncOp):
+    if isinstance(op.opdef, PyFuncOp) or _absent_before_present(op):
         return None
     flat = op.input_vars()
     if len(flat) > _MAX_OPERANDS or len(op.outputs) > _MAX_OPERANDS:

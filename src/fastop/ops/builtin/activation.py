@@ -10,8 +10,8 @@ Rules: each op → its backward kernel; each backward kernel → ``d dout =
 ops, so double backward works:
 
     gelu         f'' = phi(x) (2 - x^2),  phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
-    approximate  f'' = (1 - t^2) (u' - x t u'^2) + 0.5 x (1 - t^2) u'',
-                 t = tanh(u), u = k (x + c x^3), u' = k (1 + 3 c x^2), u'' = 6 k c x
+    approximate  f = x s, s = sigmoid(2u):  f'' = s (1 - s) (4 u' + 4 x u'^2 (1 - 2 s)
+                 + 2 x u''),  u = k (x + c x^3), u' = k (1 + 3 c x^2), u'' = 6 k c x
     silu         f'' = s (1 - s) (2 + x (1 - 2 s)),  s = sigmoid(x)
     leaky_relu   f'' = 0
     softplus     f'' = beta s (1 - s),  s = sigmoid(beta x)  (0 above the threshold)
@@ -33,8 +33,8 @@ def register(registry) -> None:
     get = registry.get
     add, multiply, subtract = get("fastop::add"), get("fastop::multiply"), \
         get("fastop::subtract")
-    square, exp, tanh, sigmoid = get("fastop::square"), get("fastop::exp"), \
-        get("fastop::tanh"), get("fastop::sigmoid")
+    square, exp, sigmoid = get("fastop::square"), get("fastop::exp"), \
+        get("fastop::sigmoid")
     where, greater_than, full_like = get("fastop::where"), get("fastop::greater_than"), \
         get("fastop::full_like")
 
@@ -45,12 +45,17 @@ def register(registry) -> None:
         if not approximate:
             phi = multiply(exp(multiply(square(x), -0.5)), 1.0 / math.sqrt(2.0 * math.pi))
             return multiply(phi, subtract(2.0, square(x)))
+        # f = x s, s = sigmoid(2u): f'' = q (4 u' + 4 x u'^2 (1 - 2 s) + 2 x u''),
+        # q = s (1 - s), u' = k (1 + 3 c x^2), u'' = 6 k c x
         x2 = square(x)
-        t = tanh(multiply(add(x, multiply(multiply(x2, x), _C)), _K))
-        sech2 = one_minus(square(t))
+        s = sigmoid(multiply(add(x, multiply(multiply(x2, x), _C)), 2.0 * _K))
         du = multiply(add(multiply(x2, 3.0 * _C), 1.0), _K)
-        first = multiply(sech2, subtract(du, multiply(multiply(x, t), square(du))))
-        return add(first, multiply(multiply(sech2, x2), 3.0 * _K * _C))
+        q = multiply(s, one_minus(s))
+        inner = add(add(multiply(du, 4.0),
+                        multiply(multiply(multiply(x, square(du)), subtract(1.0, multiply(
+                            s, 2.0))), 4.0)),
+                    multiply(x2, 12.0 * _K * _C))
+        return multiply(q, inner)
 
     def silu_second(x: Any) -> Any:
         s = sigmoid(x)

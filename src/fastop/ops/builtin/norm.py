@@ -4,7 +4,7 @@ their gradient rules.
 ``layer_norm(x, weight?, bias?, epsilon=1e-5, begin_norm_axis=1) -> (out, mean, rstd)``
 normalizes each row of x (the dims from ``begin_norm_axis`` on); ``mean`` and ``rstd =
 1 / sqrt(var + epsilon)`` keep x's leading dims with size 1 in the normalized ones.
-``layer_norm_grad(x, weight?, mean, rstd, dout, begin_norm_axis=1) -> (dx, dweight,
+``layer_norm_grad(x, mean, rstd, dout, weight?, begin_norm_axis=1) -> (dx, dweight,
 dbias)`` is its backward kernel.
 
 Rules (compositions of registered ops, so they run in both modes and differentiate
@@ -95,7 +95,7 @@ def register(registry) -> None:
                         begin_norm_axis):
         dx = dweight = dbias = None
         if dout is not None:
-            dx, dw, db = layer_norm_grad_op(x, weight, mean, rstd, dout,
+            dx, dw, db = layer_norm_grad_op(x, mean, rstd, dout, weight,
                                             begin_norm_axis=begin_norm_axis)
             dweight = None if weight is None else dw
             if bias is not None:
@@ -113,9 +113,9 @@ def register(registry) -> None:
                 dx = _plus(add, dx, multiply(coef, subtract(x, mean)))
         return dx, dweight, dbias
 
-    @layer_norm_grad_op.grad(needs=("x", "weight", "mean", "rstd", "dout"),
+    @layer_norm_grad_op.grad(needs=("x", "mean", "rstd", "dout", "weight"),
                              materialize_grads=False)
-    def layer_norm_grad_grad(x, weight, mean, rstd, dout, gdx, gdweight, gdbias,
+    def layer_norm_grad_grad(x, mean, rstd, dout, weight, gdx, gdweight, gdbias,
                              begin_norm_axis):
         # dx = r * P(g), P(v) = v - mean(v) - xhat * mean(v * xhat), g = dout * w,
         # xhat = (x - m) * r, with m and r independent inputs. Through xhat every term
@@ -145,7 +145,7 @@ def register(registry) -> None:
         if gdbias is not None:
             d_dout = _plus(add, d_dout, ops["expand_as"](rows.param(gdbias), x))
         if u is None:
-            return None, d_weight, None, d_rstd, d_dout
+            return None, None, d_rstd, d_dout, d_weight
         d_rstd = _plus(add, d_rstd, rows.sum(multiply(u, centered)))
-        return (multiply(u, rstd), d_weight, neg(multiply(rstd, rows.sum(u))), d_rstd,
-                d_dout)
+        return (multiply(u, rstd), neg(multiply(rstd, rows.sum(u))), d_rstd, d_dout,
+                d_weight)

@@ -90,6 +90,8 @@ def register(registry) -> None:
     @take.kernel()
     def take_kernel(arr, indices, axis):
         _check_indices("fastop::take_along_axis", indices)
+        _along_meta("fastop::take_along_axis", TensorMeta(arr.shape, arr.dtype),
+                    TensorMeta(indices.shape, indices.dtype), axis)
         return np.take_along_axis(arr, indices, axis=axis)
 
     @take.grad(needs=("arr", "indices"), reads={"arr": ("indices",)})

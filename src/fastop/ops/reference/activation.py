@@ -23,21 +23,23 @@ def _typed(fn):
 
 
 def _sigmoid(z):
-    return 0.5 * (1.0 + np.tanh(0.5 * z))
+    """1 / (1 + exp(-z)) without cancellation or overflow on either side."""
+    e = np.exp(-np.abs(z))
+    return np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
 @_typed
 def gelu(x, approximate=False):
-    if approximate:
-        return 0.5 * x * (1.0 + np.tanh(_K * (x + 0.044715 * x ** 3)))
+    if approximate:          # 0.5 (1 + tanh(u)) = sigmoid(2u)
+        return x * _sigmoid(2.0 * _K * (x + 0.044715 * x ** 3))
     return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
 
 
 @_typed
 def gelu_grad(x, dout, approximate=False):
     if approximate:
-        t = np.tanh(_K * (x + 0.044715 * x ** 3))
-        d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _K * (1 + 3 * 0.044715 * x * x)
+        s = _sigmoid(2.0 * _K * (x + 0.044715 * x ** 3))
+        d = s + 2.0 * x * s * (1 - s) * _K * (1 + 3 * 0.044715 * x * x)
     else:
         d = 0.5 * (1.0 + _erf(x / math.sqrt(2.0))) + x * np.exp(-0.5 * x * x) / math.sqrt(
             2.0 * math.pi)

@@ -9,7 +9,7 @@ __all__ = ["layer_norm", "layer_norm_grad"]
 def _rows(x: np.ndarray, begin_norm_axis: int) -> np.ndarray:
     """x as [rows, n]: the dims before begin_norm_axis flattened, the rest flattened."""
     b = begin_norm_axis % x.ndim
-    return x.reshape(int(np.prod(x.shape[:b])), -1), b
+    return x.reshape(int(np.prod(x.shape[:b])), int(np.prod(x.shape[b:]))), b
 
 
 def layer_norm(x: np.ndarray, weight: np.ndarray | None = None,
@@ -17,8 +17,11 @@ def layer_norm(x: np.ndarray, weight: np.ndarray | None = None,
                begin_norm_axis: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(out, mean, rstd); mean and rstd keep x's leading dims, 1 in the normalized ones."""
     rows, b = _rows(x, begin_norm_axis)
-    mean = rows.mean(axis=1, keepdims=True)
-    rstd = 1.0 / np.sqrt(((rows - mean) ** 2).mean(axis=1, keepdims=True) + epsilon)
+    with np.errstate(invalid="ignore", divide="ignore"):   # rows of no elements: nan
+        mean = rows.mean(axis=1, keepdims=True) if rows.shape[1] else \
+            np.full((rows.shape[0], 1), np.nan)
+        rstd = 1.0 / np.sqrt(((rows - mean) ** 2).mean(axis=1, keepdims=True) + epsilon) \
+            if rows.shape[1] else np.full((rows.shape[0], 1), np.nan)
     out = (rows - mean) * rstd
     if weight is not None:
         out = out * weight.reshape(-1)
@@ -29,8 +32,8 @@ def layer_norm(x: np.ndarray, weight: np.ndarray | None = None,
             rstd.reshape(stat_shape).astype(x.dtype))
 
 
-def layer_norm_grad(x: np.ndarray, weight: np.ndarray | None, mean: np.ndarray,
-                    rstd: np.ndarray, dout: np.ndarray, begin_norm_axis: int = 1
+def layer_norm_grad(x: np.ndarray, mean: np.ndarray, rstd: np.ndarray, dout: np.ndarray,
+                    weight: np.ndarray | None = None, begin_norm_axis: int = 1
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(dx, dweight, dbias) from the saved mean and rstd."""
     rows, b = _rows(x, begin_norm_axis)
