@@ -4,8 +4,7 @@
 
 >>> from fastop import nn
 >>> blocks = nn.LayerList([nn.Linear(4, 4) for _ in range(3)])
->>> blocks.append(nn.ReLU())
->>> len(blocks), [name for name, _ in blocks.named_parameters()][:2]
+>>> len(blocks.append(nn.ReLU())), [name for name, _ in blocks.named_parameters()][:2]
 (4, ['0.weight', '0.bias'])
 """
 from __future__ import annotations
