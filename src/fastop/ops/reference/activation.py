@@ -8,7 +8,7 @@ import numpy as np
 __all__ = ["gelu", "gelu_grad", "silu", "silu_grad", "leaky_relu", "leaky_relu_grad",
            "softplus", "softplus_grad"]
 
-_erf = np.vectorize(math.erf, otypes=[np.float64])
+_erfc = np.vectorize(math.erfc, otypes=[np.float64])
 _K = math.sqrt(2.0 / math.pi)
 
 
@@ -32,7 +32,7 @@ def _sigmoid(z):
 def gelu(x, approximate=False):
     if approximate:          # 0.5 (1 + tanh(u)) = sigmoid(2u)
         return x * _sigmoid(2.0 * _K * (x + 0.044715 * x ** 3))
-    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+    return 0.5 * x * _erfc(-x / math.sqrt(2.0))     # 1 + erf(v) = erfc(-v): no cancelling
 
 
 @_typed
@@ -41,7 +41,7 @@ def gelu_grad(x, dout, approximate=False):
         s = _sigmoid(2.0 * _K * (x + 0.044715 * x ** 3))
         d = s + 2.0 * x * s * (1 - s) * _K * (1 + 3 * 0.044715 * x * x)
     else:
-        d = 0.5 * (1.0 + _erf(x / math.sqrt(2.0))) + x * np.exp(-0.5 * x * x) / math.sqrt(
+        d = 0.5 * _erfc(-x / math.sqrt(2.0)) + x * np.exp(-0.5 * x * x) / math.sqrt(
             2.0 * math.pi)
     return dout * d
 
