@@ -139,3 +139,19 @@ def test_one_hot():
 def test_embedding_bad_arguments(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_embedding_layer_eager_equals_static(run_static):
+    eager = nn.Embedding(7, 3, padding_idx=1)
+    ids = np.array([[1, 6], [0, 1]])
+    holder = {}
+
+    def build(i):
+        holder["layer"] = nn.Embedding(7, 3, padding_idx=1)
+        return holder["layer"](i)
+
+    def load(scope):
+        scope.set(holder["layer"].weight.name, eager.weight.numpy())
+
+    np.testing.assert_array_equal(run_static(build, ids, before_run=load)[0],
+                                  eager(t(ids)).numpy())

@@ -359,14 +359,15 @@ def _update_running(running: Any, batch: Any, momentum: float) -> None:
     """running = running * momentum + batch * (1 - momentum), in place: a set_value in
     eager mode (outside autograd), an op writing the persistable variable in static
     mode."""
-    flat = _reshape(batch, shape=list(running.shape))
+    def updated() -> Any:
+        flat = _reshape(batch, shape=list(running.shape))
+        return _multiply(running, float(momentum)), _multiply(flat, 1.0 - float(momentum))
+
     if current_mode() == "static":
-        _add(_multiply(running, float(momentum)), _multiply(flat, 1.0 - float(momentum)),
-             out=running)
+        _add(*updated(), out=running)
         return
     with no_grad():
-        running.set_value(_add(_multiply(running, float(momentum)),
-                               _multiply(flat, 1.0 - float(momentum))))
+        running.set_value(_add(*updated()))
 
 
 def embedding(x: Any, weight: Any, padding_idx: int | None = None, sparse: bool = False,
