@@ -28,7 +28,6 @@ _nonzero = registry.get("fastop::nonzero")
 _cast = registry.get("fastop::cast")
 _full_like = registry.get("fastop::full_like")
 _slice = registry.get("fastop::slice")
-_squeeze = registry.get("fastop::squeeze")
 
 _INDEX_DTYPES = ("int32", "int64")
 

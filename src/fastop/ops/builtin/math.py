@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from fastop._core.storage import as_dtype
-from fastop.ops._registry import AttrSpec, TensorMeta
+from fastop.ops._registry import AttrSpec
 from fastop.ops.builtin._axes import normalize_axes, normalize_axis, reduced_meta
 
 __all__ = ["register"]
