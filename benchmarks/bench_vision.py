@@ -76,10 +76,9 @@ def _conv_case(suite):
     name = f"conv2d fwd+bwd f32 ({n},{c},{size},{size}) {o}x{k}x{k} pad {p}"
     flops = 3 * 2 * n * o * c * k * k * size * size      # forward, dx, dw GEMMs
     suite.add("vision", name, fastop=fastop_step, numpy=lambda: numpy_conv2d_fwd_bwd(x, w, b),
-              torch=torch_step, work=flops, unit="flop",
+              torch=torch_step,
               target="≥ 1.0× torch (1 thread), ≥ 0.9× numpy")
-    suite.add("vision", name + " vs its kernels", fastop=fastop_step, numpy=kernels_step,
-              work=flops, unit="flop", target="≥ 0.9× numpy (the framework's cost)")
+    suite.add("vision", name + " vs its kernels", fastop=fastop_step, numpy=kernels_step, target="≥ 0.9× numpy (the framework's cost)")
 
 
 def _pool_cases(suite):
@@ -111,8 +110,8 @@ def _pool_cases(suite):
             fn(tx, 2).sum().backward()
             tx.grad = None
         suite.add("vision", f"{name} 2x2 fwd+bwd f32 (64,8,8,8)", fastop=fastop_step,
-                  numpy=kernels, torch=torch_step if torch else None, work=x.size,
-                  unit="elem", target="≥ 1.0× torch (1 thread); numpy = its kernels")
+                  numpy=kernels, torch=torch_step if torch else None,
+                  target="≥ 1.0× torch (1 thread); numpy = its kernels")
 
 
 def register(suite):

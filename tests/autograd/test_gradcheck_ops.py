@@ -82,6 +82,30 @@ GENERATORS = {
     "unsqueeze": lambda: ([var(2, 3)], {"axis": [1]}),
     "matmul": lambda: ([var(3, 2), var(4, 3)], {"transpose_x": True, "transpose_y": True}),
     "fc": lambda: ([var(2, 3), var(3, 4), var(4)], {"activation": "tanh"}),
+    # normalization, dropout, lookup, activations
+    "layer_norm": lambda: ([var(2, 3, 2), var(6), var(3, 2)], {"begin_norm_axis": 1}),
+    "layer_norm_grad": lambda: ([var(2, 3), var(2, 1), var(2, 1, kind="pos"), var(2, 3),
+                                 var(3)], {}),
+    "dropout": lambda: ([var(3, 4)], {"p": 0.4, "seed": 11}),
+    "dropout_grad": lambda: ([const([[True, False], [True, True]], "bool"), var(2, 2)],
+                             {"p": 0.25}),
+    "embedding": lambda: ([const([[0, 3], [3, 1]], "int64"), var(4, 3)], {"padding_idx": 1}),
+    "embedding_grad": lambda: ([const([[0, 3], [3, 1]], "int64"), var(4, 3), var(2, 2, 3)],
+                               {"padding_idx": 1}),
+    "gelu": AWAY, "silu": SAME, "leaky_relu": AWAY,
+    "softplus": lambda: ([var(2, 3)], {"beta": 1.5}),
+    "gelu_grad": Y_DY, "silu_grad": Y_DY,
+    "leaky_relu_grad": lambda: ([var(2, 3, kind="away"), var(2, 3)], {}),
+    "softplus_grad": lambda: ([var(2, 3), var(2, 3)], {"beta": 1.5}),
+    # numpy-kernel math and search
+    "min": lambda: ([var(2, 3)], {"axis": 1}),
+    "prod": lambda: ([var(2, 3, kind="away")], {"axis": 0}),
+    "cumsum": lambda: ([var(2, 3)], {"axis": 1, "reverse": True}),
+    "clip": lambda: ([var(2, 3, kind="away")], {"min": -0.8, "max": 0.8}),
+    "topk": lambda: ([var(2, 4)], {"k": 2, "axis": 1}),
+    "take_along_axis": lambda: ([var(3, 2), const([[2, 0], [1, 1]], "int64")], {"axis": 0}),
+    "take_along_axis_grad": lambda: ([var(3, 2), const([[2, 0], [1, 1]], "int64"),
+                                      var(2, 2)], {"axis": 0}),
 }
 
 DIFFERENTIABLE = sorted(op.short_name for op in registry.ops("fastop")

@@ -7,6 +7,7 @@ import pytest
 from fastop.ops import registry
 
 NEEDS_OPS = {"fastop.nn.layer": (), "fastop.initializer": (), "fastop.serialization": (),
+             "fastop.nn.container": (), "fastop.nn.norm": (),
              "fastop.nn.functional": ("softmax_cross_entropy", "mean"),
              "fastop.optimizer.optimizer": ("fc", "mean", "multiply")}
 

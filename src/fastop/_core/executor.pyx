@@ -308,8 +308,8 @@ cdef class Plan:
         cdef fastop_view previous[MAX_OPERANDS]
         cdef int j, s, status
         cdef list kept = None, staging = None
-        for j in range(rec.n_in):
-            ins[j] = &self.views[rec.ins[j]]
+        for j in range(rec.n_in):          # an absent optional input: a NULL view
+            ins[j] = &self.views[rec.ins[j]] if rec.ins[j] >= 0 else NULL
         if rec.dispatch >= 0 and ins[rec.dispatch].dtype != rec.dtype:
             raise TypeError(
                 f"{self.py_calls[i].name}: input "
@@ -322,10 +322,12 @@ cdef class Plan:
         if rec.reads_output:
             # an output slot is also an input: the kernel reads the value the slot had
             # (kept alive here) even when the slot gets a new buffer below
-            kept = [self.objs[rec.ins[j]] for j in range(rec.n_in)]
+            kept = [self.objs[rec.ins[j]] if rec.ins[j] >= 0 else None
+                    for j in range(rec.n_in)]
             for j in range(rec.n_in):
-                previous[j] = self.views[rec.ins[j]]
-                ins[j] = &previous[j]
+                if rec.ins[j] >= 0:
+                    previous[j] = self.views[rec.ins[j]]
+                    ins[j] = &previous[j]
         for j in range(rec.n_out):
             s = rec.outs[j]
             if not (self.kinds[s] == SLOT_ARENA and self.traced and not self.dirty[s]
@@ -357,7 +359,8 @@ cdef class Plan:
     cdef int _kernel_error(self, int i, int status, fastop_view** ins) except -1:
         """Raise the kernel's own error (naming its inputs, shapes and dtypes)."""
         cdef OpRecord* rec = &self.ops[i]
-        described = [(view_shape(ins[j]), dtype_from_code(ins[j].dtype).name)
+        described = [(None, None) if ins[j] == NULL else
+                     (view_shape(ins[j]), dtype_from_code(ins[j].dtype).name)
                      for j in range(rec.n_in)]
         (<CKernel>self.py_calls[i])._raise(status, described)
         return -1

@@ -1,11 +1,16 @@
 """Neural-network layers, losses, functional ops and initializers, for eager and static
 mode alike (everything computes through registered ops)."""
 from fastop.nn import functional, initializer
-from fastop.nn.common import (Flatten, Identity, Linear, LogSoftmax, ReLU, Sequential,
-                              Sigmoid, Softmax, Tanh)
+from fastop.nn.activation import GELU, LeakyReLU, SiLU, Softplus
+from fastop.nn.common import (Dropout, Embedding, Flatten, Identity, Linear, LogSoftmax,
+                              ReLU, Sequential, Sigmoid, Softmax, Tanh)
+from fastop.nn.container import LayerDict, LayerList, ParameterList
 from fastop.nn.layer import Layer, ParamAttr
 from fastop.nn.loss import CrossEntropyLoss, L1Loss, MSELoss
+from fastop.nn.norm import BatchNorm1D, LayerNorm
 
 __all__ = ["Layer", "ParamAttr", "Linear", "Sequential", "ReLU", "Tanh", "Sigmoid",
            "Softmax", "LogSoftmax", "Flatten", "Identity", "CrossEntropyLoss", "MSELoss",
-           "L1Loss", "functional", "initializer"]
+           "L1Loss", "functional", "initializer", "LayerList", "LayerDict",
+           "ParameterList", "Dropout", "Embedding", "LayerNorm", "BatchNorm1D", "GELU",
+           "SiLU", "LeakyReLU", "Softplus"]

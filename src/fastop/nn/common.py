@@ -1,4 +1,5 @@
-"""Common layers: Linear, Sequential, activations, Flatten, Identity."""
+"""Common layers: Linear, Sequential, activations, Flatten, Identity, Dropout,
+Embedding."""
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -9,7 +10,7 @@ from fastop.nn import functional as F
 from fastop.nn.layer import Layer
 
 __all__ = ["Linear", "Sequential", "ReLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax",
-           "Flatten", "Identity"]
+           "Flatten", "Identity", "Dropout", "Embedding"]
 
 
 class Linear(Layer):
@@ -162,3 +163,56 @@ class Identity(Layer):
 
 
 _FUSED = {Tanh: "tanh", ReLU: "relu", Sigmoid: "sigmoid"}   # fc kernel epilogues
+
+
+# -- regularization and lookup ---------------------------------------------------------
+
+class Dropout(Layer):
+    """Zero each element with probability `p` in training mode (``train()``); see
+    :func:`fastop.nn.functional.dropout` for `axis` and the two modes. In evaluation
+    mode (``eval()``) it is the identity (``"upscale_in_train"``) or a scaling by
+    ``1 - p`` (``"downscale_in_infer"``)."""
+
+    def __init__(self, p: float = 0.5, axis: int | list[int] | None = None,
+                 mode: str = "upscale_in_train", name: str | None = None) -> None:
+        super().__init__(name_scope=name)
+        F.check_dropout_args("Dropout", p, mode)
+        self.p, self.axis, self.mode = p, axis, mode
+
+    def forward(self, x: Any) -> Any:
+        return F.dropout(x, self.p, self.axis, self.training, self.mode)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, axis={self.axis}, mode={self.mode}"
+
+
+class Embedding(Layer):
+    """A lookup table of `num_embeddings` rows of `embedding_dim` values: ids in, rows
+    out (``x.shape + [embedding_dim]``). Rows of `padding_idx` (negative: from the
+    end) come out as zeros and never train. `sparse` is accepted for PaddlePaddle
+    compatibility (the gradient is dense). The weight defaults to XavierUniform."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int,
+                 padding_idx: int | None = None, sparse: bool = False,
+                 weight_attr: Any = None, name: str | None = None) -> None:
+        super().__init__(name_scope=name)
+        self._num_embeddings, self._embedding_dim = int(num_embeddings), int(embedding_dim)
+        if self._num_embeddings <= 0 or self._embedding_dim <= 0:
+            raise ValueError(f"Embedding: num_embeddings and embedding_dim must be "
+                             f"positive, got {num_embeddings} and {embedding_dim}")
+        if padding_idx is not None and not -self._num_embeddings <= padding_idx < \
+                self._num_embeddings:
+            raise ValueError(f"Embedding: padding_idx must be in [-{num_embeddings}, "
+                             f"{num_embeddings}), got {padding_idx}")
+        self._padding_idx = None if padding_idx is None else \
+            padding_idx % self._num_embeddings
+        self._sparse = bool(sparse)
+        self.weight = self.create_parameter([self._num_embeddings, self._embedding_dim],
+                                            attr=weight_attr)
+
+    def forward(self, x: Any) -> Any:
+        return F.embedding(x, self.weight, self._padding_idx, self._sparse)
+
+    def extra_repr(self) -> str:
+        return (f"{self._num_embeddings}, {self._embedding_dim}, "
+                f"padding_idx={self._padding_idx}, sparse={self._sparse}")

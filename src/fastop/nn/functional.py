@@ -12,13 +12,18 @@ autograd differentiates it through the ops' gradient rules.
 """
 from __future__ import annotations
 
-import math
-from typing import Any
+import numbers
+from typing import Any, Sequence
 
+from fastop.autograd import no_grad
+from fastop.ops._dispatch import current_mode
 from fastop.ops.builtin._table import B
+from fastop.tensor.manipulation import flatten as _flatten
 
 __all__ = ["linear", "relu", "tanh", "sigmoid", "softmax", "log_softmax", "flatten",
-           "cross_entropy", "softmax_with_cross_entropy", "mse_loss", "l1_loss"]
+           "cross_entropy", "softmax_with_cross_entropy", "mse_loss", "l1_loss",
+           "dropout", "layer_norm", "batch_norm", "embedding", "one_hot", "gelu", "silu",
+           "leaky_relu", "softplus"]
 
 _REDUCTIONS = ("mean", "sum", "none")
 _FC_ACTIVATIONS = ("", "tanh", "relu", "sigmoid")
@@ -84,20 +89,8 @@ def log_softmax(x: Any, axis: int = -1, dtype: Any = None, name: str | None = No
 
 
 def flatten(x: Any, start_axis: int = 0, stop_axis: int = -1, name: str | None = None) -> Any:
-    """Merge the axes `start_axis`..`stop_axis` into one."""
-    shape = list(x.shape)
-    nd = len(shape)
-    start, stop = start_axis % nd if nd else 0, stop_axis % nd if nd else 0
-    if start > stop:
-        raise ValueError(f"flatten: start_axis ({start_axis}) must not come after "
-                         f"stop_axis ({stop_axis}) for a tensor of {nd} dims")
-    middle = shape[start:stop + 1]
-    merged = -1 if any(d is None or d < 0 for d in middle) else math.prod(middle)
-    new = [(-1 if d is None else d) for d in shape[:start]] + [merged] + \
-        [(-1 if d is None else d) for d in shape[stop + 1:]]
-    if new.count(-1) > 1:
-        raise ValueError(f"flatten: cannot flatten shape {shape} with several unknown dims")
-    return B.reshape(x, shape=new)
+    """Merge the axes `start_axis`..`stop_axis` into one (:func:`fastop.flatten`)."""
+    return _flatten(x, start_axis, stop_axis)
 
 
 # -- losses ---------------------------------------------------------------------------------
@@ -229,3 +222,175 @@ def l1_loss(input: Any, label: Any, reduction: str = "mean", name: str | None = 
     """``|input - label|``, reduced."""
     _check_reduction("l1_loss", reduction)
     return _reduce(B.abs(B.subtract(input, label)), reduction)
+
+
+# -- regularization, normalization, lookup, activations ------------------------------
+
+
+
+_DROPOUT_MODES = ("upscale_in_train", "downscale_in_infer")
+
+
+def check_dropout_args(where: str, p: Any, mode: Any) -> None:
+    """Raise unless `p` is a number in [0, 1] and `mode` a dropout mode."""
+    if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0 <= p <= 1:
+        raise ValueError(f"{where}: p must be a number in [0, 1], got {p!r}")
+    if mode not in _DROPOUT_MODES:
+        raise ValueError(f"{where}: mode must be one of {list(_DROPOUT_MODES)}, got "
+                         f"{mode!r}")
+
+
+def dropout(x: Any, p: float = 0.5, axis: int | Sequence[int] | None = None,
+            training: bool = True, mode: str = "upscale_in_train",
+            name: str | None = None) -> Any:
+    """Zero each element with probability `p` while training (PaddlePaddle's
+    ``dropout``).
+
+    ``mode="upscale_in_train"`` scales the kept elements by ``1 / (1 - p)`` while
+    training and is the identity otherwise; ``"downscale_in_infer"`` keeps them as they
+    are while training and multiplies by ``1 - p`` otherwise. With `axis`, one draw is
+    shared along the other dims (the mask has size 1 there). The mask is drawn by the
+    op's kernel: a fresh one per call, and per ``Executor.run`` in static mode.
+    """
+    check_dropout_args("dropout", p, mode)
+    if p == 0 or (not training and mode == "upscale_in_train"):
+        return x
+    if not training:
+        return B.multiply(x, 1.0 - float(p))
+    if axis is None:
+        return B.dropout(x, p=float(p), mode=mode)[0]
+    nd = _ndim(x)
+    axes = [axis] if isinstance(axis, numbers.Integral) else list(axis)
+    if not axes or any(not -nd <= a < nd for a in axes):
+        raise ValueError(f"dropout: axis {axis!r} is out of range for a tensor of {nd} "
+                         f"dims")
+    shared = [d for d in range(nd) if d not in {a % nd for a in axes}]
+    if not shared:
+        return B.dropout(x, p=float(p), mode=mode)[0]
+    # one draw per position of `axis`: the mask of a size-1 slice, broadcast
+    ones = B.full_like(B.slice(x, axes=shared, starts=[0] * len(shared),
+                             ends=[1] * len(shared)), fill_value=1.0)
+    return B.multiply(x, B.dropout(ones, p=float(p), mode=mode)[0])
+
+
+def layer_norm(x: Any, normalized_shape: int | Sequence[int], weight: Any = None,
+               bias: Any = None, epsilon: float = 1e-05, name: str | None = None) -> Any:
+    """Normalize over the last ``len(normalized_shape)`` dims: ``(x - mean) /
+    sqrt(var + epsilon) * weight + bias`` (weight and bias of ``prod(normalized_shape)``
+    elements, in any shape of that size)."""
+    shape = [normalized_shape] if isinstance(normalized_shape, numbers.Integral) \
+        else list(normalized_shape)
+    x_shape = list(x.shape)
+    tail = x_shape[len(x_shape) - len(shape):] if len(shape) <= len(x_shape) else None
+    if not shape or tail is None or any(
+            d is not None and d >= 0 and d != s for d, s in zip(tail, shape)):
+        raise ValueError(f"layer_norm: normalized_shape {shape} must be the last dims of "
+                         f"x, whose shape is {x_shape}")
+    begin = len(x_shape) - len(shape)
+    return B.layer_norm(x, weight, bias, epsilon=float(epsilon), begin_norm_axis=begin)[0]
+
+
+_CHANNEL_LAST = ("NLC", "NHWC", "NDHWC")
+_CHANNEL_FIRST = ("NC", "NCL", "NCHW", "NCDHW")
+
+
+def batch_norm(x: Any, running_mean: Any, running_var: Any, weight: Any = None,
+               bias: Any = None, training: bool = False, momentum: float = 0.9,
+               epsilon: float = 1e-05, data_format: str = "NCHW",
+               use_global_stats: bool | None = None, name: str | None = None) -> Any:
+    """Normalize each channel by batch statistics (training) or by the running ones.
+
+    PaddlePaddle's conventions: the channel axis is 1 (``data_format`` "NC", "NCL",
+    "NCHW", "NCDHW") or the last ("NLC", "NHWC", "NDHWC"); with batch statistics the
+    running ones are updated in place as ``running = running * momentum + batch * (1 -
+    momentum)``, with the biased (divided by N) batch variance; ``use_global_stats``
+    (default: ``not training``) normalizes with the running statistics.
+    """
+    if data_format not in _CHANNEL_FIRST + _CHANNEL_LAST:
+        raise ValueError(f"batch_norm: data_format must be one of "
+                         f"{list(_CHANNEL_FIRST + _CHANNEL_LAST)}, got {data_format!r}")
+    nd = _ndim(x)
+    if nd < 2:
+        raise ValueError(f"batch_norm: x needs a batch and a channel dim, got shape "
+                         f"{list(x.shape)}")
+    channel = nd - 1 if data_format in _CHANNEL_LAST else 1
+    channels = x.shape[channel]
+    if channels is not None and channels >= 0 and list(running_mean.shape) != [channels]:
+        raise ValueError(f"batch_norm: running_mean must have shape [{channels}] (x's "
+                         f"channels), got {list(running_mean.shape)}")
+    stat_shape = [-1 if d == channel else 1 for d in range(nd)]
+    batch_stats = training if use_global_stats is None else not use_global_stats
+    if batch_stats:
+        axes = [d for d in range(nd) if d != channel]
+        mean = B.mean(x, axis=axes, keepdim=True)
+        centered = B.subtract(x, mean)
+        var = B.mean(B.square(centered), axis=axes, keepdim=True)
+        _update_running(running_mean, mean, momentum)
+        _update_running(running_var, var, momentum)
+    else:
+        centered = B.subtract(x, B.reshape(running_mean, shape=stat_shape))
+        var = B.reshape(running_var, shape=stat_shape)
+    out = B.multiply(centered, B.pow(B.add(var, float(epsilon)), -0.5))
+    if weight is not None:
+        out = B.multiply(out, B.reshape(weight, shape=stat_shape))
+    if bias is not None:
+        out = B.add(out, B.reshape(bias, shape=stat_shape))
+    return out
+
+
+def _update_running(running: Any, batch: Any, momentum: float) -> None:
+    """running = running * momentum + batch * (1 - momentum), in place: a set_value in
+    eager mode (outside autograd), an op writing the persistable variable in static
+    mode."""
+    def updated() -> Any:
+        flat = B.reshape(batch, shape=list(running.shape))
+        return B.multiply(running, float(momentum)), B.multiply(flat, 1.0 - float(momentum))
+
+    if current_mode() == "static":
+        B.add(*updated(), out=running)
+        return
+    with no_grad():
+        running.set_value(B.add(*updated()))
+
+
+def embedding(x: Any, weight: Any, padding_idx: int | None = None, sparse: bool = False,
+              name: str | None = None) -> Any:
+    """Rows of `weight` (``[num_embeddings, dim]``) at the int ids `x`; where an id is
+    `padding_idx` (negative: counted from the end) the row is zeros and gets no
+    gradient. `sparse` is accepted for PaddlePaddle compatibility: the gradient is
+    dense."""
+    rows = weight.shape[0]
+    if padding_idx is None:
+        pad = -1
+    else:
+        if rows is not None and rows >= 0 and not -rows <= padding_idx < rows:
+            raise ValueError(f"embedding: padding_idx must be in [-{rows}, {rows}) "
+                             f"(num_embeddings), got {padding_idx}")
+        pad = padding_idx + rows if padding_idx < 0 else padding_idx
+    return B.embedding(x, weight, padding_idx=int(pad))
+
+
+def one_hot(x: Any, num_classes: int, name: str | None = None) -> Any:
+    """float32 ``x.shape + [num_classes]``: 1 at each id of `x` (int, in ``[0,
+    num_classes)``)."""
+    return B.one_hot(x, num_classes=int(num_classes))
+
+
+def gelu(x: Any, approximate: bool = False, name: str | None = None) -> Any:
+    """``0.5 x (1 + erf(x / sqrt 2))``; `approximate`: the tanh form."""
+    return B.gelu(x, approximate=bool(approximate))
+
+
+def silu(x: Any, name: str | None = None) -> Any:
+    """``x * sigmoid(x)``."""
+    return B.silu(x)
+
+
+def leaky_relu(x: Any, negative_slope: float = 0.01, name: str | None = None) -> Any:
+    """``x`` where x > 0, ``negative_slope * x`` elsewhere."""
+    return B.leaky_relu(x, negative_slope=float(negative_slope))
+
+
+def softplus(x: Any, beta: float = 1, threshold: float = 20, name: str | None = None) -> Any:
+    """``log(1 + exp(beta x)) / beta``, and x where ``beta x > threshold``."""
+    return B.softplus(x, beta=float(beta), threshold=float(threshold))

@@ -43,6 +43,7 @@ cdef class CallPlan:
     cdef unsigned long long group_mask  # the same as bits (inputs beyond 64: in the group)
     cdef unsigned long long variadic_mask   # bit i: input i is variadic
     cdef readonly bint int_to_float     # integer/bool inputs compute in float32 (divide)
+    cdef readonly bint mixes_floats     # float32 and float64 tensors compute in float64
     cdef AttrsMemo memo                 # the last keyword call (eager)
     cdef list metas                     # PythonKernel entries by input signature (eager)
     # the gradient rule, prepared for recording (see prepare_rule)

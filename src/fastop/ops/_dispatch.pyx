@@ -22,8 +22,8 @@ group (all inputs, unless the op names some: ``where``'s condition, ``gather``'s
 are outside) compute in one dtype. A float scalar meeting an integer or bool tensor makes
 the group float32; an integer scalar meeting a bool tensor makes it int64; otherwise a
 scalar takes the group's tensors' dtype (float32 and float64 tensors together compute in
-float64, as PaddlePaddle does). With no tensor in the group, scalars take their own
-default dtype (float32, int64, bool).
+float64 in elementwise ops, as PaddlePaddle's do). With no tensor in the group, scalars
+take their own default dtype (float32, int64, bool).
 """
 from cpython.float cimport PyFloat_Check
 from cpython.long cimport PyLong_Check
@@ -224,6 +224,10 @@ cdef class CallPlan:
             if a.variadic:
                 self.variadic_mask |= 1ULL << k
         self.int_to_float = op.int_to_float
+        # elementwise kernels (out[i] from the inputs' element i) promote float32 with
+        # float64 tensors, as PaddlePaddle's elementwise ops do; other ops take the
+        # dtypes they are given (a conv of float32 x and float64 weight is an error)
+        self.mixes_floats = self.ck is not None and self.ck.inplace_safe
 
     def __repr__(self):
         return f"<CallPlan of {self.op.name}>"
@@ -377,7 +381,8 @@ cdef int group_dtype(CallPlan plan, const int* kinds, Py_ssize_t n,
         if k >= 0:
             if first < 0:
                 first = k
-            elif k != first and not (k >= FASTOP_FLOAT32 and first >= FASTOP_FLOAT32):
+            elif k != first and not (plan.mixes_floats and k >= FASTOP_FLOAT32
+                                     and first >= FASTOP_FLOAT32):
                 mixed = True                  # only float32/float64 mix into one dtype
             if ref < 0 or (ref == FASTOP_BOOL and k != FASTOP_BOOL):
                 ref = k                       # the first tensor, a non-bool one if any

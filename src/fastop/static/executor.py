@@ -234,13 +234,14 @@ def _view_kernel(op: Operator) -> tuple[CKernel, int] | None:
 def _c_kernel(op: Operator) -> tuple[CKernel, int] | None:
     """The op's C kernel and the dtype code selecting its function, if it has one for
     the dtype of the kernel's dispatch input."""
-    flat = op.input_vars()
+    flat = _flat_inputs(op)
     if len(flat) > _MAX_OPERANDS or len(op.outputs) > _MAX_OPERANDS:
         return None
     for kernel in dict.fromkeys(k for k in op.opdef.kernels.values()
                                 if isinstance(k, CKernel) and not k.is_view):
         d = kernel.dispatch_input
-        dispatch = flat[d].dtype if 0 <= d < len(flat) else op.outputs[0].dtype
+        dispatch = flat[d].dtype if 0 <= d < len(flat) and flat[d] is not None \
+            else op.outputs[0].dtype
         if dispatch.name in kernel.dtypes:
             return kernel, dispatch.code
     return None
@@ -476,8 +477,9 @@ def _compile(program: Program, feeds: dict[str, Any],
             plan.add_ckernel(views[k][0], views[k][1], [slot[v.name] for v in op.input_vars()],
                              outs, op.attrs)
             continue
-        if choice is not None:
-            plan.add_ckernel(choice[0], choice[1], [slot[v.name] for v in op.input_vars()],
+        if choice is not None:      # an absent optional input is slot -1 (a NULL view)
+            plan.add_ckernel(choice[0], choice[1],
+                             [-1 if v is None else slot[v.name] for v in _flat_inputs(op)],
                              outs, op.attrs)
             continue
         ins = [-1 if v is None else slot[v.name] for v in _flat_inputs(op)]

@@ -11,11 +11,14 @@ import numpy as np
 from fastop import _random
 from fastop._core.storage import as_dtype
 from fastop._tensor import Tensor, from_numpy_tensor as from_numpy, to_tensor
+from fastop.ops._dispatch import current_mode
 from fastop.ops.builtin._table import B
 from fastop.tensor._common import ShapeLike, shape_list
 
 __all__ = ["to_tensor", "from_numpy", "randn", "rand", "zeros", "ones", "full",
-           "zeros_like", "ones_like", "full_like", "arange", "seed"]
+           "zeros_like", "ones_like", "full_like", "arange", "seed",
+           # uninitialized tensors (section at the end)
+           "empty", "empty_like"]
 
 _MAX_BYTES = 2 ** 63 - 1
 
@@ -114,3 +117,21 @@ def arange(start: Any = 0, end: Any = None, step: Any = 1, dtype: Any = None,
     count = max(0, int(np.ceil((end - start) / step)))
     _new_shape("arange", [count], dtype)
     return from_numpy(np.arange(start, end, step, dtype=dtype.numpy_dtype))
+
+
+
+# -- uninitialized tensors ------------------------------------------------------------------
+
+def empty(shape: ShapeLike, dtype: Any = None, name: str | None = None) -> Tensor:
+    """A tensor of `shape` whose values are not set (float32 unless dtype says
+    otherwise): fastop's allocator without a fill. In static mode, the ``fastop::full``
+    op (an executor slot must hold defined values)."""
+    dtype = as_dtype("float32" if dtype is None else dtype)
+    if current_mode() == "static":
+        return full(shape, 0, dtype)
+    return from_numpy(np.empty(_new_shape("empty", shape, dtype), dtype=dtype.numpy_dtype))
+
+
+def empty_like(x: Tensor, dtype: Any = None, name: str | None = None) -> Tensor:
+    """An uninitialized tensor of x's shape (and dtype, unless given)."""
+    return empty(x.shape, x.dtype if dtype is None else dtype)

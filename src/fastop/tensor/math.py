@@ -3,13 +3,20 @@
 dispatch entry, and a Tensor method."""
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Any
 
-from fastop._tensor import Tensor
+from fastop._core.storage import as_dtype
+from fastop._tensor import Tensor, add_methods, to_tensor
+from fastop.ops._dispatch import current_mode
 from fastop.ops.builtin._table import B
 
 __all__ = ["tanh", "exp", "log", "sqrt", "square", "abs", "relu", "sigmoid", "matmul", "add",
-           "subtract", "multiply", "divide", "mean", "sum", "max"]
+           "subtract", "multiply", "divide", "mean", "sum", "max",
+           # reductions, scans, clipping and tests (section at the end)
+           "min", "prod", "cumsum", "clip", "maximum", "minimum", "isnan", "isinf",
+           "isfinite", "all", "any", "numel"]
 
 
 def tanh(x: Tensor, name: str | None = None) -> Tensor:
@@ -104,3 +111,109 @@ def max(x: Tensor, axis: Any = None, keepdim: bool = False,  # noqa: A001
     if axis is None and not keepdim:
         return B.max(x)
     return B.max(x, axis=axis, keepdim=keepdim)
+
+
+
+# -- reductions, scans, clipping and tests -------------------------------------------------
+
+
+
+def _cast_to(x: Tensor, dtype: Any) -> Tensor:
+    """x in `dtype` (None: as it is)."""
+    if dtype is None or as_dtype(dtype) == as_dtype(x.dtype):
+        return x
+    return B.cast(x, dtype=as_dtype(dtype))
+
+
+def min(x: Tensor, axis: Any = None, keepdim: bool = False,  # noqa: A001
+        name: str | None = None) -> Tensor:
+    """Minimum over `axis` (all axes when None); NaN wins."""
+    return B.min(x, axis=axis, keepdim=keepdim)
+
+
+def prod(x: Tensor, axis: Any = None, keepdim: bool = False, dtype: Any = None,
+         name: str | None = None) -> Tensor:
+    """Product over `axis` (all axes when None), computed in `dtype` when given."""
+    return B.prod(_cast_to(x, dtype), axis=axis, keepdim=keepdim)
+
+
+def cumsum(x: Tensor, axis: int | None = None, dtype: Any = None,
+           name: str | None = None) -> Tensor:
+    """Running sums along `axis` (of the flattened x when None), in `dtype` when
+    given."""
+    x = _cast_to(x, dtype)
+    if axis is None:
+        return B.cumsum(B.reshape(x, shape=[-1]), axis=0)
+    return B.cumsum(x, axis=axis)
+
+
+def clip(x: Tensor, min: Any = None, max: Any = None,  # noqa: A002 (Paddle's names)
+         name: str | None = None) -> Tensor:
+    """x limited to [min, max] (None: no bound). Number bounds run as one op whose
+    gradient flows where ``min < x < max``; tensor bounds broadcast (``maximum`` /
+    ``minimum``)."""
+    for bound, label in ((min, "min"), (max, "max")):
+        if bound is not None and not isinstance(bound, numbers.Real) and \
+                not hasattr(bound, "shape"):
+            raise TypeError(f"clip: {label} must be a number, a tensor or None, got "
+                            f"{type(bound).__name__}")
+    if isinstance(min, numbers.Real) or isinstance(max, numbers.Real) or \
+            (min is None and max is None):
+        low = -math.inf if not isinstance(min, numbers.Real) else float(min)
+        high = math.inf if not isinstance(max, numbers.Real) else float(max)
+        x = B.clip(x, min=low, max=high)
+    if min is not None and not isinstance(min, numbers.Real):
+        x = B.maximum(x, min)
+    if max is not None and not isinstance(max, numbers.Real):
+        x = B.minimum(x, max)
+    return x
+
+
+def maximum(x: Tensor, y: Tensor, name: str | None = None) -> Tensor:
+    """The larger of x and y elementwise (broadcasting; NaN wins)."""
+    return B.maximum(x, y)
+
+
+def minimum(x: Tensor, y: Tensor, name: str | None = None) -> Tensor:
+    """The smaller of x and y elementwise (broadcasting; NaN wins)."""
+    return B.minimum(x, y)
+
+
+def isnan(x: Tensor, name: str | None = None) -> Tensor:
+    """Whether each element is NaN (bool)."""
+    return B.isnan(x)
+
+
+def isinf(x: Tensor, name: str | None = None) -> Tensor:
+    """Whether each element is +inf or -inf (bool)."""
+    return B.isinf(x)
+
+
+def isfinite(x: Tensor, name: str | None = None) -> Tensor:
+    """Whether each element is neither NaN nor infinite (bool)."""
+    return B.isfinite(x)
+
+
+def all(x: Tensor, axis: Any = None, keepdim: bool = False,  # noqa: A001
+        name: str | None = None) -> Tensor:
+    """Whether every element over `axis` (all axes when None) is nonzero (bool)."""
+    return B.all(x, axis=axis, keepdim=keepdim)
+
+
+def any(x: Tensor, axis: Any = None, keepdim: bool = False,  # noqa: A001
+        name: str | None = None) -> Tensor:
+    """Whether some element over `axis` (all axes when None) is nonzero (bool)."""
+    return B.any(x, axis=axis, keepdim=keepdim)
+
+
+def numel(x: Tensor, name: str | None = None) -> Tensor:
+    """The number of elements, as a 0-d int64 tensor (in static mode an op counting at
+    run time, so unknown dims work)."""
+    if current_mode() == "eager":
+        return to_tensor(x.size, dtype="int64")
+    return B.sum(B.cast(B.full_like(x, fill_value=1), dtype=as_dtype("int64")))
+
+
+add_methods({"min": min, "prod": prod, "cumsum": cumsum, "clip": clip, "maximum": maximum,
+             "minimum": minimum, "isnan": isnan, "isinf": isinf, "isfinite": isfinite,
+             "all": all, "any": any, "numel": numel})

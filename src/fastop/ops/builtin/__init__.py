@@ -9,8 +9,9 @@ from importlib import import_module
 
 from fastop.ops.builtin._table import B
 
-# Kernel families, in registration order.
-FAMILIES = ("elementwise", "reduce", "linalg", "softmax", "shape", "optimizer")
+# Kernel families, in registration order (later ones may compose earlier ones' ops).
+FAMILIES = ("elementwise", "reduce", "linalg", "softmax", "shape", "optimizer",
+            "logic", "math", "search", "norm", "random", "activation", "embedding")
 
 
 def register_all(registry) -> None:

@@ -1,0 +1,70 @@
+"""Built-in embedding ops (Cython kernels from :mod:`fastop._core.embedding`, which run
+gather's row copy and scatter-add) and their gradient rules.
+
+``embedding(x, weight, padding_idx=-1)``: rows of ``weight [num_embeddings, dim]``
+picked by the int ids ``x`` (each in ``[0, num_embeddings)``), zeros where an id is
+``padding_idx`` (-1: none). ``embedding_grad(x, weight, dout, padding_idx=-1) ->
+dweight``: the rows of ``dout`` added into zeros like ``weight`` at their ids, the
+``padding_idx`` row left zero (padding never trains).
+
+``one_hot(x, num_classes=)`` (numpy kernel): float32 ``x.shape + [num_classes]`` with a
+1 at each id (each in ``[0, num_classes)``); not differentiable.
+
+Rules: embedding → embedding_grad (weight only; ids take no gradient); embedding_grad
+→ embedding of the incoming gradient (the scatter's adjoint is the lookup), so double
+backward works.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from fastop._core import embedding as _kernels
+from fastop._core.storage import float32
+from fastop.ops._registry import TensorMeta
+
+__all__ = ["register"]
+
+
+def register(registry) -> None:
+    embedding = registry.define_ckernel(
+        "fastop::embedding", _kernels.embedding, attrs={"padding_idx": -1},
+        differentiable=("weight",),
+        doc="Rows of weight [num_embeddings, dim] at the int ids x (out: x.shape + "
+            "[dim]); rows whose id is padding_idx (-1: none) are zeros.")
+    embedding_grad_op = registry.define_ckernel(
+        "fastop::embedding_grad", _kernels.embedding_grad, attrs={"padding_idx": -1},
+        differentiable=("dout",),
+        doc="Backward of embedding: zeros like weight with dout's rows added at their "
+            "ids; the padding_idx row stays zero.")
+
+    @embedding.grad(needs=("x", "weight"), reads={"weight": ("x",)})
+    def embedding_grad(x, weight, dout, padding_idx):
+        return None, embedding_grad_op(x, weight, dout, padding_idx=padding_idx)
+
+    @embedding_grad_op.grad(needs=("x", "weight"), reads={"dout": ("x",)})
+    def embedding_grad_grad(x, weight, g, padding_idx):
+        return None, None, embedding(x, g, padding_idx=padding_idx)
+
+    one_hot = registry.define(
+        "fastop::one_hot", inputs=["x"], attrs={"num_classes": int}, differentiable=(),
+        doc="float32 x.shape + [num_classes]: 1 at each int id of x (each in [0, "
+            "num_classes)), 0 elsewhere.")
+
+    @one_hot.meta
+    def one_hot_meta(x, num_classes):
+        if num_classes < 1:
+            raise ValueError(f"fastop::one_hot: num_classes must be >= 1, got "
+                             f"{num_classes}")
+        if x.dtype.name not in ("int32", "int64"):
+            raise TypeError(f"fastop::one_hot: x must hold int32 or int64 ids, got "
+                            f"{x.dtype.name}")
+        return TensorMeta([*x.shape, num_classes], float32)
+
+    @one_hot.kernel("int32", "int64")
+    def one_hot_kernel(x, num_classes):
+        if x.size and (x.min() < 0 or x.max() >= num_classes):
+            raise ValueError(f"fastop::one_hot: each id must be in [0, {num_classes}), got "
+                             f"ids in [{x.min()}, {x.max()}]")
+        out = np.zeros((*x.shape, num_classes), dtype=np.float32)
+        np.put_along_axis(out, x[..., None].astype(np.int64), 1.0, axis=-1)
+        return out

@@ -1,0 +1,93 @@
+"""The manipulation section of fastop.tensor (stack, split, chunk, squeeze, unsqueeze,
+gather, take_along_axis, cast, flatten, clone) and the Tensor methods (with detach, T,
+item, tolist): Paddle's signatures and results, gradients, eager equal to static,
+errors; creation's empty and empty_like."""
+import numpy as np
+import pytest
+
+import fastop
+from fastop.autograd import gradcheck
+
+X = np.arange(24.0).reshape(2, 3, 4)
+
+
+def t(a, grad=False):
+    return fastop.to_tensor(np.asarray(a), stop_gradient=not grad)
+
+
+def test_stack():
+    for axis in (0, 1, -1):
+        got = fastop.stack([t(X), t(X + 1)], axis=axis)
+        np.testing.assert_array_equal(got.numpy(), np.stack([X, X + 1], axis=axis))
+    with pytest.raises(ValueError, match=r"stack: all tensors need one shape"):
+        fastop.stack([t(X), t(X[0])])
+    with pytest.raises(ValueError, match="stack: x must be a non-empty list"):
+        fastop.stack([])
+
+
+def test_split_and_chunk():
+    parts = fastop.split(t(X), 2, axis=2)
+    assert [p.shape for p in parts] == [[2, 3, 2], [2, 3, 2]]
+    np.testing.assert_array_equal(parts[1].numpy(), X[:, :, 2:])
+    parts = t(X).split([1, -1], axis=1)
+    assert [p.shape for p in parts] == [[2, 1, 4], [2, 2, 4]]
+    assert [c.shape for c in t(X).chunk(3, axis=-2)] == [[2, 1, 4]] * 3
+    with pytest.raises(ValueError, match="split: cannot split a dim of size 3 into 2 equal"):
+        fastop.split(t(X), 2, axis=1)
+    with pytest.raises(ValueError, match=r"split: sections \[1, 1\] do not add up to the"):
+        fastop.split(t(X), [1, 1], axis=1)
+    with pytest.raises(ValueError, match="split: axis 3 is out of range"):
+        fastop.split(t(X), 2, axis=3)
+
+
+def test_squeeze_unsqueeze_gather_take_along_axis_flatten():
+    x = t(X)
+    assert fastop.unsqueeze(x, [0, 4]).shape == [1, 2, 3, 4, 1]
+    assert x.unsqueeze(1).squeeze(1).shape == [2, 3, 4] and x.unsqueeze(t(0)).shape[0] == 1
+    assert fastop.squeeze(t(np.ones((1, 3, 1)))).shape == [3]
+    np.testing.assert_array_equal(fastop.gather(x, t([1, 0])).numpy(), X[[1, 0]])
+    np.testing.assert_array_equal(x.gather(t([2]), axis=1).numpy(), X[:, [2]])
+    idx = np.array([[[0, 3]], [[1, 1]]])
+    np.testing.assert_array_equal(fastop.take_along_axis(x, t(idx), axis=2).numpy(),
+                                  np.take_along_axis(X, idx, axis=2))
+    assert fastop.flatten(x).shape == [24] and x.flatten(1).shape == [2, 12]
+    assert x.flatten(0, 1).shape == [6, 4] and fastop.flatten(t(3.0)).shape == [1]
+    with pytest.raises(ValueError, match="flatten: start_axis"):
+        x.flatten(2, 1)
+
+
+def test_cast_clone_detach_and_values():
+    x = t(X, grad=True)
+    assert fastop.cast(x, "int32").dtype.name == "int32"
+    y = x.clone()
+    assert y is not x and not y.stop_gradient
+    (y * 2).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full(X.shape, 2.0))
+    assert x.detach().stop_gradient and x.T.shape == [4, 3, 2]
+    assert t(X)[1, 2, 3].item() == 23.0 and t(X[0, 0]).tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_gradients_through_joins_and_splits():
+    a, b = t(X[0], grad=True), t(X[1], grad=True)
+    assert gradcheck(lambda a, b: fastop.stack([a, b * 2], axis=1), [a, b], eps=1e-6)
+    assert gradcheck(lambda a: fastop.split(a, [1, 2], axis=0)[1] * 3, [a], eps=1e-6)
+
+
+def test_empty():
+    e = fastop.empty([2, 3], dtype="int32")
+    assert e.shape == [2, 3] and e.dtype.name == "int32"
+    assert fastop.empty_like(t(X)).shape == [2, 3, 4] and fastop.empty([1]).dtype.name == \
+        "float32"
+
+
+def test_eager_equals_static(run_static):
+    # (the functions: static Variables do not have these methods yet)
+    for fn in (lambda v: fastop.stack([v, v], axis=1), lambda v: fastop.split(v, [1, 2], 1),
+               lambda v: fastop.squeeze(fastop.unsqueeze(v, 0), 0),
+               lambda v: fastop.gather(v, t([1]), 1),
+               lambda v: fastop.flatten(v, 1), lambda v: fastop.clone(v),
+               lambda v: fastop.cast(v, "int64")):
+        eager = fn(t(X))
+        eager = eager if isinstance(eager, list) else [eager]
+        for e, s in zip(eager, run_static(fn, X)):
+            np.testing.assert_array_equal(s, e.numpy())
