@@ -19,7 +19,7 @@ from fastop._core.storage cimport (DenseTensor, DType, fastop_view, fastop_attrs
                                    as_dense, dtype_from_code, dtype_code, itemsize_of,
                                    view_same_meta, view_shape, view_copy, views_overlap,
                                    view_same_layout, bump_version, as_ndarray, shape_fits,
-                                   wrap_ndarray, numpy_type_num)
+                                   wrap_ndarray, numpy_type_num, check_initialised)
 cimport numpy as cnp
 
 import operator
@@ -253,6 +253,8 @@ cdef class CKernel:
                 in_views[i] = NULL
             else:
                 t = <DenseTensor>x
+                if t.view.data == NULL and t.view.size:
+                    check_initialised(t, f"{self.name}: input '{self.input_names[i]}'")
                 in_views[i] = &t.view
         self.infer_views(in_views, n_in, out_meta, attrs, given)
         if self.is_view:
@@ -388,7 +390,7 @@ cdef class CKernel:
             return None
         for i in range(n_in):
             x = inputs[i]
-            if type(x) is not DenseTensor:
+            if type(x) is not DenseTensor or (<DenseTensor>x).view.data == NULL:
                 return None
             in_views[i] = &(<DenseTensor>x).view
         none.n_ints = 0

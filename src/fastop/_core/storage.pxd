@@ -100,6 +100,11 @@ cdef class DenseTensor:
     cpdef DenseTensor contiguous(self)
 
 
+# Raise unless t has memory: a DenseTensor made by __new__ alone (a Tensor subclass whose
+# __init__ does not call the base one) has none, and reading it would crash.
+cdef int check_initialised(DenseTensor t, str who=*) except -1
+
+
 # The tensor whose memory t views (t itself unless it views another, directly or
 # through numpy arrays of that tensor's memory): where the memory's version is kept.
 cdef DenseTensor memory_root(DenseTensor t)

@@ -539,6 +539,7 @@ cdef class DenseTensor:
 
     # -- numpy interop -----------------------------------------------------------
     def __getbuffer__(self, Py_buffer* buffer, int flags):
+        check_initialised(self)
         cdef bint contiguous = view_is_contiguous(&self.view)
         if (flags & PyBUF_WRITABLE) == PyBUF_WRITABLE and self.readonly:
             raise BufferError("this tensor is a read-only view (e.g. a broadcast)")
@@ -586,6 +587,7 @@ cdef class DenseTensor:
         consumer asks for ``max_version >= (1, 0)``, else the legacy unversioned form."""
         if dl_device is not None and tuple(dl_device) != (kDLCPU, 0):
             raise BufferError("fastop tensors live on the CPU")
+        check_initialised(self)
         source = self.copy() if copy else self
         cdef bint versioned = max_version is not None and max_version[0] >= 1
         if not versioned and (<DenseTensor>source).readonly:
@@ -775,6 +777,7 @@ cdef class DenseTensor:
 
     def copy(self):
         """A contiguous copy that owns its memory."""
+        check_initialised(self)
         cdef DenseTensor out = alloc_like(type(self), &self.view)
         with nogil:
             view_copy(&self.view, &out.view)
@@ -880,7 +883,18 @@ cdef object _fastop_exporter(DLManagedTensor* managed, DLManagedTensorVersioned*
 cpdef object as_ndarray(DenseTensor t):
     """A numpy array viewing t's memory, made with numpy's C API (no memoryview, no
     format parsing: ~4x cheaper than ``np.asarray(memoryview(t))``); it keeps t alive."""
+    if t.view.data == NULL and t.view.size:
+        check_initialised(t)
     return ndarray_of(&t.view, t, t.readonly)
+
+
+cdef int check_initialised(DenseTensor t, str who=None) except -1:
+    if t.view.data == NULL and t.view.size:
+        raise ValueError(f"{who or type(t).__name__}: this {type(t).__name__} was never "
+                         f"initialised (made by __new__ alone, or by a subclass whose "
+                         f"__init__ does not call the base class's); create tensors with "
+                         f"fastop.to_tensor, or call super().__init__(data)")
+    return 0
 
 
 cdef object ndarray_of(const fastop_view* v, object base, bint readonly):

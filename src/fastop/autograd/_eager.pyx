@@ -19,7 +19,8 @@ and methods, ``fastop.<fn>``, gradient rules, optimizer steps, indexing). One pa
 """
 from cpython.float cimport PyFloat_CheckExact
 from cpython.long cimport PyLong_Check, PyLong_CheckExact, PyLong_AsLongLongAndOverflow
-from fastop._core.storage cimport (DenseTensor, fastop_attrs, FASTOP_BOOL, FASTOP_INT32,
+from fastop._core.storage cimport (DenseTensor, fastop_attrs, check_initialised, FASTOP_BOOL,
+                                   FASTOP_INT32,
                                    FASTOP_INT64, FASTOP_FLOAT32, FASTOP_FLOAT64)
 from fastop._core.kernel cimport CKernel
 from fastop._tensor cimport Tensor, as_tensor, scalar_tensor, wrap_dense
@@ -203,10 +204,7 @@ cdef int _natural_dtype(int kind) noexcept:
 
 cdef int _check_initialised(object op, Py_ssize_t i, DenseTensor t) except -1:
     if t.view.data == NULL and t.view.size:
-        raise ValueError(f"{op.name}: input '{op.inputs[i].name}' is a "
-                         f"{type(t).__name__} that was never initialised (a subclass "
-                         f"__init__ that does not call Tensor.__init__, or "
-                         f"Tensor.__new__ alone); create tensors with fastop.to_tensor")
+        check_initialised(t, f"{op.name}: input '{op.inputs[i].name}'")
     return 0
 
 
