@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import os
 import re
-import struct
-import zipfile
-import zlib
-from typing import Any, BinaryIO, Callable
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import zipfile
 
 __all__ = ["LoadError", "UntrustedCodeError", "atomic_write", "read_npz"]
 
@@ -140,12 +140,16 @@ class _Capped:
         return True
 
 
-# what zipfile, zlib and numpy's header parser raise on bytes that are not what they
-# should be (NotImplementedError: an unknown compression method; RuntimeError: an
-# encrypted member; OverflowError: offsets beyond what seek takes)
-_MALFORMED = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, struct.error, EOFError,
-              ValueError, KeyError, IndexError, TypeError, OverflowError, NotImplementedError,
-              RuntimeError, OSError, SyntaxError)
+def _malformed() -> tuple[type[BaseException], ...]:
+    """What zipfile, zlib and numpy's header parser raise on bytes that are not what
+    they should be (NotImplementedError: an unknown compression method; RuntimeError:
+    an encrypted member; OverflowError: offsets beyond what seek takes)."""
+    import struct
+    import zipfile
+    import zlib
+    return (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, struct.error, EOFError,
+            ValueError, KeyError, IndexError, TypeError, OverflowError, NotImplementedError,
+            RuntimeError, OSError, SyntaxError)
 
 
 def read_npz(path: str, caller: str, what: str) -> dict[str, np.ndarray]:
@@ -160,6 +164,7 @@ def read_npz(path: str, caller: str, what: str) -> dict[str, np.ndarray]:
         error = LoadError(f"{caller}: cannot read {path!r}: {problem}")
         error.__cause__ = cause
         return error
+    import zipfile      # here, not at import: `import fastop` stays fast (~15 ms)
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         try:
@@ -170,7 +175,7 @@ def read_npz(path: str, caller: str, what: str) -> dict[str, np.ndarray]:
                         for info in infos}
         except LoadError:
             raise
-        except _MALFORMED as exc:
+        except _malformed() as exc:
             raise fail(f"the file is truncated, corrupted or not {what} "
                        f"({type(exc).__name__}: {exc})", exc) from exc
 
@@ -178,6 +183,7 @@ def read_npz(path: str, caller: str, what: str) -> dict[str, np.ndarray]:
 def _check_directory(infos: list[zipfile.ZipInfo], size: int,
                      fail: Callable[..., LoadError]) -> None:
     """Member names, compression and sizes, before any member is read."""
+    import zipfile
     seen: set[str] = set()
     stored = 0
     for info in infos:
