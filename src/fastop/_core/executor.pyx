@@ -65,6 +65,12 @@ cdef class Plan:
 
     def __cinit__(self, list names, list kinds):
         cdef int n = len(names), i
+        if len(kinds) != n:
+            raise ValueError(f"Plan: {n} names but {len(kinds)} kinds")
+        for i in range(n):
+            if not SLOT_ARENA <= kinds[i] <= SLOT_VIEW:
+                raise ValueError(f"Plan: slot '{names[i]}' has kind {kinds[i]}, not one of "
+                                 f"SLOT_KINDS")
         self.n_slots = n
         self.n_ops = 0
         self.capacity = 16
@@ -106,9 +112,21 @@ cdef class Plan:
         PyMem_Free(self.dirty)
 
     # -- building ------------------------------------------------------------------
-    cdef OpRecord* _new_record(self, int kind, list ins, list outs) except NULL:
+    cdef int _check_slot(self, object s, str what, bint absent_ok) except -1:
+        """Refuse an index outside the slot table (it would be used to index C arrays);
+        -1 (an absent input) only where `absent_ok`."""
+        if type(s) is not int or not (0 <= s < self.n_slots or (absent_ok and s == -1)):
+            raise ValueError(f"{what} slot {s!r} is not a slot of this plan (it has "
+                             f"{self.n_slots})")
+        return 0
+
+    cdef OpRecord* _new_record(self, int kind, list ins, list outs, str who) except NULL:
         cdef int i, s
         cdef OpRecord* rec
+        for slot in ins:
+            self._check_slot(slot, f"{who}: input", kind == OP_PY)
+        for slot in outs:
+            self._check_slot(slot, f"{who}: output", False)
         if self.n_ops == self.capacity:
             self.capacity *= 2
             rec = <OpRecord*>PyMem_Realloc(self.ops, self.capacity * sizeof(OpRecord))
@@ -148,7 +166,7 @@ cdef class Plan:
             raise ValueError(f"{kernel.name}: no C function for dtype code {dtype}")
         cdef fastop_attrs packed
         kernel.pack(attrs, &packed)
-        cdef OpRecord* rec = self._new_record(OP_C, ins, outs)
+        cdef OpRecord* rec = self._new_record(OP_C, ins, outs, kernel.name)
         rec.infer = kernel.infer
         rec.fn = kernel.fns[dtype]
         rec.dtype = dtype
@@ -168,7 +186,7 @@ cdef class Plan:
                              f"got {len(ins)}")
         cdef fastop_attrs packed
         kernel.pack(attrs, &packed)
-        cdef OpRecord* rec = self._new_record(OP_VIEW, ins, [out])
+        cdef OpRecord* rec = self._new_record(OP_VIEW, ins, [out], kernel.name)
         rec.view = kernel.fn
         rec.attrs = packed
         self.py_calls.append(kernel)
@@ -185,7 +203,7 @@ cdef class Plan:
         the ``(position, size)`` pairs of `known_dims` as it is (checked in C);
         anything else goes to ``finish(result, tensors)``, which returns the outputs.
         """
-        self._new_record(OP_PY, ins, outs)
+        self._new_record(OP_PY, ins, outs, "Python op")
         if direct is not None and len(outs) != 1:
             raise ValueError("a direct Python call has exactly one output")
         self.py_calls.append(fn if direct is None else direct)
@@ -194,6 +212,7 @@ cdef class Plan:
         self.n_ops += 1
 
     def set_const(self, int slot, DenseTensor value) -> None:
+        self._check_slot(slot, "constant", False)
         self.consts[slot] = value
         self.objs[slot] = value
         self.views[slot] = self.planned[slot] = value.view
@@ -204,6 +223,12 @@ cdef class Plan:
         persistables ``[(name, slot, reader)]`` (`reader` describes the first op reading
         the value before any op writes it, None if an op writes it first), fetch slots."""
         cdef int s
+        for name, slot, value in feeds:
+            self._check_slot(slot, "feed", False)
+        for name, slot, reader in persists:
+            self._check_slot(slot, "persistable", False)
+        for slot in fetches:
+            self._check_slot(slot, "fetch", False)
         self.feed_slots = []
         for name, s, value in feeds:
             self.planned[s] = as_dense(value).view      # the signature: dtype and shape
