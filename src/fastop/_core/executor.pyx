@@ -609,7 +609,12 @@ cdef class Plan:
                         hi = mid
                 n_busy = _collect(tree, 1, 0, leaves, hi, slots[e].first, by_first,
                                   slots, busy, 0)
-                qsort(busy, n_busy, sizeof(Busy), _cmp_busy)
+                for k in range(1, n_busy):
+                    if _cmp_busy(&busy[k - 1], &busy[k]) > 0:
+                        # often already in order: the slots live at once were placed
+                        # one above the other in the order of their first writes
+                        qsort(busy, n_busy, sizeof(Busy), _cmp_busy)
+                        break
                 off = 0
                 for k in range(n_busy):
                     if off + slots[e].aligned <= busy[k].offset:
