@@ -459,7 +459,7 @@ def _short_lived_program(exe, k):
     with static.program_guard(main, static.Program()):
         x = static.data("x", [2, 2], "float64")
         y = mm(x, x) + float(k)
-        z = static.py_func(np.tanh, y, _var(main, "z", [2, 2], "float64"))
+        static.py_func(np.tanh, y, _var(main, "z", [2, 2], "float64"))
     xv = np.eye(2)
     for _ in range(2):              # the second run takes the fast path
         ry, rz = exe.run(main, feed={"x": xv}, fetch_list=[y, "z"])

@@ -333,7 +333,7 @@ def test_programs_of_registry_ops_load_without_permission(static_env, exe, tmp_p
 def _saved_program_data(main, tmp_path):
     x = static.data("x", [None, 3], "float32")
     h = static.nn.fc(x, 4, name="l1")
-    out = (fastop.tanh(h) * 2.0).sum()
+    (fastop.tanh(h) * 2.0).sum()
     path = str(tmp_path / "m")
     static.save(main, path)
     with open(path + ".program.json") as f:

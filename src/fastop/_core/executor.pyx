@@ -25,6 +25,9 @@ Where a slot's memory comes from (``SlotKind``):
 Each run calls every C kernel's ``infer`` on the live input views (a few ns) and checks
 the result against the slot: a shape that changed (a Python op returning another batch
 size) gets its own buffer for that run and the arena is laid out again afterwards.
+
+A Plan runs one run at a time (its slots are that run's state): a second thread runs a
+:meth:`Plan.clone`, and :class:`FastPath` takes an idle plan of the front end's pool.
 """
 from cpython.mem cimport PyMem_Malloc, PyMem_Realloc, PyMem_Free
 from libc.stddef cimport ptrdiff_t
@@ -249,7 +252,8 @@ cdef class Plan:
         memcpy(c.ops, self.ops, self.n_ops * sizeof(OpRecord))
         memcpy(c.first_def, self.first_def, n * sizeof(int))
         memcpy(c.last_use, self.last_use, n * sizeof(int))
-        c.py_calls, c.py_ins, c.py_outs = list(self.py_calls), list(self.py_ins), list(self.py_outs)
+        c.py_calls, c.py_ins = list(self.py_calls), list(self.py_ins)
+        c.py_outs = list(self.py_outs)
         for s, value in self.consts.items():
             c.set_const(s, value)
         c.feed_slots = list(self.feed_slots)

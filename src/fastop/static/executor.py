@@ -12,6 +12,10 @@ Python callable (py_func, Python-kernel ops through the registry's
 Running: a repeated run with the same fetch list goes straight to the previous plan,
 whose ``try_run`` checks the feeds' names, dtypes, shapes and layout in C; anything
 else takes the signature path (convert feeds, look the plan up, compile on a miss).
+
+Caching keeps no program alive (weak references; fetch lists remembered by id), so a
+dropped program and its plans are freed. Each signature's plans are a pool: runs of
+one program from several threads each take a plan of their own.
 """
 from __future__ import annotations
 
@@ -226,16 +230,17 @@ class _Compiled:
         if k >= 0:
             add_note(exc, f"raised while running {self.label(k)}")
 
-    def run(self, feeds: dict[str, Any], scope_vars: dict[str, DenseTensor],
-            check: bool) -> list[DenseTensor] | None:
-        """Run a free plan of the pool (``Plan.try_run`` with `check`)."""
+    def run(self, feeds: dict[str, Any],
+            scope_vars: dict[str, DenseTensor]) -> list[DenseTensor]:
+        """Run an idle plan of the pool (the signature path; the fast path is
+        :class:`~fastop._core.executor.FastPath`, the same in C)."""
         free = self.free
         try:
             plan = free.pop()
         except IndexError:
             plan = self.spare()
         try:
-            return plan.try_run(feeds, scope_vars) if check else plan.run(feeds, scope_vars)
+            return plan.run(feeds, scope_vars)
         except BaseException as exc:
             self.annotate(exc, plan)
             raise
@@ -552,7 +557,8 @@ def _collector_paused() -> Iterator[None]:
     Compiling allocates a few containers per op that live until it ends; with the
     collector on, they triggered full collections traversing the whole program again
     and again: compiling a chain of 10,000 ops took 0.41 s of CPU time, 0.22 s with
-    the collector paused. Nothing a compile allocates is garbage in a cycle."""
+    the collector paused. What a compile leaves in reference cycles (an exception
+    caught while folding constants) is collected when the collector runs again."""
     import gc
     if not gc.isenabled():
         yield
@@ -716,7 +722,7 @@ class Executor:
                 if outs is not None:
                     return [t.numpy() for t in outs] if return_numpy else outs
         compiled, arrays = self._compiled(program, feed, fetch)
-        outs = compiled.run(arrays, scope_vars, False)
+        outs = compiled.run(arrays, scope_vars)
         return [t.numpy() for t in outs] if return_numpy else outs
 
     def _compiled(self, program: Program, feed: dict[str, Any],

@@ -28,7 +28,6 @@ definition declares them, and output variables as its meta function infers them)
 from __future__ import annotations
 
 import importlib
-import os
 import re
 import warnings
 from dataclasses import dataclass
@@ -428,7 +427,7 @@ def _decode_op(policy: CodePolicy, block: Any, i: int, record: Any) -> Operator:
         version = record.get("plugin_version") or ""
         raise policy.error(f"{where}: the program needs op '{name}', provided by "
                            f"{provider} {version}".rstrip() + ", which is not installed or "
-                           f"not loaded") from exc
+                           "not loaded") from exc
     where = f"op #{i} ({name})"
     attrs_in = _field(policy, record, "attrs", dict, where, "an object")
     attrs = {k: _decode_attr(policy, where, k, v) for k, v in attrs_in.items()}
