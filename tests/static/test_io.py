@@ -453,3 +453,22 @@ def test_function_references_in_attributes_are_checked_before_any_import(static_
                                                  r"'os:system' is Python code"):
         static.load_program(path, allowed_modules=["probe_mod"])
     assert probe.read_text() == ""
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(allowed_modules="numpy"), r"allowed_modules must be a list of module names"),
+    (dict(allowed_modules=["numpy", 3]), r"allowed_modules must be a list"),
+    (dict(allowed_modules=["../evil"]), r"allowed_modules must be a list"),
+    (dict(allowed_modules=5), r"allowed_modules must be a list"),
+    (dict(trust_code="yes"), r"trust_code must be True or False"),
+])
+def test_load_program_checks_its_policy_arguments(static_env, tmp_path, kwargs, match):
+    path = _py_func_program(tmp_path, "numpy:tanh")
+    with pytest.raises(TypeError, match=r"static.load_program: " + match):
+        static.load_program(path, **kwargs)
+
+
+def test_allowed_modules_may_be_any_iterable(static_env, tmp_path):
+    path = _py_func_program(tmp_path, "numpy:tanh")
+    program = static.load_program(path, allowed_modules=(m for m in ["numpy"]))
+    assert "py_func" in str(program)

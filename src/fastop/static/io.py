@@ -105,14 +105,17 @@ class CodePolicy:
         """The policy of a loader's arguments, checked."""
         if not isinstance(trust_code, bool):
             raise TypeError(f"{caller}: trust_code must be True or False, got {trust_code!r}")
-        if allowed_modules is None:
-            allowed_modules = ()
-        elif isinstance(allowed_modules, str) or not all(
+        given = allowed_modules
+        try:
+            modules = () if given is None else tuple(given)
+        except TypeError:
+            modules = None
+        if isinstance(given, str) or modules is None or not all(
                 isinstance(m, str) and re.fullmatch(rf"{_IDENT}(\.{_IDENT})*", m)
-                for m in allowed_modules):
+                for m in modules):
             raise TypeError(f"{caller}: allowed_modules must be a list of module names "
-                            f"(like ['mypkg', 'numpy']), got {allowed_modules!r}")
-        return cls(tuple(allowed_modules), trust_code, source, caller)
+                            f"(like ['mypkg', 'numpy']), got {given!r}")
+        return cls(modules, trust_code, source, caller)
 
     def error(self, problem: str, cls: type[LoadError] = LoadError) -> LoadError:
         return cls(f"{self.caller}: cannot read {self.source!r}: {problem}")
