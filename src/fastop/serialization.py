@@ -5,10 +5,11 @@ numbers — ``layer.state_dict()``, ``optimizer.state_dict()``, or a dict of bot
 names are joined with ``/`` inside the archive, which also holds a format marker, so a
 file that fastop did not write is refused with a clear error instead of misread.
 
-Writes are atomic: the archive goes to a temporary file in the target's directory,
-is flushed to disk, then renamed over the target (``os.replace``). A crash mid-write
-leaves the previous file intact. Loading never executes code: arrays are read with
-``allow_pickle=False``, and object arrays are refused when saving.
+Writes are atomic (:func:`fastop._files.atomic_write`): a crash mid-write leaves the
+previous file intact, and at most a temporary that the next save of the path removes.
+Loading never executes code and trusts nothing in the file: every malformed,
+truncated, crafted or foreign file raises :class:`LoadError` naming the file and the
+problem, before anything larger than the file could hold is allocated.
 
 >>> import numpy as np, fastop, tempfile, os
 >>> path = os.path.join(tempfile.mkdtemp(), "model.pdparams")
@@ -19,22 +20,17 @@ leaves the previous file intact. Loading never executes code: arrays are read wi
 from __future__ import annotations
 
 import os
-import tempfile
-import zipfile
 from typing import Any, Iterator, Mapping
 
 import numpy as np
 
-__all__ = ["save", "load", "LoadError"]
+from fastop._files import SAVED_DTYPES, LoadError, UntrustedCodeError, atomic_write, read_npz
+
+__all__ = ["save", "load", "LoadError", "UntrustedCodeError"]
 
 _MARKER = "__fastop_state_dict__"
 _FORMAT_VERSION = 1
 _SEP = "/"
-_DTYPES = {np.dtype(n) for n in ("bool", "int32", "int64", "float32", "float64")}
-
-
-class LoadError(ValueError):
-    """A file is not a readable fastop state dict (truncated, corrupted or foreign)."""
 
 
 def _flatten(obj: Mapping[str, Any], prefix: str, path: str) -> Iterator[tuple[str, np.ndarray]]:
@@ -54,7 +50,7 @@ def _flatten(obj: Mapping[str, Any], prefix: str, path: str) -> Iterator[tuple[s
             raise TypeError(f"fastop.save({path!r}): '{name}' must be a tensor, array or "
                             f"number, got {type(value).__name__}")
         array = np.asarray(value)
-        if array.dtype not in _DTYPES:
+        if array.dtype not in SAVED_DTYPES:
             raise TypeError(f"fastop.save({path!r}): '{name}' has dtype {array.dtype}; "
                             f"only bool, int32, int64, float32 and float64 are saved "
                             f"(no pickled objects)")
@@ -69,61 +65,46 @@ def save(obj: Mapping[str, Any], path: str | os.PathLike) -> None:
                         f"to tensors), got {type(obj).__name__}")
     arrays = dict(_flatten(obj, "", path))
     arrays[_MARKER] = np.array(_FORMAT_VERSION, dtype=np.int64)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.",
-                               suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)  # object dtypes were refused by _flatten
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_directory(directory)
-
-
-def _fsync_directory(directory: str) -> None:
-    """Make the rename durable (POSIX); a no-op where directories can't be opened."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    atomic_write(path, lambda f: np.savez(f, **arrays))  # object dtypes were refused
 
 
 def _read(path: str) -> dict[str, np.ndarray]:
-    foreign = LoadError(f"fastop.load: {path!r} is not a fastop state-dict file (no "
+    arrays = read_npz(path, "fastop.load", "a fastop state-dict file")
+    marker = arrays.pop(_MARKER, None)
+    if marker is None:
+        raise LoadError(f"fastop.load: {path!r} is not a fastop state-dict file (no "
                         f"'{_MARKER}' entry); it was not written by fastop.save")
-    try:
-        archive = np.load(path, allow_pickle=False)
-        if not isinstance(archive, np.lib.npyio.NpzFile):
-            raise foreign
-        with archive:
-            if _MARKER not in archive.files:
-                raise foreign
-            version = int(archive[_MARKER])
-            if version > _FORMAT_VERSION:
-                raise LoadError(f"fastop.load: {path!r} has format version {version}; "
-                                f"this fastop reads up to {_FORMAT_VERSION}")
-            return {name: archive[name] for name in archive.files if name != _MARKER}
-    except LoadError:
-        raise
-    except FileNotFoundError:
-        raise
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
-        raise LoadError(f"fastop.load: cannot read {path!r}: the file is truncated, "
-                        f"corrupted or not a fastop state dict ({exc})") from exc
+    if marker.shape != () or marker.dtype != np.int64:
+        raise LoadError(f"fastop.load: {path!r} has a malformed format marker "
+                        f"({marker.dtype}{list(marker.shape)})")
+    if int(marker) > _FORMAT_VERSION or int(marker) < 1:
+        raise LoadError(f"fastop.load: {path!r} has format version {int(marker)}; this "
+                        f"fastop reads 1 to {_FORMAT_VERSION}")
+    return arrays
+
+
+def _nest(flat: dict[str, Any], path: str) -> dict[str, Any]:
+    """``{"a/b": v}`` -> ``{"a": {"b": v}}``; names that cannot nest are a LoadError."""
+    result: dict[str, Any] = {}
+    for name, value in flat.items():
+        parts = name.split(_SEP)
+        if not all(parts):
+            raise LoadError(f"fastop.load: cannot read {path!r}: {name!r} is not a valid name "
+                            f"(an empty part between '{_SEP}')")
+        node = result
+        for depth, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise LoadError(f"fastop.load: cannot read {path!r}: "
+                                f"'{_SEP.join(parts[:depth + 1])}' is both a value and a "
+                                f"dict (of {name!r})")
+            node = child
+        if parts[-1] in node:
+            what = "a dict" if isinstance(node[parts[-1]], dict) else "a value"
+            raise LoadError(f"fastop.load: cannot read {path!r}: {name!r} is both a value and "
+                            f"{what} (of its other entries)")
+        node[parts[-1]] = value
+    return result
 
 
 def load(path: str | os.PathLike, return_numpy: bool = False) -> dict:
@@ -135,11 +116,4 @@ def load(path: str | os.PathLike, return_numpy: bool = False) -> dict:
     if not return_numpy:
         from fastop import from_numpy   # the freshly read arrays become Tensors, no copy
         flat = {name: from_numpy(array) for name, array in flat.items()}
-    result: dict[str, Any] = {}
-    for name, value in flat.items():
-        *parents, leaf = name.split(_SEP)
-        node = result
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    return result
+    return _nest(flat, path)

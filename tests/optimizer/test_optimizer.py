@@ -200,8 +200,13 @@ def test_minimize_eager_runs_backward_unless_already_done(set_to_zero):
 
 
 @pytest.mark.parametrize("kwargs,error,match", [
-    (dict(learning_rate=-1.0), TypeError, "non-negative float"),
-    (dict(learning_rate="0.1"), TypeError, "non-negative float"),
+    (dict(learning_rate=-1.0), ValueError, r"SGD: learning_rate must be a finite number "
+                                           r">= 0, got -1.0"),
+    (dict(learning_rate=float("nan")), ValueError, r"SGD: learning_rate .* got nan"),
+    (dict(learning_rate=float("inf")), ValueError, r"SGD: learning_rate .* got inf"),
+    (dict(learning_rate="0.1"), TypeError, r"SGD: learning_rate must be a number or an "
+                                           r"LRScheduler, got str"),
+    (dict(learning_rate=True), TypeError, r"learning_rate must be a number .* got bool"),
     (dict(weight_decay="l2"), TypeError, "weight_decay must be a float"),
     (dict(parameters=[]), ValueError, "empty parameter list"),
     (dict(grad_clip=1.0), ValueError, "grad_clip is not supported"),
@@ -232,3 +237,164 @@ def test_step_in_static_mode_raises():
             opt.clear_grad()
     finally:
         fastop.disable_static()
+
+
+
+# -- what parameters= takes ------------------------------------------------------------
+
+def test_a_single_tensor_as_parameters_is_an_error():
+    """``parameters=layer.weight`` used to iterate the tensor's rows and train nothing."""
+    layer = nn.Linear(3, 2)
+    with pytest.raises(TypeError, match=r"Momentum: parameters must be a list of "
+                                        r"parameters .*got a single Tensor.*"
+                                        r"parameters=\[weight\]"):
+        optimizer.Momentum(0.1, parameters=layer.weight)
+
+
+@pytest.mark.parametrize("parameters,match", [
+    ("weights", r"got str"),
+    (lambda: make_params()[0].numpy(), r"got ndarray"),
+    (lambda: {"w": make_params()[0]}, r"got dict"),
+    (lambda: [make_params()[0], np.zeros(3)], r"item 1 is ndarray, not a Tensor"),
+    (lambda: [{"params": make_params()}], r"item 0 is dict, not a Tensor"),
+    (lambda: (lambda p: [p, p])(make_params()[0]), r"item 1 is item 0 again"),
+    (3, r"got int"),
+])
+def test_parameters_must_be_an_iterable_of_distinct_tensors(parameters, match):
+    with pytest.raises(TypeError, match=r"Adam: parameters .*" + match):
+        optimizer.Adam(parameters=parameters() if callable(parameters) else parameters)
+
+
+def test_parameters_may_be_any_iterable_of_tensors():
+    layer = nn.Linear(3, 2)
+    opt = optimizer.SGD(0.1, parameters=iter(layer.parameters()))
+    assert opt._parameter_list == layer.parameters()
+
+
+def test_static_mode_takes_variables_not_tensors():
+    from fastop import static
+    main = static.Program()
+    fastop.enable_static()
+    try:
+        with static.program_guard(main, static.Program()):
+            w = static.create_parameter([3, 2], "float32", name="w")
+            optimizer.SGD(0.1, parameters=[w])
+            with pytest.raises(TypeError, match=r"SGD: parameters .*item 0 is Tensor, not a "
+                                                r"static Variable"):
+                optimizer.SGD(0.1, parameters=make_params())
+    finally:
+        fastop.disable_static()
+
+
+# -- learning rates --------------------------------------------------------------------
+
+class StepDecay:
+    """A stand-in for fastop.optimizer.lr's schedulers (PaddlePaddle's LRScheduler
+    interface: ``scheduler()`` is the current rate, ``step()`` advances)."""
+
+    def __init__(self, lr):
+        self.lr, self.epoch = lr, 0
+
+    def get_lr(self):
+        return self.lr * 0.5 ** self.epoch
+
+    def __call__(self):
+        return self.get_lr()
+
+    def step(self):
+        self.epoch += 1
+
+    def state_dict(self):
+        return {"epoch": self.epoch}
+
+    def set_state_dict(self, state):
+        self.epoch = int(state["epoch"])
+
+
+def test_a_scheduler_sets_the_rate_of_each_step():
+    (p,) = make_params("float64")[:1]
+    sched = StepDecay(0.4)
+    opt = optimizer.SGD(learning_rate=sched, parameters=[p])
+    start = p.numpy().copy()
+    grads = run(opt, [p], steps=1)
+    np.testing.assert_allclose(p.numpy(), start - 0.4 * grads[0][0])
+    sched.step()
+    assert opt.get_lr() == 0.2
+    start = p.numpy().copy()
+    grads = run(opt, [p], steps=1, start=1)
+    np.testing.assert_allclose(p.numpy(), start - 0.2 * grads[0][0])
+    with pytest.raises(RuntimeError, match=r"SGD.set_lr: the learning rate comes from "
+                                           r"StepDecay"):
+        opt.set_lr(0.1)
+    state = opt.state_dict()
+    assert state["LR_Scheduler"] == {"epoch": 1}
+    sched2 = StepDecay(0.4)
+    opt2 = optimizer.SGD(learning_rate=sched2, parameters=[p])
+    opt2.set_state_dict(state)
+    assert sched2.epoch == 1 and opt2.get_lr() == 0.2
+
+
+def test_a_scheduler_giving_a_bad_rate_is_named():
+    (p,) = make_params()[:1]
+    sched = StepDecay(float("nan"))
+    opt = optimizer.SGD(learning_rate=sched, parameters=[p])
+    set_grads([p], 0)
+    with pytest.raises(ValueError, match=r"SGD: the learning-rate scheduler StepDecay gave "
+                                         r"nan"):
+        opt.step()
+
+
+@pytest.mark.parametrize("value,error", [(-0.5, ValueError), (float("nan"), ValueError),
+                                         ("1", TypeError), (None, TypeError)])
+def test_set_lr_validates_and_keeps_the_old_rate(value, error):
+    opt = optimizer.Adam(0.01, parameters=make_params())
+    with pytest.raises(error, match=r"Adam: learning_rate"):
+        opt.set_lr(value)
+    assert opt.get_lr() == 0.01
+    opt.set_lr(np.float32(0.5))
+    assert opt.get_lr() == 0.5 and type(opt.get_lr()) is float
+
+
+# -- set_state_dict --------------------------------------------------------------------
+
+def _stepped(kind=optimizer.Adam):
+    layer = nn.Linear(3, 2)
+    opt = kind(0.01, parameters=layer.parameters())
+    for p in layer.parameters():
+        p.grad = fastop.to_tensor(np.ones(p.shape, "float32"))
+    opt.step()
+    return layer, opt
+
+
+def test_set_state_dict_refuses_keys_of_other_parameters():
+    _, opt = _stepped()
+    state = opt.state_dict()
+    other_layer, other = _stepped()
+    with pytest.raises(ValueError, match=r"Adam.set_state_dict: .*match no parameter of "
+                                         r"this optimizer: .*_moment1"):
+        other.set_state_dict(state)
+    before = [p.numpy().copy() for p in other_layer.parameters()]
+    other.set_state_dict(state, strict=False)            # loads what matches: nothing
+    assert [p.numpy().tolist() for p in other_layer.parameters()] == \
+        [b.tolist() for b in before]
+
+
+def test_set_state_dict_refuses_a_parameter_with_part_of_its_state():
+    layer, opt = _stepped()
+    state = dict(opt.state_dict())
+    name = layer.weight.name
+    del state[f"{name}_moment2"]
+    with pytest.raises(ValueError, match=rf"Adam.set_state_dict: parameter '{name}' lacks "
+                                         rf"'{name}_moment2'"):
+        opt.set_state_dict(state)
+    opt.set_state_dict(state, strict=False)
+
+
+def test_set_state_dict_names_the_parameter_of_a_misshapen_state():
+    layer, opt = _stepped(optimizer.Momentum)
+    state = dict(opt.state_dict())
+    state[f"{layer.weight.name}_velocity"] = np.zeros((5, 5), "float32")
+    with pytest.raises(ValueError, match=rf"Momentum.set_state_dict: state 'velocity' of "
+                                         rf"parameter '{layer.weight.name}' has shape "
+                                         rf"\[3, 2\], got \[5, 5\]"):
+        opt.set_state_dict(state)

@@ -182,7 +182,8 @@ def save_program(op, model_path):
         with fastop.static.program_guard(main, startup):
             x = fastop.static.data("x", [None, 3], "float32")
             y = op(x) * 2.0
-        fastop.static.save(main, str(model_path))
+        with pytest.warns(UserWarning, match=r"allowed_modules=\['\w+_ops'\]"):
+            fastop.static.save(main, str(model_path))
     finally:
         fastop.disable_static()
     return y.name
@@ -191,15 +192,16 @@ def save_program(op, model_path):
 RUN_SAVED = """
 import sys, numpy as np, fastop
 fastop.enable_static()
-program = fastop.static.load_program(sys.argv[1])
+program = fastop.static.load_program(sys.argv[1], allowed_modules=sys.argv[3:])
 out, = fastop.static.Executor(fastop.CPUPlace()).run(
     program, feed={"x": np.array([[-1.0, 0.5, 2.0]], "float32")}, fetch_list=[sys.argv[2]])
 print(out.tolist())
 """
 
 
-def run_saved(model_path, fetch):
-    return subprocess.run([sys.executable, "-c", RUN_SAVED, str(model_path), fetch],
+def run_saved(model_path, fetch, *allowed_modules):
+    return subprocess.run([sys.executable, "-c", RUN_SAVED, str(model_path), fetch,
+                           *allowed_modules],
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(
                               p for p in sys.path if p)})
@@ -215,6 +217,10 @@ def test_a_saved_program_records_the_module_and_loads_it_in_a_fresh_process(op_d
     assert record["source"] == {"directory": os.path.realpath(op_dir),
                                 "module": f"{ns}_ops"}
     proc = run_saved(tmp_path / "model", fetch)
+    assert proc.returncode != 0
+    assert "UntrustedCodeError" in proc.stderr
+    assert f"allowed_modules=['{ns}_ops']" in proc.stderr
+    proc = run_saved(tmp_path / "model", fetch, f"{ns}_ops")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == [[0.0, 1.0, 4.0]]
 
@@ -225,13 +231,13 @@ def test_a_saved_program_whose_module_is_gone_names_it(op_dir, request, tmp_path
     load_directory(op_dir)
     fetch = save_program(getattr(fastop.ops, ns).user_relu, tmp_path / "model")
     (op_dir / f"{ns}_ops.py").rename(op_dir / "renamed.py")
-    proc = run_saved(tmp_path / "model", fetch)
+    proc = run_saved(tmp_path / "model", fetch, f"{ns}_ops")
     assert proc.returncode != 0
     assert f"the program needs op '{ns}::user_relu' from module '{ns}_ops' in directory " \
            f"'{os.path.realpath(op_dir)}', but that module is not there" in proc.stderr
     (op_dir / "renamed.py").write_text("raise ImportError('broken on purpose')\n"
                                        "fastop_register_ops = None\n")
     (op_dir / "renamed.py").rename(op_dir / f"{ns}_ops.py")
-    proc = run_saved(tmp_path / "model", fetch)
+    proc = run_saved(tmp_path / "model", fetch, f"{ns}_ops")
     assert f"from module '{ns}_ops' in directory" in proc.stderr
     assert "could not be loaded" in proc.stderr and "broken on purpose" in proc.stderr

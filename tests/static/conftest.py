@@ -18,6 +18,18 @@ def needs_ops(*names):
                                                     f"{', '.join(missing)}")
 
 
+def assert_arena_sound(plan):
+    """No two arena slots whose live ranges overlap share a byte; the arena holds at
+    least the largest live set."""
+    layout = plan.arena_layout()
+    for i, (_, off_a, size_a, first_a, last_a) in enumerate(layout):
+        assert off_a + size_a <= plan.arena_bytes
+        for _, off_b, size_b, first_b, last_b in layout[i + 1:]:
+            if first_a <= last_b and first_b <= last_a:
+                assert off_a + size_a <= off_b or off_b + size_b <= off_a
+    assert plan.arena_bytes >= plan.min_live_bytes
+
+
 @pytest.fixture(autouse=True)
 def static_env():
     main, startup, scope = static.Program(), static.Program(), static.Scope()

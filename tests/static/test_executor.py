@@ -10,7 +10,7 @@ import fastop
 from fastop import static
 from fastop.ops import registry
 
-from .conftest import needs_ops
+from .conftest import assert_arena_sound, needs_ops
 
 mm = registry.get("fastop::matmul")
 
@@ -448,3 +448,129 @@ def test_a_variable_fetched_twice_gives_two_arrays(chain, exe):
     a, b = exe.run(main, feed={"x": np.ones((2, 3), "float32")}, fetch_list=[y, y])
     assert not np.shares_memory(a, b)
     np.testing.assert_array_equal(a, b)
+
+
+# ---------------------------------------------------------------- lifetimes, threads, scale
+
+def _short_lived_program(exe, k):
+    """Build, run and return a small program (a py_func and C kernels), fetching by
+    Variable and by name; returns weak references to the program and a fetched Variable."""
+    main = static.Program()
+    with static.program_guard(main, static.Program()):
+        x = static.data("x", [2, 2], "float64")
+        y = mm(x, x) + float(k)
+        static.py_func(np.tanh, y, _var(main, "z", [2, 2], "float64"))
+    xv = np.eye(2)
+    for _ in range(2):              # the second run takes the fast path
+        ry, rz = exe.run(main, feed={"x": xv}, fetch_list=[y, "z"])
+    np.testing.assert_allclose(rz, np.tanh(xv @ xv + k))
+    return weakref.ref(main), weakref.ref(y)
+
+
+def test_an_executor_keeps_no_program_alive(static_env, exe):
+    """Plans are cached per program, but the cache does not keep a program, or the
+    Variables fetched from it, alive: dropping a program frees it and its plans."""
+    import gc
+    refs = [_short_lived_program(exe, k) for k in range(5)]
+    gc.collect()
+    assert [r() for pair in refs for r in pair] == [None] * 10
+    assert not exe._plans            # the plans went with their programs
+
+
+def test_fetching_a_variable_of_another_program_keeps_neither_alive(static_env, exe):
+    """A Variable of the program a clone was made from (fetched by name in the clone)."""
+    import gc
+    main, _, _ = static_env
+    x = static.data("x", [2], "float32")
+    y = x * 3.0
+    clone = main.clone()
+    xv = np.ones(2, "float32")
+    for _ in range(2):
+        (r,) = exe.run(clone, feed={"x": xv}, fetch_list=[y])
+    np.testing.assert_array_equal(r, [3, 3])
+    ref = weakref.ref(clone)
+    del clone
+    gc.collect()
+    assert ref() is None
+
+
+@needs_ops("fastop::tanh")
+def test_one_program_run_from_threads_matches_serial_runs(static_env, exe):
+    """Threads running one program at once (C kernels that release the GIL, a py_func)
+    each get the result of their own feed."""
+    import threading
+    main, _, _ = static_env
+    x = static.data("x", [64, 64], "float64")
+    h = fastop.tanh(mm(x, x))
+    h = static.py_func(lambda t: np.asarray(t) * 2.0, h, _var(main, "h2", [64, 64], "float64"))
+    y = mm(h, x).sum()
+    feeds = [np.random.default_rng(k).uniform(-1, 1, (64, 64)) for k in range(4)]
+    expected = [(np.tanh(f @ f) * 2.0 @ f).sum() for f in feeds]
+    errors, results = [], {}
+
+    def work(k):
+        try:
+            for _ in range(30):
+                (r,) = exe.run(main, feed={"x": feeds[k]}, fetch_list=[y])
+                results.setdefault(k, []).append(float(r))
+        except BaseException as exc:        # reported below
+            errors.append(exc)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    for k in range(4):
+        np.testing.assert_allclose(results[k], [expected[k]] * 30, rtol=1e-10)
+    (r,) = exe.run(main, feed={"x": feeds[0]}, fetch_list=[y])     # still serial-correct
+    np.testing.assert_allclose(r, expected[0], rtol=1e-10)
+
+
+def test_a_python_op_may_run_another_signature_of_its_program(static_env, exe):
+    """Running the same program with another fetch list from inside one of its Python
+    ops uses another plan: it runs (the same signature is re-entrance, an error)."""
+    main, _, _ = static_env
+    x = static.data("x", [1], "float32")
+    y = x * 2.0
+    inner = []
+
+    def nested(t):
+        if not inner:
+            inner.append(None)
+            inner.append(exe.run(main, feed={"x": np.asarray(t) + 1}, fetch_list=["x", y]))
+    static.py_func(nested, x, None)
+    (r,) = exe.run(main, feed={"x": np.ones(1, "float32")}, fetch_list=[y])
+    np.testing.assert_array_equal(r, [2])
+    np.testing.assert_array_equal(inner[1][1], [4])
+
+
+def test_a_misspelt_feed_names_the_data_variables_still_needed(static_env, exe):
+    main, _, _ = static_env
+    x = static.data("image", [2], "float32")
+    label = static.data("label", [2], "float32")
+    y = x + label
+    with pytest.raises(ValueError, match=r"feed: the program has no variable 'imge'; did "
+                                         r"you mean 'image'\?.*static.data variable 'image' "
+                                         r"\(float32\[2\]\) is not fed"):
+        exe.run(main, feed={"imge": np.ones(2, "float32"), "label": np.ones(2, "float32")},
+                fetch_list=[y])
+    (r,) = exe.run(main, feed={"image": np.ones(2, "float32"),
+                               "label": np.ones(2, "float32")}, fetch_list=[y])
+    np.testing.assert_array_equal(r, [2, 2])
+
+
+def test_long_chains_compile_with_a_tight_arena(static_env, exe):
+    """A chain of 3,000 ops (each temporary lives for two ops) compiles and runs; its
+    arena holds two temporaries at a time."""
+    main, _, _ = static_env
+    x = static.data("x", [256], "float32")
+    h = x
+    for _ in range(3000):
+        h = h + 1.0
+    out = h * 1.0
+    (r,) = exe.run(main, feed={"x": np.zeros(256, "float32")}, fetch_list=[out])
+    np.testing.assert_array_equal(r, np.full(256, 3000, "float32"))
+    plan = exe.plan_of(main, {"x": np.zeros(256, "float32")}, [out])
+    assert_arena_sound(plan)
+    assert plan.arena_bytes == plan.min_live_bytes == 2 * 256 * 4

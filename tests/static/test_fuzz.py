@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from fastop import static
 from fastop.ops import registry
 
-from .conftest import TOL, needs_ops
+from .conftest import TOL, assert_arena_sound, needs_ops
 
 UNARY = {
     "tanh": (np.tanh, lambda x, y, g: g * (1 - y * y)),
@@ -146,3 +146,10 @@ def test_random_dags_match_numpy(dag_spec, seed):
                 assert not e.any()
             else:
                 np.testing.assert_allclose(next(got_grads), e, **TOL["float64"])
+    # fetching only the gradients leaves the other temporaries to the arena
+    fetch = [g for g in grads if g is not None]
+    for _ in range(2):
+        got = exe.run(main, feed=feed, fetch_list=fetch)
+        for g, e in zip(got, [e for var, e in zip(grads, expected_grads) if var is not None]):
+            np.testing.assert_allclose(g, e, **TOL["float64"])
+    assert_arena_sound(exe.plan_of(main, feed, fetch))

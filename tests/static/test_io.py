@@ -3,15 +3,18 @@ recorded by reference, a saved program run by a fresh process, unresolvable
 references named."""
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
 
 import fastop
 from fastop import static
+from fastop.serialization import LoadError, UntrustedCodeError
 
 FUNCS = '''
 import numpy as np
@@ -22,6 +25,10 @@ def tanh(x):
 def tanh_grad(y, dy):
     return np.asarray(dy) * (1 - np.square(np.asarray(y)))
 '''
+
+# saving py_func programs warns (how to load them back); one test checks the warning
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:static.save. the program calls Python functions:UserWarning")
 
 # The directory fastop was imported from (site-packages after `make test`, src/ in a
 # developer's PYTHONPATH run): the fresh process must load the same build.
@@ -66,7 +73,7 @@ def test_round_trip_in_a_fresh_process(static_env, exe, funcs, tmp_path):
     script = textwrap.dedent(f'''
         import json, numpy as np, fastop
         from fastop import static
-        program = static.load_program({path!r})
+        program = static.load_program({path!r}, allowed_modules=["static_io_funcs"])
         static.load(program, {path!r})
         xv = np.linspace(-1, 1, 6, dtype="float32").reshape(2, 3)
         result = static.Executor().run(program, feed={{"x": xv}}, fetch_list={fetch!r})
@@ -86,7 +93,7 @@ def test_loaded_program_lists_the_same(static_env, funcs, tmp_path):
     _build(main, funcs)
     path = str(tmp_path / "m")
     static.save(main, path)
-    loaded = static.load_program(path)
+    loaded = static.load_program(path, allowed_modules=["static_io_funcs"])
     assert str(loaded) == str(main)
 
 
@@ -101,16 +108,16 @@ def test_unresolvable_references_are_named(static_env, funcs, tmp_path):
     py["py_func"]["func"] = "static_io_funcs:no_such_function"
     with open(path + ".program.json", "w") as f:
         json.dump(data, f)
-    with pytest.raises(ValueError, match="cannot resolve py_func func "
-                                         "'static_io_funcs:no_such_function'"):
-        static.load_program(path)
+    with pytest.raises(LoadError, match="cannot resolve py_func func "
+                                        "'static_io_funcs:no_such_function'"):
+        static.load_program(path, allowed_modules=["static_io_funcs"])
     py["py_func"]["func"] = "static_io_funcs:tanh"
     builtin = next(op for op in data["ops"] if "op" in op)
     builtin.update(op="ghost::fc", plugin="fastop-ghost", plugin_version="1.2")
     with open(path + ".program.json", "w") as f:
         json.dump(data, f)
-    with pytest.raises(ValueError, match="needs op 'ghost::fc', provided by fastop-ghost 1.2"):
-        static.load_program(path)
+    with pytest.raises(LoadError, match="needs op 'ghost::fc', provided by fastop-ghost 1.2"):
+        static.load_program(path, allowed_modules=["static_io_funcs"])
 
 
 def test_functions_not_importable_cannot_be_saved_and_files_stay_intact(static_env, funcs,
@@ -125,7 +132,7 @@ def test_functions_not_importable_cannot_be_saved_and_files_stay_intact(static_e
     with pytest.raises(ValueError, match=r"cannot save py_func func .*<lambda>"):
         static.save(main, path)
     assert open(path + ".program.json").read() == before
-    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".fastop-tmp")]
 
 
 def test_load_checks_parameters(static_env, exe, funcs, tmp_path):
@@ -186,7 +193,7 @@ def test_startup_and_training_programs_round_trip(static_env, exe, funcs, tmp_pa
     static.save(startup, startup_path)
     static.save(main, main_path)
     loaded_startup, loaded_main = static.load_program(startup_path), \
-        static.load_program(main_path)
+        static.load_program(main_path, allowed_modules=["static_io_funcs"])
     assert str(loaded_main) == str(main) and str(loaded_startup) == str(startup)
     scopes = static.Scope(), static.Scope()
     exe.run(startup, scope=scopes[0])
@@ -199,3 +206,269 @@ def test_startup_and_training_programs_round_trip(static_env, exe, funcs, tmp_pa
         np.testing.assert_array_equal(a, b)
         losses.append(float(a))
     assert losses[2] < losses[1] < losses[0]
+
+
+# ---------------------------------------------------------------- loading runs no code
+
+PROBE = '''
+import os
+open(os.environ["FASTOP_PROBE_FILE"], "a").write(__name__ + " imported\\n")
+
+def tanh(x):
+    import numpy as np
+    return np.tanh(x)
+'''
+
+
+@pytest.fixture
+def probe(tmp_path, monkeypatch):
+    """Modules that record their import in a file: `probe_mod` and the package
+    `probe_pkg` with submodule `probe_pkg.sub`."""
+    record = tmp_path / "imports.txt"
+    record.write_text("")
+    monkeypatch.setenv("FASTOP_PROBE_FILE", str(record))
+    (tmp_path / "probe_mod.py").write_text(PROBE)
+    (tmp_path / "probe_pkg").mkdir()
+    (tmp_path / "probe_pkg" / "__init__.py").write_text("")
+    (tmp_path / "probe_pkg" / "sub.py").write_text(PROBE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield record
+    for name in ("probe_mod", "probe_pkg", "probe_pkg.sub"):
+        sys.modules.pop(name, None)
+
+
+def _py_func_program(tmp_path, ref):
+    """A saved one-py_func program whose function reference is `ref`."""
+    main = static.Program()
+    with static.program_guard(main, static.Program()):
+        x = static.data("x", [2], "float64")
+        static.py_func(np.tanh, x, main.current_block().create_var("y", "float64", [2]))
+    path = str(tmp_path / "prog")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        static.save(main, path)
+    with open(path + ".program.json") as f:
+        data = json.load(f)
+    next(op for op in data["ops"] if "py_func" in op)["py_func"]["func"] = ref
+    with open(path + ".program.json", "w") as f:
+        json.dump(data, f)
+    return path
+
+
+@pytest.mark.parametrize("ref,module", [("this:s", "this"), ("os:system", "os"),
+                                        ("probe_mod:tanh", "probe_mod"),
+                                        ("probe_pkg.sub:tanh", "probe_pkg.sub")])
+def test_a_program_naming_functions_loads_only_when_their_modules_are_allowed(
+        static_env, tmp_path, probe, ref, module):
+    path = _py_func_program(tmp_path, ref)
+    modules_before = set(sys.modules)
+    with pytest.raises(UntrustedCodeError,
+                       match=rf"load_program: .*prog\.program\.json.* py_func func '{ref}' "
+                             rf".*import module '{module}'.*allowed_modules=\['{module}'\].*"
+                             rf"trust_code=True"):
+        static.load_program(path)
+    assert set(sys.modules) == modules_before            # nothing was imported
+    assert probe.read_text() == ""
+
+
+def test_allowed_modules_and_their_submodules_load(static_env, exe, tmp_path, probe):
+    path = _py_func_program(tmp_path, "probe_pkg.sub:tanh")
+    for allowed in (["probe_pkg.other"], ["probe"], ["probe_pkg.sub.deeper"]):
+        with pytest.raises(UntrustedCodeError):
+            static.load_program(path, allowed_modules=allowed)
+    assert probe.read_text() == ""
+    for kwargs in ({"allowed_modules": ["probe_pkg"]}, {"allowed_modules": ["probe_pkg.sub"]},
+                   {"trust_code": True}):
+        program = static.load_program(path, **kwargs)
+        (y,) = exe.run(program, feed={"x": np.array([0.5, -1.0])}, fetch_list=["y"])
+        np.testing.assert_allclose(y, np.tanh([0.5, -1.0]))
+    assert probe.read_text() == "probe_pkg.sub imported\n"
+
+
+@pytest.mark.parametrize("ref", ["static_io_funcs:np.tanh", "static_io_funcs:np",
+                                 "static_io_funcs:tanh.__globals__",
+                                 "static_io_funcs:__builtins__.eval"])
+def test_an_allowed_module_gives_only_the_functions_it_defines(static_env, funcs, tmp_path,
+                                                              ref):
+    """A name reached through an allowed module (what it imported, dunders) is not a
+    function defined there."""
+    path = _py_func_program(tmp_path, ref)
+    with pytest.raises(LoadError, match=rf"'{re.escape(ref)}'.*(not a function defined in "
+                                        rf"module 'static_io_funcs'|not a valid reference)"):
+        static.load_program(path, allowed_modules=["static_io_funcs"])
+
+
+@pytest.mark.parametrize("ref", ["os", "os:", ":system", "os:system()", "os;x:y",
+                                 "os:system:x", "../evil:f", 42, None])
+def test_malformed_references_are_load_errors(static_env, tmp_path, ref):
+    path = _py_func_program(tmp_path, ref)
+    with pytest.raises(LoadError, match="not a valid reference"):
+        static.load_program(path, trust_code=True)
+
+
+def test_saving_python_functions_says_how_to_load_them(static_env, funcs, tmp_path):
+    main, _, _ = static_env
+    _build(main, funcs)
+    with pytest.warns(UserWarning, match=r"static.save: the program calls Python functions "
+                                         r"'static_io_funcs:tanh', 'static_io_funcs:tanh_grad'"
+                                         r".*static.load_program\(path, "
+                                         r"allowed_modules=\['static_io_funcs'\]\)"):
+        static.save(main, str(tmp_path / "m"))
+
+
+def test_programs_of_registry_ops_load_without_permission(static_env, exe, tmp_path):
+    main, startup, _ = static_env
+    x = static.data("x", [None, 3], "float32")
+    y = static.nn.fc(x, 2, name="fc").sum()
+    static.append_backward(y)
+    path = str(tmp_path / "m")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # no warning: nothing to allow
+        static.save(main, path)
+    assert str(static.load_program(path)) == str(main)
+
+
+# ---------------------------------------------------------------- malformed program files
+
+def _saved_program_data(main, tmp_path):
+    x = static.data("x", [None, 3], "float32")
+    h = static.nn.fc(x, 4, name="l1")
+    (fastop.tanh(h) * 2.0).sum()
+    path = str(tmp_path / "m")
+    static.save(main, path)
+    with open(path + ".program.json") as f:
+        return path, json.load(f)
+
+
+def _var_named(data, name):
+    return next(v for v in data["vars"] if v["name"] == name)
+
+
+def _op_named(data, name):
+    return next(op for op in data["ops"] if op.get("op") == name)
+
+
+CRAFTED = {
+    "wrong format": (lambda d: d.update(format="other"), "not a fastop program file"),
+    "vars not a list": (lambda d: d.update(vars={"a": 1}), r"'vars' must be a list"),
+    "var without name": (lambda d: d["vars"][0].pop("name"), r"variable #0: missing 'name'"),
+    "unknown dtype": (lambda d: d["vars"][0].update(dtype="float16x"),
+                      r"variable #0 .*dtype 'float16x'"),
+    "negative dim": (lambda d: d["vars"][0].update(shape=[-5, 3]), r"variable #0 .*shape"),
+    "shape not a list": (lambda d: d["vars"][0].update(shape="abc"), r"variable #0 .*shape"),
+    "flag not a bool": (lambda d: d["vars"][0].update(persistable="yes"),
+                        r"variable #0 .*'persistable' must be true or false"),
+    "duplicate var": (lambda d: d["vars"].append(dict(d["vars"][0])), r"declared twice"),
+    "unknown input": (lambda d: _op_named(d, "fastop::tanh").update(inputs=["nope"]),
+                      r"op #\d+ \(fastop::tanh\).*no variable 'nope'"),
+    "too few inputs": (lambda d: _op_named(d, "fastop::multiply")["inputs"].pop(),
+                       r"op #\d+ \(fastop::multiply\).*2 inputs .*got 1"),
+    "list for a plain input": (lambda d: _op_named(d, "fastop::tanh").update(
+        inputs=[["x"]]), r"op #\d+ \(fastop::tanh\).*input 'x'"),
+    "too many outputs": (lambda d: _op_named(d, "fastop::tanh")["outputs"].append("x"),
+                         r"op #\d+ \(fastop::tanh\).*1 output"),
+    "bad attribute": (lambda d: _op_named(d, "fastop::sum")["attrs"].update(keepdim="yes"),
+                      r"op #\d+ \(fastop::sum\).*keepdim"),
+    "unknown attribute": (lambda d: _op_named(d, "fastop::sum")["attrs"].update(bogus=1),
+                          r"op #\d+ \(fastop::sum\).*bogus"),
+    "output meta differs": (lambda d: _var_named(d, _op_named(d, "fastop::tanh")["outputs"][0])
+                            .update(shape=[7, 7]),
+                            r"op #\d+ \(fastop::tanh\).*float32\[7, 7\].*produces"),
+    "constant of another shape": (lambda d: next(v for v in d["vars"] if "constant" in v)
+                                  .update(constant=[1.0, 2.0]), r"constant"),
+    "ragged constant": (lambda d: next(v for v in d["vars"] if "constant" in v)
+                        .update(constant=[[1.0], 2.0], shape=[2]), r"constant"),
+    "op not a dict": (lambda d: d["ops"].append(3), r"op #\d+: .*must be an object"),
+}
+
+
+@pytest.mark.parametrize("case", list(CRAFTED))
+def test_crafted_program_files_raise_load_error(static_env, tmp_path, case):
+    main, _, _ = static_env
+    path, data = _saved_program_data(main, tmp_path)
+    edit, match = CRAFTED[case]
+    edit(data)
+    with open(path + ".program.json", "w") as f:
+        json.dump(data, f)
+    with pytest.raises(LoadError, match=r"load_program: cannot read '.*m\.program\.json': .*"
+                                        + match):
+        static.load_program(path)
+
+
+@pytest.mark.parametrize("content", [b"", b"{", b"[1, 2]", b"\xff\xfe garbage",
+                                     b"[" * 100000 + b"]" * 100000])
+def test_program_files_that_are_not_json_raise_load_error(static_env, tmp_path, content):
+    (tmp_path / "m.program.json").write_bytes(content)
+    with pytest.raises(LoadError, match=r"load_program: cannot read '.*m\.program\.json'"):
+        static.load_program(str(tmp_path / "m"))
+
+
+def test_fuzzed_program_files_raise_load_error_or_load(static_env, tmp_path):
+    main, _, _ = static_env
+    path, _ = _saved_program_data(main, tmp_path)
+    data = open(path + ".program.json", "rb").read()
+    rng = np.random.default_rng(1)
+    cases = []
+    for _ in range(300):
+        damaged = bytearray(data)
+        damaged[int(rng.integers(len(data)))] ^= 1 << int(rng.integers(8))
+        cases.append(bytes(damaged))
+    cases += [data[:len(data) * k // 20] for k in range(20)]
+    loaded = 0
+    for k, damaged in enumerate(cases):
+        with open(path + ".program.json", "wb") as f:
+            f.write(damaged)
+        try:
+            static.load_program(path)
+            loaded += 1
+        except LoadError as exc:
+            assert "m.program.json" in str(exc)
+        except Exception as exc:
+            raise AssertionError(f"case {k}: {type(exc).__name__}: {exc}") from exc
+    assert loaded < len(cases) // 2
+
+
+@pytest.mark.parametrize("content", [b"", b"not a zip", b"PK\x03\x04" + b"\0" * 40])
+def test_parameter_files_that_are_not_archives_raise_load_error(static_env, tmp_path,
+                                                                content):
+    main, _, _ = static_env
+    static.create_parameter([2], "float32", name="w")
+    (tmp_path / "m.params.npz").write_bytes(content)
+    with pytest.raises(LoadError, match=r"static.load: cannot read '.*m\.params\.npz'"):
+        static.load(main, str(tmp_path / "m"))
+
+
+def test_function_references_in_attributes_are_checked_before_any_import(static_env,
+                                                                         tmp_path, probe):
+    """A callable attribute (``{"$ref": ...}``) is code too: every reference of the file
+    is checked before the first is imported (here an allowed py_func precedes it)."""
+    path = _py_func_program(tmp_path, "probe_mod:tanh")
+    with open(path + ".program.json") as f:
+        data = json.load(f)
+    data["ops"].append({"op": "fastop::tanh", "inputs": ["x"], "outputs": ["x"],
+                        "attrs": {"hook": [{"$ref": "os:system"}]}})
+    with open(path + ".program.json", "w") as f:
+        json.dump(data, f)
+    with pytest.raises(UntrustedCodeError, match=r"op #1 \(fastop::tanh\): attribute 'hook' "
+                                                 r"'os:system' is Python code"):
+        static.load_program(path, allowed_modules=["probe_mod"])
+    assert probe.read_text() == ""
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(allowed_modules="numpy"), r"allowed_modules must be a list of module names"),
+    (dict(allowed_modules=["numpy", 3]), r"allowed_modules must be a list"),
+    (dict(allowed_modules=["../evil"]), r"allowed_modules must be a list"),
+    (dict(allowed_modules=5), r"allowed_modules must be a list"),
+    (dict(trust_code="yes"), r"trust_code must be True or False"),
+])
+def test_load_program_checks_its_policy_arguments(static_env, tmp_path, kwargs, match):
+    path = _py_func_program(tmp_path, "numpy:tanh")
+    with pytest.raises(TypeError, match=r"static.load_program: " + match):
+        static.load_program(path, **kwargs)
+
+
+def test_allowed_modules_may_be_any_iterable(static_env, tmp_path):
+    path = _py_func_program(tmp_path, "numpy:tanh")
+    program = static.load_program(path, allowed_modules=(m for m in ["numpy"]))
+    assert "py_func" in str(program)

@@ -66,10 +66,12 @@ cdef class Plan:
     cdef readonly Py_ssize_t arena_bytes
     cdef readonly Py_ssize_t min_live_bytes
     cdef readonly int current_op  # the op being run (for error notes)
-    cdef bint running             # inside run(): a Python op may not re-enter this plan
+    cdef readonly bint running    # inside run(): a Python op may not re-enter this plan
+    cdef readonly unsigned long thread   # the thread that runs (or last ran) it
     cdef dict scope
 
-    cdef OpRecord* _new_record(self, int kind, list ins, list outs) except NULL
+    cdef int _check_slot(self, object s, str what, bint absent_ok) except -1
+    cdef OpRecord* _new_record(self, int kind, list ins, list outs, str who) except NULL
     cdef int _run_c(self, int i) except -1
     cdef int _kernel_error(self, int i, int status, fastop_view** ins) except -1
     cdef list _fetch(self)

@@ -16,12 +16,17 @@ tensors, or persistable variables initialized by the startup program.
 """
 from __future__ import annotations
 
+import math
+import numbers
 from collections import OrderedDict
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
 from fastop._core.storage import DenseTensor
+from fastop._tensor import Tensor
+from fastop.static.framework import Variable
 from fastop.ops import registry
 from fastop.ops._dispatch import current_mode
 from fastop.ops.builtin._table import B
@@ -44,12 +49,12 @@ class Optimizer:
     _update_op: str = ""
     _state_names: tuple[str, ...] = ()      # per-parameter state tensors (start at 0)
 
-    def __init__(self, learning_rate: float = 0.001, parameters: Iterable[Any] | None = None,
+    def __init__(self, learning_rate: Any = 0.001, parameters: Iterable[Any] | None = None,
                  weight_decay: float | None = None, grad_clip: Any = None,
                  name: str | None = None) -> None:
         if grad_clip is not None:
             raise ValueError(f"{type(self).__name__}: grad_clip is not supported by fastop")
-        self.set_lr(learning_rate)
+        self._lr = self._checked_lr(learning_rate)
         if weight_decay is None:
             weight_decay = 0.0
         if isinstance(weight_decay, bool) or not isinstance(weight_decay, (int, float)):
@@ -62,27 +67,90 @@ class Optimizer:
                                  f"eager mode (e.g. parameters=model.parameters())")
             self._parameter_list = None
         else:
-            self._parameter_list = list(parameters)
-            if not self._parameter_list:
-                raise ValueError(f"{type(self).__name__}: got an empty parameter list")
+            self._parameter_list = self._checked_parameters(parameters)
         self._state: dict[int, dict[str, Any]] = {}
         self._lr_tensors: dict[Any, Any] = {}    # dtype -> the learning rate as a [1] tensor
         self._seen_grads: dict[int, Any] = {}
         self._name = name or _unique_name(type(self).__name__.lower())
 
+    def _checked_parameters(self, parameters: Any) -> list[Any]:
+        """`parameters` as a list: an iterable of distinct Tensors (static Variables in
+        static mode). A single Tensor, a string or a dict is refused rather than
+        iterated (a Tensor's rows would train nothing)."""
+        where = f"{type(self).__name__}: parameters must be a list of parameters " \
+                f"(e.g. model.parameters())"
+        if isinstance(parameters, (DenseTensor, Variable)):
+            kind = "Tensor" if isinstance(parameters, DenseTensor) else "Variable"
+            raise TypeError(f"{where}, got a single {kind}; to train one, pass "
+                            f"parameters=[weight]")
+        if isinstance(parameters, (np.ndarray, str, bytes, dict)) or \
+                not isinstance(parameters, Iterable):
+            raise TypeError(f"{where}, got {type(parameters).__name__}")
+        items = list(parameters)
+        if not items:
+            raise ValueError(f"{type(self).__name__}: got an empty parameter list")
+        static = current_mode() != "eager"
+        seen: dict[int, int] = {}
+        for i, p in enumerate(items):
+            if static and not isinstance(p, Variable):
+                raise TypeError(f"{where}: item {i} is {type(p).__name__}, not a static "
+                                f"Variable (in static mode parameters are the program's "
+                                f"Variables)")
+            if not static and not isinstance(p, Tensor):
+                raise TypeError(f"{where}: item {i} is {type(p).__name__}, not a Tensor")
+            if id(p) in seen:
+                raise TypeError(f"{where}: item {i} is item {seen[id(p)]} again (each "
+                                f"parameter once)")
+            seen[id(p)] = i
+        return items
+
     # -- learning rate -------------------------------------------------------------------
+    def _checked_lr(self, value: Any) -> Any:
+        """A learning rate: a finite number >= 0 (as a float), or an LRScheduler — an
+        object with ``step()`` and ``get_lr()`` that is called for the current rate
+        (PaddlePaddle's ``fastop.optimizer.lr`` interface)."""
+        if callable(value) and callable(getattr(value, "step", None)) \
+                and callable(getattr(value, "get_lr", None)):
+            return value
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"{type(self).__name__}: learning_rate must be a number or an "
+                            f"LRScheduler, got {type(value).__name__}")
+        return self._finite_rate(value, "learning_rate must be a finite number >= 0")
+
+    def _finite_rate(self, value: Any, what: str) -> float:
+        rate = float(value)
+        if not (math.isfinite(rate) and rate >= 0):
+            raise ValueError(f"{type(self).__name__}: {what}, got {rate}")
+        return rate
+
+    @property
+    def _learning_rate(self) -> float:
+        """The rate of the next update: the number given, or the scheduler's current."""
+        if isinstance(self._lr, float):
+            return self._lr
+        rate = float(self._lr())
+        if not (math.isfinite(rate) and rate >= 0):
+            raise ValueError(f"{type(self).__name__}: the learning-rate scheduler "
+                             f"{type(self._lr).__name__} gave {rate}; a rate is a finite "
+                             f"number >= 0")
+        return rate
+
     def get_lr(self) -> float:
         return self._learning_rate
 
     def set_lr(self, value: float) -> None:
         """Set the learning rate of the next eager ``step()`` (and of programs built by a
         later ``minimize``; a built program reads the persistable variable
-        ``<optimizer name>.learning_rate`` of its scope, which can be set there)."""
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise TypeError(f"{type(self).__name__}: learning_rate must be a non-negative "
-                            f"float, got {value!r}")
-        self._learning_rate = float(value)
-        self._lr_tensors = {}
+        ``<optimizer name>.learning_rate`` of its scope, which can be set there). Not
+        with an LRScheduler: its rate changes through the scheduler."""
+        if not isinstance(self._lr, float):
+            raise RuntimeError(f"{type(self).__name__}.set_lr: the learning rate comes from "
+                               f"{type(self._lr).__name__} (an LRScheduler); change it "
+                               f"through the scheduler")
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"{type(self).__name__}: learning_rate must be a number, got "
+                            f"{type(value).__name__}")
+        self._lr = self._finite_rate(value, "learning_rate must be a finite number >= 0")
 
     # -- eager -----------------------------------------------------------------------------
     def step(self) -> None:
@@ -90,11 +158,13 @@ class Optimizer:
         if current_mode() != "eager":
             raise RuntimeError(f"{type(self).__name__}.step() runs in eager mode; in "
                                f"static mode call minimize(loss) while building the program")
+        rate = self._learning_rate
         for param in self._parameter_list:
             grad = param.grad
             if grad is None or param.stop_gradient:
                 continue
-            self._eager_update(param, grad, self._eager_state(param))
+            self._eager_update(param, grad, self._lr_tensor(param.dtype, rate),
+                               self._eager_state(param))
         self._remember_grads()
 
     def clear_grad(self, set_to_zero: bool = True) -> None:
@@ -124,19 +194,20 @@ class Optimizer:
         from fastop import zeros
         return {name: zeros(param.shape, param.dtype) for name in self._state_names}
 
-    def _lr(self, param: Any) -> Any:
-        """The learning rate as a one-element tensor of param's dtype (the update ops
-        take it as an input, as PaddlePaddle's do)."""
-        lr = self._lr_tensors.get(param.dtype)
-        if lr is None:
+    def _lr_tensor(self, dtype: Any, rate: float) -> Any:
+        """The learning rate as a one-element tensor of `dtype` (the update ops take it
+        as an input, as PaddlePaddle's do); made again only when the rate changed."""
+        cached = self._lr_tensors.get(dtype)
+        if cached is None or cached[0] != rate:
             from fastop import full
-            lr = self._lr_tensors[param.dtype] = full([1], self._learning_rate, param.dtype)
-        return lr
+            cached = self._lr_tensors[dtype] = (rate, full([1], rate, dtype))
+        return cached[1]
 
-    def _eager_update(self, param: DenseTensor, grad: DenseTensor, state: dict) -> None:
+    def _eager_update(self, param: DenseTensor, grad: DenseTensor, lr: DenseTensor,
+                      state: dict) -> None:
         """Run the update op in place: its inputs and outputs are _static_io's, with
         eager tensors."""
-        inputs, outputs = self._static_io(param, grad.contiguous(), self._lr(param),
+        inputs, outputs = self._static_io(param, grad.contiguous(), lr,
                                           [state[n] for n in self._state_names])
         getattr(B, self._update_op.split("::")[1])(*inputs, out=outputs, **self._attrs())
 
@@ -207,27 +278,59 @@ class Optimizer:
         return getattr(param, "name", None) or f"param_{index}"
 
     def state_dict(self) -> "OrderedDict[str, Any]":
-        """Per-parameter state as ``{"<param name>_<state>": tensor}`` plus ``LR``."""
+        """Per-parameter state as ``{"<param name>_<state>": tensor}`` plus ``LR`` (and
+        ``LR_Scheduler``, the scheduler's state dict, with an LRScheduler)."""
         out: OrderedDict[str, Any] = OrderedDict()
         for i, param in enumerate(self._parameter_list or ()):
             for key, value in self._state.get(id(param), {}).items():
                 out[f"{self._param_key(i, param)}_{key}"] = value
         out["LR"] = self._learning_rate
+        if not isinstance(self._lr, float) and callable(getattr(self._lr, "state_dict", None)):
+            out["LR_Scheduler"] = self._lr.state_dict()
         return out
 
-    def set_state_dict(self, state_dict: dict) -> None:
-        """Restore what :meth:`state_dict` returned (tensors or arrays)."""
-        if "LR" in state_dict:
-            self.set_lr(float(np.asarray(state_dict["LR"])))
+    def set_state_dict(self, state_dict: dict, strict: bool = True) -> None:
+        """Restore what :meth:`state_dict` returned (tensors or arrays).
+
+        With `strict` (as PyTorch's ``load_state_dict``), a key that matches no
+        parameter of this optimizer, or a parameter given part of its state, is an
+        error listing them; ``strict=False`` loads what matches and ignores the rest.
+        A state of the wrong shape is always an error naming the parameter."""
+        cls = type(self).__name__
+        expected: dict[str, tuple[Any, str]] = {}
         for i, param in enumerate(self._parameter_list or ()):
             prefix = self._param_key(i, param) + "_"
-            entries = {k[len(prefix):]: v for k, v in state_dict.items()
-                       if k.startswith(prefix) and k[len(prefix):] in self._all_state_keys()}
-            if not entries:
-                continue
-            state = self._eager_state(param)
-            for key, value in entries.items():
-                self._load_state_value(state, key, np.asarray(value), param)
+            for key in self._all_state_keys():
+                expected[prefix + key] = (param, key)
+        given = {k: v for k, v in state_dict.items() if k not in ("LR", "LR_Scheduler")}
+        if strict:
+            unmatched = [k for k in given if k not in expected]
+            if unmatched:
+                raise ValueError(f"{cls}.set_state_dict: {len(unmatched)} key(s) match no "
+                                 f"parameter of this optimizer: {unmatched} (its parameters: "
+                                 f"{self._param_names()}); pass strict=False to load only "
+                                 f"the keys that match")
+            for i, param in enumerate(self._parameter_list or ()):
+                keys = [self._param_key(i, param) + "_" + k for k in self._all_state_keys()]
+                lacking = [k for k in keys if k not in given]
+                if lacking and len(lacking) < len(keys):
+                    raise ValueError(f"{cls}.set_state_dict: parameter "
+                                     f"'{self._param_key(i, param)}' lacks {lacking[0]!r} "
+                                     f"(a parameter's state is loaded whole); pass "
+                                     f"strict=False to load it anyway")
+        if "LR_Scheduler" in state_dict and not isinstance(self._lr, float) \
+                and callable(getattr(self._lr, "set_state_dict", None)):
+            self._lr.set_state_dict(state_dict["LR_Scheduler"])
+        elif "LR" in state_dict and isinstance(self._lr, float):
+            self.set_lr(float(np.asarray(state_dict["LR"])))
+        for key, value in given.items():
+            if key in expected:
+                param, name = expected[key]
+                self._load_state_value(self._eager_state(param), name, np.asarray(value),
+                                       param)
+
+    def _param_names(self) -> list[str]:
+        return [self._param_key(i, p) for i, p in enumerate(self._parameter_list or ())]
 
     def _all_state_keys(self) -> tuple[str, ...]:
         return self._state_names
@@ -235,13 +338,15 @@ class Optimizer:
     def _load_state_value(self, state: dict, key: str, value: np.ndarray, param: Any) -> None:
         target = np.asarray(state[key])
         if value.shape != target.shape:
+            index = next(i for i, p in enumerate(self._parameter_list) if p is param)
             raise ValueError(f"{type(self).__name__}.set_state_dict: state '{key}' of "
-                             f"parameter {param.name or ''} has shape {list(target.shape)}, "
-                             f"got {list(value.shape)}")
+                             f"parameter '{self._param_key(index, param)}' has shape "
+                             f"{list(target.shape)}, got {list(value.shape)}")
         target[...] = value
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(learning_rate={self._learning_rate})"
+        lr = self._lr if isinstance(self._lr, float) else type(self._lr).__name__
+        return f"{type(self).__name__}(learning_rate={lr})"
 
 
 class SGD(Optimizer):
@@ -302,8 +407,8 @@ class Adam(Optimizer):
         state["beta2_pow"] = full([1], self._beta2, param.dtype)
         return state
 
-    def _eager_update(self, param, grad, state):
-        inputs = [param, grad.contiguous(), self._lr(param), state["moment1"],
+    def _eager_update(self, param, grad, lr, state):
+        inputs = [param, grad.contiguous(), lr, state["moment1"],
                   state["moment2"], state["beta1_pow"], state["beta2_pow"]]
         B.adam_update(*inputs, out=[param, *inputs[3:]], **self._attrs())
 
@@ -322,5 +427,8 @@ class Adam(Optimizer):
 
     def _load_state_value(self, state, key, value, param):
         if key in ("beta1_pow", "beta2_pow"):
+            if value.size != 1:
+                raise ValueError(f"Adam.set_state_dict: state '{key}' of parameter "
+                                 f"'{param.name}' is a number, got shape {list(value.shape)}")
             value = np.reshape(value, [1])
         super()._load_state_value(state, key, value, param)
