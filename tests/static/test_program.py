@@ -161,6 +161,33 @@ def test_gradients_of_matmul_chain(static_env, exe, rng):
     np.testing.assert_allclose(gx, ones @ feed["b"].T @ feed["a"].T, rtol=1e-12)
 
 
+def test_a_variable_given_twice_to_a_variadic_input_gets_both_gradients(static_env, exe):
+    """concat([a, b, a]): a's gradient sums its two places in the list."""
+    a = static.data("a", [2], "float64")
+    b = static.data("b", [2], "float64")
+    loss = (fastop.concat([a, b, a]) * np.arange(6.0)).sum()
+    da, db = static.gradients([loss], [a, b])
+    ga, gb = exe.run(static_env[0], feed={"a": np.ones(2), "b": np.ones(2)},
+                     fetch_list=[da, db])
+    np.testing.assert_array_equal(ga, [0 + 4, 1 + 5])
+    np.testing.assert_array_equal(gb, [2, 3])
+
+
+def test_variable_comparisons_append_ops_and_a_variable_has_no_truth_value(static_env, exe):
+    """As Paddle's static Variable: ``==``/``!=`` build equal/not_equal ops (identity
+    still decides ``v in list`` and hashing), and ``if v`` is an error naming it."""
+    x = static.data("x", [3], "float32")
+    eq, ne = x == 2.0, x != 2.0
+    assert [op.opdef.name for op in static_env[0].global_block().ops[-2:]] == \
+        ["fastop::equal", "fastop::not_equal"]
+    assert x in [x] and {x: 1}[x] == 1 and (x == None) is False  # noqa: E711
+    with pytest.raises(TypeError, match="truth value of Variable 'x'"):
+        bool(x)
+    got_eq, got_ne = exe.run(static_env[0], feed={"x": np.array([1, 2, 3], "float32")},
+                             fetch_list=[eq, ne])
+    assert got_eq.tolist() == [False, True, False] and got_ne.tolist() == [True, False, True]
+
+
 def _softmax(z):
     e = np.exp(z - z.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)

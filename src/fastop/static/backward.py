@@ -26,13 +26,18 @@ def _differentiable(op: Operator) -> bool:
     return op.opdef.grad_rule is not None and bool(op.opdef.differentiable_inputs)
 
 
-def _diff_pairs(op: Operator) -> list[tuple[int, Variable]]:
-    """(input position, variable) of the inputs that take gradients."""
+def _diff_pairs(op: Operator) -> list[tuple[int, int | None, Variable]]:
+    """(input position, place in a variadic input's list or None, variable) of the
+    inputs that take gradients."""
     names = set(op.opdef.differentiable_inputs)
-    pairs = []
+    pairs: list[tuple[int, int | None, Variable]] = []
     for k, (spec, x) in enumerate(zip(op.opdef.inputs, op.inputs)):
-        if spec.name in names and x is not None:
-            pairs.extend((k, v) for v in (x if isinstance(x, list) else [x]) if v is not None)
+        if spec.name not in names or x is None:
+            continue
+        if isinstance(x, list):
+            pairs.extend((k, j, v) for j, v in enumerate(x) if v is not None)
+        else:
+            pairs.append((k, None, x))
     return pairs
 
 
@@ -40,7 +45,7 @@ def _requiring(ops: Sequence[Operator], sources: set[int], blocked: set[int]) ->
     """Ids of the variables whose gradient flows back to a source."""
     req = set(sources) - blocked
     for op in ops:
-        if _differentiable(op) and any(id(v) in req for _, v in _diff_pairs(op)):
+        if _differentiable(op) and any(id(v) in req for _, _, v in _diff_pairs(op)):
             req.update(id(o) for o in op.outputs
                        if (not o.stop_gradient or id(o) in sources) and id(o) not in blocked)
     return req
@@ -62,10 +67,10 @@ def _grad_inputs(op: Operator, out_grads: list[Variable | None],
         for spec, x in zip(opdef.inputs, op.inputs)]
     results = apply_grad_rule(opdef, needed, filled, op.attrs, needs_input_grad)
     pairs = []
-    for k, v in _diff_pairs(op):
+    for k, j, v in _diff_pairs(op):
         g = results[k]
-        if isinstance(op.inputs[k], list):
-            g = None if g is None else g[op.inputs[k].index(v)]
+        if j is not None:
+            g = None if g is None else g[j]
         pairs.append((v, g))
     return pairs
 
@@ -87,7 +92,7 @@ def _backward(targets: Sequence[Variable], target_grads: Sequence[Any] | None,
     for op in reversed(forward):
         if _differentiable(op) and any(id(o) in needed and id(o) in req for o in op.outputs):
             path.append(op)
-            needed.update(id(v) for _, v in _diff_pairs(op) if id(v) in req)
+            needed.update(id(v) for _, _, v in _diff_pairs(op) if id(v) in req)
     grads: dict[int, Variable] = {}
     with program_guard(program), static_mode_guard():
         for i, t in enumerate(targets):

@@ -126,8 +126,15 @@ class Variable:
     def __hash__(self) -> int:
         return id(self)
 
+    def __bool__(self) -> bool:
+        raise TypeError(f"the truth value of Variable '{self.name}' is unknown while the "
+                        f"program is built (its value exists only when an Executor runs "
+                        f"it); compare Variables by identity ('is'), or fetch the value")
+
     # -- operators (each appends an op) ---------------------------------------------------
-    def _binary(self, name: str, other: Any, reverse: bool = False) -> Variable:
+    def _binary(self, name: str, other: Any, reverse: bool = False) -> Any:
+        if other is None or isinstance(other, (str, bytes, dict, set)):
+            return NotImplemented     # `v == None`, `v in names`: identity, no op
         op = getattr(B, name)
         with mode_guard("static"):
             return op(other, self) if reverse else op(self, other)
@@ -148,6 +155,8 @@ class Variable:
     def __le__(self, o): return self._binary("less_equal", o)
     def __gt__(self, o): return self._binary("greater_than", o)
     def __ge__(self, o): return self._binary("greater_equal", o)
+    def __eq__(self, o): return self._binary("equal", o)   # type: ignore[override]
+    def __ne__(self, o): return self._binary("not_equal", o)   # type: ignore[override]
 
     def _unary(self, name: str, **attrs: Any) -> Variable:
         with mode_guard("static"):
@@ -301,6 +310,7 @@ class Block:
         metas = [_meta(x) for x in ins]
         try:
             out_metas = op.infer_meta(metas, attrs)
+            op.kernel_for(op.dispatch_dtype(metas))   # refused now, not when it runs
         except Exception as exc:
             add_note(exc, f"while appending op {op.name} to the program "
                           f"(inputs: {_describe_inputs(ins)})")

@@ -33,6 +33,6 @@ __all__ = ["Tensor", *_creation_all, *_math_all, *_manipulation_all, *_logic_all
 # Tensor methods: the functions themselves (Paddle's tensor_method_func)
 add_methods({name: getattr(module, name) for module, names in (
     (_math, ("tanh", "exp", "log", "sqrt", "square", "abs", "relu", "sigmoid", "matmul",
-             "add", "subtract", "multiply", "divide", "mean", "sum", "max")),
+             "add", "subtract", "multiply", "divide", "pow", "neg", "mean", "sum", "max")),
     (_manipulation, ("reshape", "transpose", "concat")),
 ) for name in names})

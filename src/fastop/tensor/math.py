@@ -13,7 +13,7 @@ from fastop.ops._dispatch import current_mode
 from fastop.ops.builtin._table import B
 
 __all__ = ["tanh", "exp", "log", "sqrt", "square", "abs", "relu", "sigmoid", "matmul", "add",
-           "subtract", "multiply", "divide", "mean", "sum", "max",
+           "subtract", "multiply", "divide", "pow", "neg", "mean", "sum", "max",
            # reductions, scans, clipping and tests (section at the end)
            "min", "prod", "cumsum", "clip", "maximum", "minimum", "isnan", "isinf",
            "isfinite", "all", "any", "numel"]
@@ -77,6 +77,16 @@ def multiply(x: Tensor, y: Tensor, name: str | None = None) -> Tensor:
 def divide(x: Tensor, y: Tensor, name: str | None = None) -> Tensor:
     """x / y, broadcasting like numpy; true division (integers compute in float32)."""
     return B.divide(x, y)
+
+
+def pow(x: Tensor, y: Any, name: str | None = None) -> Tensor:  # noqa: A001
+    """x ** y elementwise, broadcasting like numpy; `y` a Tensor or a number."""
+    return B.pow(x, y)
+
+
+def neg(x: Tensor, name: str | None = None) -> Tensor:
+    """-x elementwise."""
+    return B.neg(x)
 
 
 def matmul(x: Tensor, y: Tensor, transpose_x: bool = False, transpose_y: bool = False,
