@@ -42,6 +42,12 @@ def test_to_tensor_refuses_what_is_not_numbers(data):
         fastop.to_tensor(data)
 
 
+@pytest.mark.parametrize("data", [[[1, 2], [3]], [[1.0], [2.0, 3.0]], [[[1]], [2]]])
+def test_to_tensor_refuses_a_ragged_list_naming_it(data):
+    with pytest.raises(ValueError, match=r"to_tensor: 'data' must be rectangular .* got list"):
+        fastop.to_tensor(data)
+
+
 def test_to_tensor_refuses_a_uint64_that_int64_cannot_hold():
     with pytest.raises(OverflowError, match="uint64 value 9223372036854775813"):
         fastop.to_tensor(np.array([2**63 + 5], np.uint64))

@@ -158,7 +158,12 @@ def to_tensor(data, dtype=None, place=None, stop_gradient=True) -> Tensor:
     elif isinstance(data, np.ndarray):
         arr = data
     else:
-        arr = np.asarray(data)
+        try:
+            arr = np.asarray(data)
+        except ValueError as exc:       # a ragged nested list
+            raise ValueError(f"to_tensor: 'data' must be rectangular (every list at one "
+                             f"depth of the same length), got {type(data).__name__} "
+                             f"{str(data)[:60]}: {exc}") from None
         if arr.dtype.kind == "f":
             arr = arr.astype(np.float32)
     if arr.dtype.kind not in "biuf":
