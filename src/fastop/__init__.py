@@ -28,15 +28,21 @@ _load_plugins()
 
 bool = bool_  # PaddlePaddle spells it fastop.bool
 
-# Imported on first use, to keep `import fastop` fast (zipfile + tempfile: ~15 ms).
-_LAZY = {"save": "fastop.serialization", "load": "fastop.serialization"}
+# Imported on first use, to keep `import fastop` fast (zipfile + tempfile: ~15 ms;
+# fastop.distributed: a few ms, and MPI itself only under an MPI launcher).
+# name -> (module, attribute; None for the module itself)
+_LAZY = {"save": ("fastop.serialization", "save"), "load": ("fastop.serialization", "load"),
+         "distributed": ("fastop.distributed", None),
+         "DataParallel": ("fastop.distributed", "DataParallel")}
 
 
 def __getattr__(name: str):
     if name not in _LAZY:
         raise AttributeError(f"module 'fastop' has no attribute {name!r}")
     from importlib import import_module
-    value = globals()[name] = getattr(import_module(_LAZY[name]), name)
+    module_name, attr = _LAZY[name]
+    module = import_module(module_name)
+    value = globals()[name] = module if attr is None else getattr(module, attr)
     return value
 
 
@@ -44,6 +50,7 @@ def __dir__():
     return sorted({*globals(), *_LAZY})
 
 __all__ = ["hookimpl", "ops", "autograd", "static", "nn", "optimizer", "save", "load",
+           "distributed", "DataParallel",
            "DType", "bool", "float32", "float64", "int32", "int64", "set_num_threads",
            "get_num_threads", "empty_cache", "CPUPlace", "enable_static", "disable_static",
            "in_dynamic_mode", "__version__", *_tensor_all]

@@ -97,11 +97,15 @@ def register_plugin(module: ModuleType | Any, dist: str, version: str,
 
 
 def load_builtin_plugin(registry: Registry = default_registry) -> None:
-    """Register fastop's own ops, through the same hook as any plugin."""
+    """Register fastop's own ops, through the same hook as any plugin: its kernel
+    families (``fastop.plugins.builtin``) and data-parallel ops
+    (``fastop.plugins.distributed``)."""
     from fastop import __version__
-    from fastop.plugins import builtin
-    if not register_plugin(builtin, "fastop", __version__, registry):
-        raise PluginError("fastop's built-in ops failed to register")  # pragma: no cover
+    from fastop.plugins import builtin, distributed
+    for module in (builtin, distributed):
+        if not register_plugin(module, "fastop", __version__, registry):
+            raise PluginError(f"fastop's built-in ops ({module.__name__}) failed to "
+                              f"register")  # pragma: no cover
 
 
 class EntryPoint(NamedTuple):
