@@ -14,8 +14,8 @@ $(VENV)/bin/python:
 # Build and install fastop (non-editable: tests run against the installed package)
 # and every plugin package in plugins/.
 $(VENV)/.installed: $(VENV)/bin/python setup.py pyproject.toml $(shell find src plugins -name '*.py' -o -name '*.pyx' -o -name '*.pxd' -o -name '*.h' -o -name '*.c' -o -name '*.toml' 2>/dev/null | grep -v '/build/')
-	$(PIP) install --quiet "setuptools>=68" wheel "Cython>=3.0" "numpy>=1.26" pytest hypothesis
-	$(PIP) install --quiet --no-build-isolation .
+	$(PIP) install --quiet "setuptools>=68" wheel "Cython>=3.0" "numpy>=1.26" pytest hypothesis scikit-learn
+	$(PIP) install --quiet --no-build-isolation ".[mpi]"
 	for p in $(dir $(PLUGINS)); do $(PIP) install --quiet --no-build-isolation ./$$p || exit 1; done
 	touch $@
 
@@ -37,7 +37,7 @@ bench-quick: install
 
 # Developer loop: editable install, rebuild extensions in place.
 dev: $(VENV)/bin/python
-	$(PIP) install --quiet "setuptools>=68" wheel "Cython>=3.0" "numpy>=1.26" pluggy scipy-openblas32 pytest hypothesis
+	$(PIP) install --quiet "setuptools>=68" wheel "Cython>=3.0" "numpy>=1.26" pluggy scipy-openblas32 pytest hypothesis scikit-learn mpi4py mpich
 	$(PY) setup.py -q build_ext --inplace
 
 clean:

@@ -31,7 +31,7 @@ from fastop.distributed._collective import (ReduceOp, all_gather, all_reduce, ba
                                             broadcast, get_rank, get_world_size)
 from fastop.distributed._data_parallel import DataParallel
 from fastop.distributed._optimizer import DistributedOptimizer
-from fastop.distributed._world import world as _world
+from fastop.distributed._world import world as _process_group
 
 __all__ = ["init_parallel_env", "is_initialized", "get_rank", "get_world_size", "barrier",
            "all_reduce", "broadcast", "all_gather", "ReduceOp", "ParallelEnv",
@@ -46,18 +46,18 @@ class ParallelEnv:
 
     @property
     def rank(self) -> int:
-        return _world().rank
+        return _process_group().rank
 
     @property
     def world_size(self) -> int:
-        return _world().size
+        return _process_group().size
 
     nranks = world_size
 
     @property
     def local_rank(self) -> int:
         init_parallel_env()
-        return _world().local_rank
+        return _process_group().local_rank
 
     @property
     def device_id(self) -> int:

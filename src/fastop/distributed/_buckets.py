@@ -16,6 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from fastop._core.storage import empty
+from fastop._tensor import from_numpy_tensor
 from fastop.distributed._collective import ReduceOp, allreduce_buffers
 from fastop.distributed._world import world
 
@@ -54,49 +55,53 @@ def _views(flat: np.ndarray, shapes: Sequence[Sequence[int]]) -> list[np.ndarray
 
 
 class _Bucket:
-    """Parameters whose gradients travel together: one flat buffer holding each
-    gradient, then one flag per parameter (1 where this rank has a gradient)."""
+    """Parameters whose gradients travel together in one flat buffer: each gradient
+    times 1/world size (zeros where this rank has none), then one flag per parameter
+    (1/world size where this rank has a gradient), summed over the ranks."""
 
-    __slots__ = ("params", "buffer", "pieces", "flags")
+    __slots__ = ("params", "shapes", "size", "dtype", "buffer", "pieces")
 
     def __init__(self, params: list[Any]) -> None:
         self.params = params
-        shapes = [list(p.shape) for p in params]
-        total = sum(int(np.prod(s, dtype=np.int64)) for s in shapes) + len(params)
-        self.buffer = empty([total], params[0].dtype)       # fastop's allocator: reused
-        flat = np.asarray(self.buffer)
-        self.pieces = _views(flat, shapes)
-        self.flags = flat[total - len(params):]
+        self.shapes = [list(p.shape) for p in params]
+        self.size = sum(p.size for p in params) + len(params)
+        self.dtype = params[0].dtype
+        self.buffer: Any = None
+        self.pieces: list[np.ndarray] = []
 
-    def pack(self) -> None:
+    def pack(self, scale: float) -> None:
+        """Fill a new buffer. New, not reused: the averaged gradients are handed out as
+        views of it; fastop's allocator recycles the block once they are dropped."""
+        self.buffer = empty([self.size], self.dtype)
+        flat = np.asarray(self.buffer)
+        self.pieces = _views(flat, self.shapes)
+        flags = flat[self.size - len(self.params):]
         for k, (param, piece) in enumerate(zip(self.params, self.pieces)):
             grad = param.grad
             if grad is None:
                 piece.fill(0)
-                self.flags[k] = 0
+                flags[k] = 0
             else:
-                np.copyto(piece, np.asarray(grad))
-                self.flags[k] = 1
+                np.multiply(np.asarray(grad), scale, out=piece)
+                flags[k] = scale
 
     def unpack(self) -> None:
-        """Write the averaged gradients back: in place where a parameter has a writable
-        gradient, as a new tensor where it had none; a parameter no rank had a gradient
-        for keeps ``.grad = None`` (its flag averaged to 0), as in one process."""
-        from fastop import to_tensor
-        for param, piece, flag in zip(self.params, self.pieces, self.flags.tolist()):
-            if flag == 0:
-                continue
-            grad = param.grad
-            if grad is None or grad.readonly or not grad.stop_gradient:
-                param.grad = to_tensor(piece)
-            else:
-                np.copyto(np.asarray(grad), piece)
+        """Give each parameter its averaged gradient (a view of the buffer, as the
+        engine gives new tensors, never writing into a .grad); a parameter no rank had
+        a gradient for keeps ``.grad = None`` (its flags summed to 0), as in one
+        process."""
+        flags = np.asarray(self.buffer)[self.size - len(self.params):].tolist()
+        for param, piece, flag in zip(self.params, self.pieces, flags):
+            if flag != 0:
+                param.grad = from_numpy_tensor(piece)
+        self.buffer, self.pieces = None, []
 
 
 class GradientAverager:
     """Averages the ``.grad`` of a fixed list of parameters over all ranks, in buckets
     planned once (every rank must hold the same parameter shapes and dtypes, in the
-    same order; zero-filled where a rank has no gradient, so message sizes agree)."""
+    same order; zero-filled where a rank has no gradient, so message sizes agree).
+    Scaling by 1/world size while packing saves a pass over the summed buffer."""
 
     def __init__(self, params: Sequence[Any], cap_mb: float, first_cap_mb: float,
                  what: str) -> None:
@@ -104,7 +109,7 @@ class GradientAverager:
         plan = plan_buckets([p.nbytes for p in params], [p.dtype.name for p in params],
                             cap_mb, first_cap_mb)
         self.buckets = [_Bucket([params[i] for i in members]) for members in plan]
-        total = sum(b.buffer.nbytes for b in self.buckets)
+        total = sum(b.size * b.dtype.itemsize for b in self.buckets)
         self.what = f"{what} (gradient all_reduce: {len(self.buckets)} bucket(s), " \
                     f"{total / MB:.1f} MB)"
 
@@ -113,8 +118,8 @@ class GradientAverager:
         if w.size == 1 or not self.buckets:
             return
         for bucket in self.buckets:
-            bucket.pack()
-        allreduce_buffers(w, [b.buffer for b in self.buckets], ReduceOp.AVG, self.what)
+            bucket.pack(1.0 / w.size)
+        allreduce_buffers(w, [b.buffer for b in self.buckets], ReduceOp.SUM, self.what)
         for bucket in self.buckets:
             bucket.unpack()
 
@@ -122,12 +127,12 @@ class GradientAverager:
 def average_flat(arrays: Sequence[np.ndarray]) -> np.ndarray:
     """The mean over ranks of `arrays` (one dtype), concatenated into one flat array:
     the kernel of ``dist::allreduce_mean`` (in a world of one process, the
-    concatenation)."""
-    total = sum(a.size for a in arrays)
-    flat = np.asarray(empty([total], arrays[0].dtype.name))
-    for piece, a in zip(_views(flat, [a.shape for a in arrays]), arrays):
-        np.copyto(piece, a)
+    concatenation). Scaled by 1/world size while packed, like :class:`GradientAverager`,
+    so eager and static training compute the same values."""
     w = world()
+    flat = np.asarray(empty([sum(a.size for a in arrays)], arrays[0].dtype.name))
+    for piece, a in zip(_views(flat, [a.shape for a in arrays]), arrays):
+        np.multiply(a, 1.0 / w.size, out=piece)
     if w.size > 1:
-        allreduce_buffers(w, [flat], ReduceOp.AVG, "dist::allreduce_mean")
+        allreduce_buffers(w, [flat], ReduceOp.SUM, "dist::allreduce_mean")
     return flat

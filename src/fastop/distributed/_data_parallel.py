@@ -64,9 +64,9 @@ def _first_difference(reference: dict, other: dict, rank: int) -> str | None:
 
 
 def _fmt(entry: list) -> str:
+    """``float32[3, 4]``, with `` (frozen)`` for a parameter with stop_gradient."""
     shape, dtype = entry[0], entry[1]
-    trainable = "" if len(entry) < 3 else ", trainable" if entry[2] else ", frozen"
-    return f"{dtype}{shape}{trainable}"
+    return f"{dtype}{shape}" + (" (frozen)" if len(entry) > 2 and not entry[2] else "")
 
 
 def _check_same_model(w: World, layer: Layer) -> None:

@@ -42,6 +42,8 @@ class DistributedTimeoutError(RuntimeError):
     stopped making progress together. MPI cannot cancel the pending collective, so
     every later collective of this process raises this error again."""
 
+    __module__ = "fastop.distributed"
+
 
 def _timeout_from_env() -> float:
     text = os.environ.get("FASTOP_DIST_TIMEOUT", "")

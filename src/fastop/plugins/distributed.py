@@ -14,9 +14,10 @@ from fastop.hookspecs import hookimpl
 from fastop.ops._registry import TensorMeta
 
 
-def allreduce_mean_meta(xs):
-    """One flat output holding every input, in order; inputs of one dtype and known
-    shapes (a bucket's size must be the same on every rank)."""
+def check_bucket(xs) -> None:
+    """A bucket is at least one tensor, all of one dtype, with known shapes (its size
+    must be the same on every rank); `xs` are metas or arrays (both have .shape and a
+    dtype with .name)."""
     if not xs:
         raise ValueError("dist::allreduce_mean: 'xs' must hold at least one tensor")
     dtypes = sorted({x.dtype.name for x in xs})
@@ -27,6 +28,11 @@ def allreduce_mean_meta(xs):
     if unknown:
         raise ValueError(f"dist::allreduce_mean: input xs[{unknown[0]}] has an unknown dim "
                          f"({xs[unknown[0]].shape}); bucket sizes must be known")
+
+
+def allreduce_mean_meta(xs):
+    """One flat output holding every input, in order."""
+    check_bucket(xs)
     return TensorMeta([sum(math.prod(x.shape) for x in xs)], xs[0].dtype)
 
 
@@ -42,4 +48,5 @@ def fastop_register_ops(registry):
     @op.kernel("float32", "float64")
     def allreduce_mean(xs):
         from fastop.distributed._buckets import average_flat
+        check_bucket(xs)
         return average_flat(xs)
