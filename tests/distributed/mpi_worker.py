@@ -183,6 +183,23 @@ def check_unused_parameters(rank, world):
     assert heads.c.weight.grad is None and heads.c.bias.grad is None
 
 
+def check_no_second_averaging(rank, world):
+    """DistributedOptimizer leaves a DataParallel model's gradients alone (they are
+    averaged already): its step runs no collective; the gradients it does average are
+    those of parameters outside the model."""
+    from fastop.distributed._world import world as process_group
+    model = fastop.DataParallel(nn.Linear(3, 2))
+    extra = fastop.to_tensor(np.zeros(2, np.float32), stop_gradient=False)
+    opt = dist.DistributedOptimizer(optimizer.SGD(
+        0.1, parameters=model.parameters() + [extra]))
+    (model(fastop.ones([1, 3])).sum() + (extra * (rank + 1.0)).sum()).backward()
+    before = process_group().collectives
+    opt.step()
+    assert process_group().collectives == before + 1, "one all-reduce, for 'extra' only"
+    want = np.full(2, -0.1 * np.mean(np.arange(1, world + 1)), np.float32)
+    assert np.allclose(extra.numpy(), want, rtol=1e-6), extra.numpy()
+
+
 def check_model_mismatch(rank, world):
     width = 5 if rank == world - 1 else 4
     try:
@@ -205,6 +222,7 @@ def main() -> int:
         if world > 1:
             check_collectives(rank, world)
             check_unused_parameters(rank, world)
+            check_no_second_averaging(rank, world)
             check_model_mismatch(rank, world)
         print(f"rank {rank} of {world}: done", flush=True)
     elif scenario == "threads":
