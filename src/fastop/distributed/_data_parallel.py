@@ -141,9 +141,9 @@ class DataParallel(Layer):
         self._layers = layers
         init_parallel_env()
         w = world()
-        object.__setattr__(self, "_grad_need_sync", True)
-        object.__setattr__(self, "_armed", False)
-        object.__setattr__(self, "find_unused_parameters", bool(find_unused_parameters))
+        self._grad_need_sync = True
+        self._armed = False
+        self.find_unused_parameters = bool(find_unused_parameters)
         if w.size == 1:
             return
         _check_same_model(w, layers)
@@ -152,8 +152,8 @@ class DataParallel(Layer):
         broadcast_tensors(w, state, 0,
                           "DataParallel: broadcasting parameters and buffers from rank 0")
         params = [p for p in layers.parameters() if not p.stop_gradient]
-        object.__setattr__(self, "_averager", GradientAverager(
-            params, comm_buffer_size, last_comm_buffer_size, "DataParallel"))
+        self._averager = GradientAverager(params, comm_buffer_size, last_comm_buffer_size,
+                                          "DataParallel")
         for p in params:
             _SYNCED[id(p)] = p
         ref = weakref.ref(self)
@@ -161,14 +161,14 @@ class DataParallel(Layer):
         def average_after_backward() -> None:
             wrapper = ref()
             if wrapper is not None and wrapper._armed:
-                object.__setattr__(wrapper, "_armed", False)
+                wrapper._armed = False
                 wrapper._averager.average()
         handle = register_backward_end_hook(average_after_backward)
         weakref.finalize(self, handle.remove)
 
     def forward(self, *inputs: Any, **kwargs: Any) -> Any:
         if self._grad_need_sync and is_grad_enabled():
-            object.__setattr__(self, "_armed", True)
+            self._armed = True
         return self._layers(*inputs, **kwargs)
 
     @contextlib.contextmanager
@@ -184,11 +184,11 @@ class DataParallel(Layer):
         >>> model(fastop.ones([1, 2])).sum().backward()   # averages both passes' sum
         """
         saved = self._grad_need_sync
-        object.__setattr__(self, "_grad_need_sync", False)
+        self._grad_need_sync = False
         try:
             yield
         finally:
-            object.__setattr__(self, "_grad_need_sync", saved)
+            self._grad_need_sync = saved
 
     # the wrapped model's state, under its own names (as PaddlePaddle's DataParallel)
     def state_dict(self, destination: dict | None = None, include_sublayers: bool = True,

@@ -103,6 +103,7 @@ class World:
         self.timeout = _timeout_from_env()
         self.collectives = 0          # started by this rank, for error messages
         self.failure: DistributedTimeoutError | None = None
+        self.stuck: Any = None              # the requests of the collective that timed out
         self.initialized = False
 
     def complete(self, what: str, start: Callable[[], Any]) -> None:
@@ -126,6 +127,7 @@ class World:
                 yield_cpu()
                 continue
             if now > deadline:
+                self.stuck = requests       # MPI may still write their buffers: keep them
                 self._timed_out(what, now - began)
             sleep(nap)
             nap = min(2 * nap, MAX_NAP)
