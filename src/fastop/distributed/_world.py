@@ -33,6 +33,7 @@ DEFAULT_TIMEOUT = 1800.0   # seconds, as PyTorch's and Paddle's process groups
 # busy elsewhere: loading data, evaluating) sleeps between polls, up to MAX_NAP.
 SPIN_SECONDS = 0.05
 MAX_NAP = 0.001
+_yield_cpu = getattr(os, "sched_yield", lambda: time.sleep(0))
 _THREAD_VARS = ("FASTOP_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 _LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK")
 
@@ -120,16 +121,15 @@ class World:
         began = time.monotonic()
         spin_until, deadline = began + SPIN_SECONDS, began + self.timeout
         nap = 2e-5
-        yield_cpu, sleep, clock = os.sched_yield, time.sleep, time.monotonic
         while not test(requests):
-            now = clock()
+            now = time.monotonic()
             if now < spin_until:
-                yield_cpu()
+                _yield_cpu()
                 continue
             if now > deadline:
                 self.stuck = requests       # MPI may still write their buffers: keep them
                 self._timed_out(what, now - began)
-            sleep(nap)
+            time.sleep(nap)
             nap = min(2 * nap, MAX_NAP)
 
     def _timed_out(self, what: str, waited: float) -> None:
