@@ -15,6 +15,7 @@ as the one-process reference). ``python mpi_worker.py SCENARIO OUT_DIR``:
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import sys
 
@@ -23,6 +24,8 @@ import numpy as np
 import fastop
 import fastop.distributed as dist
 from fastop import nn, optimizer, static
+from fastop.autograd._engine import backward_end_hooks
+from fastop.distributed._data_parallel import synced_by_data_parallel
 
 SIZES = (8, 16, 4)
 GLOBAL_BATCH = 48          # divisible by 1, 2 and 3 ranks
@@ -198,6 +201,11 @@ def check_no_second_averaging(rank, world):
     assert process_group().collectives == before + 1, "one all-reduce, for 'extra' only"
     want = np.full(2, -0.1 * np.mean(np.arange(1, world + 1)), np.float32)
     assert np.allclose(extra.numpy(), want, rtol=1e-6), extra.numpy()
+    params, hooks = model.parameters(), len(backward_end_hooks)
+    del model, opt
+    gc.collect()                # a dropped DataParallel averages nothing any more
+    assert not any(synced_by_data_parallel(p) for p in params)
+    assert len(backward_end_hooks) == hooks - 1
 
 
 def check_model_mismatch(rank, world):

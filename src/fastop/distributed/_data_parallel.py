@@ -26,14 +26,14 @@ from fastop.ops._dispatch import current_mode
 
 __all__ = ["DataParallel", "synced_by_data_parallel"]
 
-# id(parameter) -> parameter, for every parameter a live DataParallel averages
-# (DistributedOptimizer leaves those to it)
-_SYNCED: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
+# id(parameter) -> the live DataParallel averaging its gradient (DistributedOptimizer
+# leaves those to it). The DataParallel holds the parameter, so the id stays its own.
+_SYNCED: "weakref.WeakValueDictionary[int, DataParallel]" = weakref.WeakValueDictionary()
 
 
 def synced_by_data_parallel(param: Any) -> bool:
     """Whether a live :class:`DataParallel` averages this parameter's gradient."""
-    return _SYNCED.get(id(param)) is param
+    return id(param) in _SYNCED
 
 
 def _describe(layer: Layer) -> dict[str, list]:
@@ -155,7 +155,7 @@ class DataParallel(Layer):
         self._averager = GradientAverager(params, comm_buffer_size, last_comm_buffer_size,
                                           "DataParallel")
         for p in params:
-            _SYNCED[id(p)] = p
+            _SYNCED[id(p)] = self
         ref = weakref.ref(self)
 
         def average_after_backward() -> None:
