@@ -17,7 +17,8 @@ of hook implementations marked with :data:`fastop.hookimpl`::
 
 ``import fastop`` discovers installed plugins; ``FASTOP_DISABLE_PLUGIN_AUTOLOAD=1`` turns
 discovery off. fastop's own ops are registered through the same hook by its built-in
-plugin (``fastop.plugins.builtin``).
+plugins (``fastop.plugins.builtin``, and ``fastop.plugins.distributed`` for
+``dist::allreduce_mean``).
 """
 from __future__ import annotations
 
