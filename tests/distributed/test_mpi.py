@@ -39,13 +39,16 @@ if not HAVE_MPI:
                                               'pip install "fastop[mpi]"'))
 
 
-def run(ranks: int | None, *args: str, timeout: float = 60, **env: str):
+def run(ranks: int | None, *args: str, timeout: float = 60, via_mpi4py: bool = True,
+        **env: str):
     """Run the worker (or a script given as first arg) as `ranks` MPI ranks (None: one
-    plain process); the whole process group is killed if it outlives `timeout`."""
+    plain process), through ``python -m mpi4py`` unless told; the whole process group
+    is killed if it outlives `timeout`."""
     script, rest = (args[0], args[1:]) if args[0].endswith(".py") else (str(WORKER), args)
     cmd = [sys.executable, script, *rest]
     if ranks is not None:
-        cmd = [str(MPIEXEC), "-n", str(ranks), sys.executable, "-m", "mpi4py", script, *rest]
+        cmd = [str(MPIEXEC), "-n", str(ranks), sys.executable,
+               *(["-m", "mpi4py"] if via_mpi4py else []), script, *rest]
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "FASTOP_NUM_THREADS": "1",
                    "OPENBLAS_NUM_THREADS": "1", **env}
     environment = {k: v for k, v in environment.items() if v is not None}
@@ -103,8 +106,9 @@ def test_eager_and_static_training_agree(trained, world):
             np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
 
 
-def test_an_exception_on_one_rank_ends_the_job_within_seconds():
-    code, output, elapsed = run(2, "fail", "-")
+@pytest.mark.parametrize("via_mpi4py", [True, False], ids=["python -m mpi4py", "python"])
+def test_an_exception_on_one_rank_ends_the_job_within_seconds(via_mpi4py):
+    code, output, elapsed = run(2, "fail", "-", via_mpi4py=via_mpi4py)
     assert code != 0
     assert elapsed < 5, f"the job took {elapsed:.1f} s to end"
     assert "deliberate failure on rank 1" in output
