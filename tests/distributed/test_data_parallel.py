@@ -61,6 +61,9 @@ def test_no_sync_switches_synchronisation_off_inside_only():
 
 def test_a_forward_with_grad_arms_the_averaging_and_no_grad_does_not():
     wrapped = fastop.DataParallel(model())
+    wrapped(fastop.ones([1, 4]))
+    assert wrapped._armed is False              # alone there is nothing to average
+    object.__setattr__(wrapped, "_syncs", True)  # as with several ranks
     with fastop.no_grad():
         wrapped(fastop.ones([1, 4]))
     assert wrapped._armed is False
