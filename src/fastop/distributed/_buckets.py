@@ -5,9 +5,10 @@ DDP's buckets): the gradients of many parameters travel in a few large messages.
 PaddlePaddle's order), one dtype each, the first at most ``last_comm_buffer_size`` MB
 and the others ``comm_buffer_size`` MB (a larger parameter has a bucket of its own) —
 from sizes alone, so every rank plans the same buckets. :class:`GradientAverager`
-(eager mode) keeps one flat buffer per bucket and averages the parameters' ``.grad``
-through it; the static op ``dist::allreduce_mean`` averages one bucket of gradient
-variables (:func:`average_flat`).
+(eager mode) averages the parameters' ``.grad`` through one flat buffer per bucket,
+filled anew at each step (fastop's allocator recycles the block) and handed back as the
+averaged gradients' memory; the static op ``dist::allreduce_mean`` averages one bucket
+of gradient variables (:func:`average_flat`).
 """
 from __future__ import annotations
 
