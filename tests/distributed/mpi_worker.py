@@ -18,6 +18,7 @@ import contextlib
 import gc
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -238,10 +239,13 @@ def main() -> int:
               f"{dist.ParallelEnv().local_rank}", flush=True)
     elif scenario == "fail":
         if rank == 1:
+            print(f"failing at {time.time()}", flush=True)
             raise RuntimeError("deliberate failure on rank 1")
         dist.barrier()
     elif scenario == "uneven":          # rank 0 takes one step more, the others leave
-        for _ in range(3 if rank == 0 else 2):
+        for step in range(3 if rank == 0 else 2):
+            if step == 2:
+                print(f"stepping alone at {time.time()}", flush=True)
             dist.all_reduce(fastop.ones([4]))
     return 0
 
