@@ -13,7 +13,9 @@ Every collective runs as a non-blocking MPI request polled until done (see
 :meth:`World.complete`), so a rank that waits longer than ``FASTOP_DIST_TIMEOUT``
 seconds raises :class:`DistributedTimeoutError` naming the collective and the rank,
 instead of hanging; an uncaught exception on any rank prints its traceback and aborts
-the whole job (:func:`_abort_on_uncaught_exception`).
+the whole job (:func:`_install_excepthook`). ``python -m mpi4py script.py`` aborts on a
+non-zero ``sys.exit`` too; a rank that leaves early without an error is caught by its
+peers' timeout.
 """
 from __future__ import annotations
 
