@@ -16,7 +16,7 @@ $(VENV)/bin/python:
 # package in plugins/.
 $(VENV)/.installed: $(VENV)/bin/python setup.py pyproject.toml $(shell find src plugins -name '*.py' -o -name '*.pyx' -o -name '*.pxd' -o -name '*.h' -o -name '*.c' -o -name '*.toml' 2>/dev/null | grep -v '/build/')
 	$(PIP) install --quiet "setuptools>=77" wheel "Cython>=3.0" "numpy>=1.26"
-	$(PIP) install --quiet --no-build-isolation ".[dev]"
+	$(PIP) install --quiet --no-build-isolation ".[dev,mpi]"
 	for p in $(dir $(PLUGINS)); do $(PIP) install --quiet --no-build-isolation ./$$p || exit 1; done
 	touch $@
 
@@ -39,7 +39,7 @@ bench-quick: install
 # Developer loop: editable install, rebuild extensions in place.
 dev: $(VENV)/bin/python
 	$(PIP) install --quiet "setuptools>=77" wheel "Cython>=3.0" "numpy>=1.26" pluggy scipy-openblas32 \
-		pytest hypothesis pyperf tqdm matplotlib scikit-learn
+		pytest hypothesis pyperf tqdm matplotlib scikit-learn mpi4py mpich
 	$(PY) setup.py -q build_ext --inplace
 
 clean:

@@ -29,9 +29,11 @@ _load_plugins()
 bool = bool_  # PaddlePaddle spells it fastop.bool
 
 # Imported on first use, to keep `import fastop` fast (zipfile + tempfile: ~15 ms;
-# the io, metric and testing packages, which a script may not use).
-_LAZY = {"save": "fastop.serialization", "load": "fastop.serialization"}
-_LAZY_SUBMODULES = {"io", "metric", "testing"}
+# the io, metric and testing packages, which a script may not use; fastop.distributed:
+# a few ms, and MPI itself only under an MPI launcher).
+_LAZY = {"save": "fastop.serialization", "load": "fastop.serialization",
+         "DataParallel": "fastop.distributed"}
+_LAZY_SUBMODULES = {"io", "metric", "testing", "distributed"}
 
 
 def __getattr__(name: str):
@@ -48,7 +50,7 @@ def __dir__():
     return sorted({*globals(), *_LAZY, *_LAZY_SUBMODULES})
 
 __all__ = ["hookimpl", "ops", "autograd", "static", "nn", "optimizer", "plugins", "io",
-           "metric", "testing", "save", "load",
+           "metric", "testing", "distributed", "save", "load", "DataParallel",
            "DType", "bool", "float32", "float64", "int32", "int64", "set_num_threads",
            "get_num_threads", "empty_cache", "CPUPlace", "enable_static", "disable_static",
            "in_dynamic_mode", "__version__", *_tensor_all]

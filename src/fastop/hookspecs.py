@@ -17,7 +17,8 @@ of hook implementations marked with :data:`fastop.hookimpl`::
 
 ``import fastop`` discovers installed plugins; ``FASTOP_DISABLE_PLUGIN_AUTOLOAD=1`` turns
 discovery off. fastop's own ops are registered through the same hook by its built-in
-plugin (``fastop.plugins.builtin``). A hook implementation whose name is not one of these
+plugins (``fastop.plugins.builtin``, and ``fastop.plugins.distributed`` for
+``dist::allreduce_mean``). A hook implementation whose name is not one of these
 hooks (``fastop_register_opz``), or that takes an argument its hook does not have, makes
 the plugin fail to load. The plugin author's guide is ``docs/plugins.md``.
 """

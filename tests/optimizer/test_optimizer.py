@@ -398,3 +398,49 @@ def test_set_state_dict_names_the_parameter_of_a_misshapen_state():
                                          rf"parameter '{layer.weight.name}' has shape "
                                          rf"\[3, 2\], got \[5, 5\]"):
         opt.set_state_dict(state)
+
+
+def test_backward_then_apply_gradients_is_minimize_in_eager_mode():
+    fastop.seed(0)
+    layer, twin = nn.Linear(3, 2), nn.Linear(3, 2)
+    twin.set_state_dict(layer.state_dict())
+    x = fastop.to_tensor(np.arange(6, dtype="float32").reshape(2, 3))
+    opt = optimizer.Momentum(0.1, parameters=layer.parameters())
+    ref = optimizer.Momentum(0.1, parameters=twin.parameters())
+    for _ in range(2):
+        params_grads = opt.backward(layer(x).mean())
+        assert [p for p, _ in params_grads] == layer.parameters()
+        assert all(g is p.grad for p, g in params_grads)
+        assert opt.apply_gradients(params_grads) == []
+        opt.clear_grad()
+        ref.minimize(twin(x).mean())
+        ref.clear_grad()
+    for p, q in zip(layer.parameters(), twin.parameters()):
+        assert np.array_equal(p.numpy(), q.numpy())
+
+
+def test_backward_then_apply_gradients_is_minimize_in_static_mode():
+    from fastop import static
+    programs = []
+    for split in (True, False):
+        main, startup = static.Program(), static.Program()
+        fastop.enable_static()
+        try:
+            with static.program_guard(main, startup):
+                x = static.data("x", [None, 3], "float32")
+                fastop.seed(0)
+                loss = nn.Linear(3, 2)(x).mean()
+                opt = optimizer.SGD(0.1)
+                if split:
+                    params_grads = opt.backward(loss)
+                    n_backward = len(main.global_block().ops)
+                    ops = opt.apply_gradients(params_grads)
+                    assert main.global_block().ops[n_backward:] == ops
+                else:
+                    ops, params_grads = opt.minimize(loss)
+        finally:
+            fastop.disable_static()
+        assert [op.type for op in ops] == ["fastop::sgd_update"] * 2
+        programs.append([op.type for op in main.global_block().ops])
+    assert programs[0] == programs[1]
+    assert optimizer.SGD(0.1, parameters=make_params()).apply_gradients([]) == []

@@ -1,4 +1,5 @@
-"""Autograd: grad mode, backward/grad, PyLayer (Python-defined ops) and gradient checks.
+"""Autograd: grad mode, backward/grad, PyLayer (Python-defined ops), gradient checks and
+backward-end hooks.
 
 The engine is Cython, one module per job: ``_grad_mode`` (per-thread recording switch),
 ``_graph`` (nodes, recording, the backward walk), ``_eager`` (how an op call computes in
@@ -11,7 +12,8 @@ from fastop.autograd._grad_mode import (enable_grad, is_grad_enabled, no_grad,
 from fastop.autograd._graph import backward, grad
 from fastop.autograd.py_layer import PyLayer, PyLayerContext
 from fastop.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck
+from fastop.autograd.hooks import HookRemoveHelper, register_backward_end_hook
 
 __all__ = ["PyLayer", "PyLayerContext", "backward", "grad", "no_grad", "enable_grad",
            "set_grad_enabled", "is_grad_enabled", "gradcheck", "gradgradcheck",
-           "GradcheckError"]
+           "GradcheckError", "register_backward_end_hook", "HookRemoveHelper"]

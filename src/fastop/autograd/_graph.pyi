@@ -3,6 +3,8 @@ from typing import Any, Sequence
 
 __all__ = ["backward", "grad", "Node"]
 
+backward_end_hooks: dict[int, Any]   # key -> fn() run after each outermost backward
+
 class Node: ...
 
 def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool = False) -> None: ...

@@ -414,6 +414,10 @@ cdef tuple _make_node(CallPlan plan, object rule, tuple inputs, tuple outputs, d
 
 cdef Py_ssize_t _epoch = 0
 cdef int _walks = 0         # backward walks in progress (one inside a PyLayer's backward)
+# key -> fn, called in order after each outermost backward pass (not fastop.grad); filled
+# by fastop.autograd.register_backward_end_hook (DataParallel averages gradients there)
+cdef dict _end_hooks = {}
+backward_end_hooks = _end_hooks
 
 
 cdef inline object _acc(object a, object b):
@@ -534,15 +538,21 @@ cdef list run_backward(tuple outputs, list grads, bint retain_graph, bint create
     accumulating into leaves' ``.grad``."""
     global _walks
     cdef list outer = [] if _walks else None
+    cdef list result
     _walks += 1
     cdef int mode = swap_mode_override(0)     # gradient rules compute, whatever the mode
     try:
-        return _walk(outputs, grads, retain_graph, create_graph, inputs, allow_unused, outer)
+        result = _walk(outputs, grads, retain_graph, create_graph, inputs, allow_unused,
+                       outer)
     finally:
         swap_mode_override(mode)
         _walks -= 1
         if outer is not None:
             _restore(outer)
+    if _end_hooks and inputs is None and outer is None:
+        for hook in tuple(_end_hooks.values()):
+            hook()
+    return result
 
 
 cdef set _nodes_to_run(tuple outputs, _Walk walk):

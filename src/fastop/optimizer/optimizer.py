@@ -217,12 +217,11 @@ class Optimizer:
         """Eager: ``loss.backward()`` then ``step()`` — unless a backward already left new
         gradients since the last step/clear_grad, which are then applied as they are
         (PaddlePaddle's dygraph ``minimize``). Static: append backward ops and this
-        optimizer's update ops to the program.
-        Returns ``(update_ops, [(param, grad), ...])``."""
+        optimizer's update ops to the program (:meth:`backward`, then
+        :meth:`apply_gradients`). Returns ``(update_ops, [(param, grad), ...])``."""
         if current_mode() == "eager":
             params = list(parameters) if parameters is not None else self._parameter_list
-            seen = self._seen_grads
-            if not any(p.grad is not None and p.grad is not seen.get(id(p)) for p in params):
+            if self._needs_backward(params):
                 loss.backward()
             saved, self._parameter_list = self._parameter_list, params
             try:
@@ -230,24 +229,58 @@ class Optimizer:
             finally:
                 self._parameter_list = saved
             return [], [(p, p.grad) for p in params if p.grad is not None]
-        return self._minimize_static(loss, startup_program, parameters, no_grad_set)
-
-    def _minimize_static(self, loss: Any, startup_program: Any, parameters: Any,
-                         no_grad_set: Any) -> tuple[list, list]:
         from fastop import static
-        params = parameters if parameters is not None else self._parameter_list
-        program = loss.block.program
         startup = startup_program or static.default_startup_program()
-        with static.program_guard(program, startup):
+        with static.program_guard(loss.block.program, startup):
+            params_grads = self.backward(loss, startup, parameters, no_grad_set)
+            return self.apply_gradients(params_grads), params_grads
+
+    def _needs_backward(self, params: list) -> bool:
+        """Whether no backward has left new gradients for `params` since the last
+        step/clear_grad (eager minimize then runs one)."""
+        seen = self._seen_grads
+        return not any(p.grad is not None and p.grad is not seen.get(id(p)) for p in params)
+
+    def backward(self, loss: Any, startup_program: Any = None, parameters: Any = None,
+                 no_grad_set: Any = None) -> list:
+        """The first half of :meth:`minimize` (PaddlePaddle's name): compute gradients and
+        return ``[(param, grad), ...]`` for the parameters that have one. Eager: runs
+        ``loss.backward()``. Static: appends the backward ops to the loss's program."""
+        params = parameters if parameters is not None else self._parameter_list
+        if current_mode() == "eager":
+            loss.backward()
+            return [(p, p.grad) for p in params if p.grad is not None and not p.stop_gradient]
+        from fastop import static
+        startup = startup_program or static.default_startup_program()
+        with static.program_guard(loss.block.program, startup):
             params_grads = static.append_backward(loss, parameter_list=params,
                                                   no_grad_set=no_grad_set)
-            if not params_grads:
-                raise ValueError(f"{type(self).__name__}.minimize: the loss "
-                                 f"'{loss.name}' depends on no trainable parameter")
+        if not params_grads:
+            raise ValueError(f"{type(self).__name__}.minimize: the loss "
+                             f"'{loss.name}' depends on no trainable parameter")
+        return params_grads
+
+    def apply_gradients(self, params_grads: list) -> list:
+        """The second half of :meth:`minimize`: update each parameter with its gradient.
+        Eager: in place, now (returns []). Static: appends the update ops to the
+        parameters' program (startup values go to the default startup program) and
+        returns them."""
+        if current_mode() == "eager":
+            rate = self._learning_rate
+            for param, grad in params_grads:
+                if not param.stop_gradient:
+                    self._eager_update(param, grad, self._lr_tensor(param.dtype, rate),
+                                       self._eager_state(param))
+            self._remember_grads()
+            return []
+        if not params_grads:
+            return []
+        from fastop import static
+        with static.program_guard(params_grads[0][0].block.program,
+                                  static.default_startup_program()):
             lr = self._static_variable("learning_rate", [1], params_grads[0][0].dtype,
                                        self._learning_rate)
-            ops = [self._append_update(param, grad, lr) for param, grad in params_grads]
-        return ops, params_grads
+            return [self._append_update(param, grad, lr) for param, grad in params_grads]
 
     def _static_variable(self, name: str, shape: list[int], dtype: Any, value: float) -> Any:
         """A persistable variable filled with `value` by the startup program (not a

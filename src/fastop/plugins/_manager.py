@@ -332,9 +332,12 @@ class PluginManager:
 
     # -- built-ins and installed plugins ------------------------------------------------
     def load_builtin(self, version: str) -> None:
-        """Register fastop's own ops, through the same hook as any plugin."""
-        from fastop.plugins import builtin
-        self.register(builtin, "fastop", version, strict=True)
+        """Register fastop's own ops, through the same hook as any plugin: its kernel
+        families (``fastop.plugins.builtin``) and data-parallel ops
+        (``fastop.plugins.distributed``)."""
+        from fastop.plugins import builtin, distributed
+        for module in (builtin, distributed):
+            self.register(module, "fastop", version, strict=True)
 
     def load_entry_points(self, path: list[str] | None = None) -> None:
         """Load installed plugins as the switches say (see the module docstring)."""

@@ -1,0 +1,76 @@
+"""Data-parallel training with fastop.DataParallel: an MLP on scikit-learn's digits.
+
+    mpiexec -n 2 python -m mpi4py examples/train_digits_dp.py   # 2 ranks (pip install "fastop[mpi]")
+    python examples/train_digits_dp.py                          # the same, one process
+
+Every rank builds the same model (DataParallel broadcasts rank 0's parameters anyway),
+walks the same shuffled order of the training set, and takes its own slice of each
+global batch of 64 (PaddlePaddle's ``DistributedBatchSampler`` does this for a
+DataLoader). ``loss.backward()`` averages the gradients over the ranks, so every rank
+makes the update one process would make for the whole global batch: the accuracies are
+the same as in one process (up to float rounding), reached in about half the time per
+epoch with two ranks. Rank 0 prints the held-out accuracy.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+from sklearn.datasets import load_digits
+from sklearn.model_selection import train_test_split
+
+import fastop
+import fastop.distributed as dist
+
+GLOBAL_BATCH = 64
+EPOCHS = 30
+
+
+def load_data():
+    digits = load_digits()
+    x = (digits.data / 16.0).astype(np.float32)           # pixel values 0..16
+    y = digits.target.astype(np.int64)
+    return train_test_split(x, y, test_size=0.2, random_state=0, stratify=y)
+
+
+def accuracy(model, x, y) -> float:
+    with fastop.no_grad():
+        predicted = model(fastop.to_tensor(x)).numpy().argmax(axis=1)
+    return float(np.mean(predicted == y))
+
+
+def main() -> int:
+    dist.init_parallel_env()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if GLOBAL_BATCH % world:
+        raise SystemExit(f"the global batch ({GLOBAL_BATCH}) must divide among {world} ranks")
+    x_train, x_test, y_train, y_test = load_data()
+
+    fastop.seed(0)
+    net = fastop.nn.Sequential(fastop.nn.Linear(64, 128), fastop.nn.Tanh(),
+                               fastop.nn.Linear(128, 10))
+    model = fastop.DataParallel(net)
+    opt = fastop.optimizer.Adam(learning_rate=0.003, parameters=model.parameters())
+    loss_fn = fastop.nn.CrossEntropyLoss()
+
+    order = np.random.default_rng(0)                       # the same on every rank
+    share = GLOBAL_BATCH // world
+    for epoch in range(EPOCHS):
+        indices = order.permutation(len(x_train))
+        for start in range(0, len(indices) - GLOBAL_BATCH + 1, GLOBAL_BATCH):
+            mine = indices[start + rank * share:start + (rank + 1) * share]
+            loss = loss_fn(model(fastop.to_tensor(x_train[mine])),
+                           fastop.to_tensor(y_train[mine]))
+            loss.backward()
+            opt.step()
+            opt.clear_grad()
+        if rank == 0 and (epoch + 1) % 10 == 0:
+            print(f"epoch {epoch + 1}: loss on rank 0's share {float(loss):.4f}, held-out accuracy "
+                  f"{accuracy(net, x_test, y_test):.4f}", flush=True)
+    if rank == 0:
+        print(f"ranks: {world}, final held-out accuracy: {accuracy(net, x_test, y_test):.4f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

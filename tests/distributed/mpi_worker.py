@@ -1,0 +1,254 @@
+"""Run by tests/distributed/test_mpi.py, as every rank of an ``mpiexec`` job (or alone,
+as the one-process reference). ``python mpi_worker.py SCENARIO OUT_DIR``:
+
+* ``train`` — the same 2-layer MLP trained for STEPS steps on a global batch split
+  between the ranks, five ways: DataParallel + SGD, DataParallel + Adam, DataParallel
+  with gradient accumulation under no_sync, DistributedOptimizer(SGD) in eager mode
+  without DataParallel, and DistributedOptimizer(SGD).minimize in a static program.
+  Each rank saves its parameters (``<way>_w<world>_r<rank>.npz``); alone, the worker
+  trains the same ways without any distribution (the reference). Under MPI it then
+  checks the collectives, unused parameters and a model mismatch (asserting here).
+* ``threads`` — prints this rank's default fastop thread count and its local ranks.
+* ``fail`` — rank 1 raises an exception; the others wait in a collective.
+* ``uneven`` — rank 0 runs one all_reduce more than the others, which then exit.
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import sys
+import time
+
+import numpy as np
+
+import fastop
+import fastop.distributed as dist
+from fastop import nn, optimizer, static
+from fastop.autograd._graph import backward_end_hooks
+from fastop.distributed._data_parallel import synced_by_data_parallel
+
+SIZES = (8, 16, 4)
+GLOBAL_BATCH = 48          # divisible by 1, 2 and 3 ranks
+STEPS = 5
+LR = 0.1
+
+
+def data():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((STEPS, GLOBAL_BATCH, SIZES[0])).astype(np.float32)
+    y = rng.integers(0, SIZES[-1], (STEPS, GLOBAL_BATCH)).astype(np.int64)
+    return x, y
+
+
+def initial_values():
+    rng = np.random.default_rng(2)
+    return [(rng.standard_normal((i, o)) / np.sqrt(i)).astype(np.float32)
+            for i, o in zip(SIZES[:-1], SIZES[1:])], \
+           [rng.standard_normal(o).astype(np.float32) * 0.1 for o in SIZES[1:]]
+
+
+def build(rank: int | None = 0):
+    """The MLP with the initial values — rank 0's; the other ranks start from other
+    values, which DataParallel's broadcast must replace (None: leave the values to the
+    caller, as static mode does)."""
+    weights, biases = initial_values()
+    layers = []
+    for k, (w, b) in enumerate(zip(weights, biases)):
+        linear = nn.Linear(*w.shape)
+        if rank is not None:
+            linear.weight.set_value(w + rank)
+            linear.bias.set_value(b - rank)
+        layers += [linear, nn.Tanh()] if k < len(weights) - 1 else [linear]
+    return nn.Sequential(*layers)
+
+
+def share(array, rank, world):
+    per = len(array) // world
+    return array[rank * per:(rank + 1) * per]
+
+
+def save(out, way, world, rank, params):
+    np.savez(os.path.join(out, f"{way}_w{world}_r{rank}.npz"),
+             *[np.asarray(p) for p in params])
+
+
+def train_eager(way, rank, world):
+    x, y = data()
+    distributed = world > 1
+    net = build(rank if distributed else 0)
+    wrap_model = distributed and way != "distopt_eager"
+    model = fastop.DataParallel(net) if wrap_model else net
+    if way == "distopt_eager" and distributed:       # what DataParallel would do
+        for param in net.parameters():
+            dist.broadcast(param, src=0)
+    inner = optimizer.Adam(0.01, parameters=net.parameters()) if way == "dp_adam" \
+        else optimizer.SGD(LR, parameters=net.parameters())
+    opt = dist.DistributedOptimizer(inner) if way == "distopt_eager" else inner
+    loss_fn = nn.CrossEntropyLoss()
+    for step in range(STEPS):
+        xs, ys = share(x[step], rank, world), share(y[step], rank, world)
+        if way == "no_sync":            # two half batches: the first one accumulates
+            half = len(xs) // 2
+            with model.no_sync() if distributed else contextlib.nullcontext():
+                (loss_fn(model(fastop.to_tensor(xs[:half])),
+                         fastop.to_tensor(ys[:half])) * 0.5).backward()
+            (loss_fn(model(fastop.to_tensor(xs[half:])),
+                     fastop.to_tensor(ys[half:])) * 0.5).backward()
+        else:
+            loss_fn(model(fastop.to_tensor(xs)), fastop.to_tensor(ys)).backward()
+        opt.step()
+        opt.clear_grad()
+    return [p.numpy() for p in net.parameters()]
+
+
+def train_static(rank, world):
+    x, y = data()
+    main, startup, scope = static.Program(), static.Program(), static.Scope()
+    fastop.enable_static()
+    try:
+        with static.program_guard(main, startup):
+            xv = static.data("x", [None, SIZES[0]], "float32")
+            yv = static.data("y", [None], "int64")
+            net = build(rank=None)
+            loss = nn.CrossEntropyLoss()(net(xv), yv)
+            opt = optimizer.SGD(LR)
+            if world > 1:
+                opt = dist.DistributedOptimizer(opt)
+            opt.minimize(loss)
+    finally:
+        fastop.disable_static()
+    exe = static.Executor(fastop.CPUPlace())
+    exe.run(startup, scope=scope)
+    weights, biases = initial_values()
+    linears = [net[0], net[2]]
+    for linear, w, b in zip(linears, weights, biases):
+        scope.set(linear.weight.name, w)
+        scope.set(linear.bias.name, b)
+    for step in range(STEPS):
+        exe.run(main, feed={"x": share(x[step], rank, world), "y": share(y[step], rank, world)},
+                fetch_list=[loss], scope=scope)
+    return [scope[p.name] for p in net.parameters()]
+
+
+def check_collectives(rank, world):
+    expected_sum = world * (world + 1) / 2
+    for op, want in ((dist.ReduceOp.SUM, expected_sum), (dist.ReduceOp.MAX, world),
+                     (dist.ReduceOp.MIN, 1), (dist.ReduceOp.AVG, expected_sum / world),
+                     (dist.ReduceOp.PROD, float(np.prod(np.arange(1, world + 1))))):
+        t = fastop.full([3], rank + 1.0, dtype="float64")
+        dist.all_reduce(t, op=op)
+        assert np.allclose(t.numpy(), want), (op, t.numpy(), want)
+    ints = fastop.to_tensor(np.array([rank, 10], np.int64))
+    dist.all_reduce(ints)
+    assert ints.numpy().tolist() == [expected_sum - world, 10 * world], ints.numpy()
+    flags = fastop.to_tensor(np.array([rank == 0, True]))
+    dist.all_reduce(flags, op=dist.ReduceOp.MIN)
+    assert flags.numpy().tolist() == [False, True], flags.numpy()
+    base = fastop.to_tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    view = base.T                                       # not contiguous: reduced in place
+    dist.all_reduce(view)
+    assert np.array_equal(base.numpy(), world * np.arange(6).reshape(2, 3)), base.numpy()
+    t = fastop.full([2], float(rank))
+    dist.broadcast(t, src=world - 1)
+    assert t.numpy().tolist() == [world - 1.0] * 2, t.numpy()
+    gathered = []
+    dist.all_gather(gathered, fastop.full([2], float(rank)))
+    assert [g.numpy().tolist() for g in gathered] == [[float(r)] * 2 for r in range(world)]
+    into = [fastop.zeros([2]) for _ in range(world)]
+    dist.all_gather(into, fastop.full([2], float(rank)))
+    assert [g.numpy().tolist() for g in into] == [[float(r)] * 2 for r in range(world)]
+    dist.barrier()
+    env = dist.ParallelEnv()
+    assert (env.rank, env.world_size, env.nranks) == (rank, world, world)
+
+
+def check_unused_parameters(rank, world):
+    """Head b serves only rank 0's loss, head c no loss: after backward, b's gradient
+    is rank 0's divided by the world size on every rank, c's stays None."""
+    class TwoHeads(nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.c = nn.Linear(4, 1), nn.Linear(4, 1), nn.Linear(4, 1)
+
+        def forward(self, x, use_b):
+            out = self.a(x).sum()
+            return out + self.b(x).sum() if use_b else out
+    fastop.seed(0)
+    heads = TwoHeads()
+    model = fastop.DataParallel(heads)
+    model(fastop.full([2, 4], rank + 1.0), use_b=rank == 0).backward()
+    # d/dW sum(x @ W + b) = x summed over the 2 rows = 2 * (rank + 1) per entry
+    want_a = np.mean([np.full((4, 1), 2.0 * (r + 1)) for r in range(world)], axis=0)
+    close = dict(rtol=1e-6, atol=0)                     # float32 rounding of 1/world
+    assert np.allclose(heads.a.weight.grad.numpy(), want_a, **close), heads.a.weight.grad
+    assert np.allclose(heads.b.weight.grad.numpy(), np.full((4, 1), 2.0 / world), **close)
+    assert np.allclose(heads.b.bias.grad.numpy(), np.full((1,), 2.0 / world), **close)
+    assert heads.c.weight.grad is None and heads.c.bias.grad is None
+
+
+def check_no_second_averaging(rank, world):
+    """DistributedOptimizer leaves a DataParallel model's gradients alone (they are
+    averaged already): its step runs no collective; the gradients it does average are
+    those of parameters outside the model."""
+    from fastop.distributed._world import world as process_group
+    model = fastop.DataParallel(nn.Linear(3, 2))
+    extra = fastop.to_tensor(np.zeros(2, np.float32), stop_gradient=False)
+    opt = dist.DistributedOptimizer(optimizer.SGD(
+        0.1, parameters=model.parameters() + [extra]))
+    (model(fastop.ones([1, 3])).sum() + (extra * (rank + 1.0)).sum()).backward()
+    before = process_group().collectives
+    opt.step()
+    assert process_group().collectives == before + 1, "one all-reduce, for 'extra' only"
+    want = np.full(2, -0.1 * np.mean(np.arange(1, world + 1)), np.float32)
+    assert np.allclose(extra.numpy(), want, rtol=1e-6), extra.numpy()
+    params, hooks = model.parameters(), len(backward_end_hooks)
+    del model, opt
+    gc.collect()                # a dropped DataParallel averages nothing any more
+    assert not any(synced_by_data_parallel(p) for p in params)
+    assert len(backward_end_hooks) == hooks - 1
+
+
+def check_model_mismatch(rank, world):
+    width = 5 if rank == world - 1 else 4
+    try:
+        fastop.DataParallel(nn.Sequential(nn.Linear(3, width), nn.Linear(width, 2)))
+    except ValueError as exc:
+        assert f"'0.weight' is float32[3, 4] on rank 0 but float32[3, 5] on rank " \
+               f"{world - 1}" in str(exc), str(exc)
+    else:
+        raise AssertionError("DataParallel accepted different models on the ranks")
+
+
+def main() -> int:
+    scenario, out = sys.argv[1], sys.argv[2]
+    dist.init_parallel_env()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if scenario == "train":
+        for way in ("dp_sgd", "dp_adam", "no_sync", "distopt_eager"):
+            save(out, way, world, rank, train_eager(way, rank, world))
+        save(out, "distopt_static", world, rank, train_static(rank, world))
+        if world > 1:
+            check_collectives(rank, world)
+            check_unused_parameters(rank, world)
+            check_no_second_averaging(rank, world)
+            check_model_mismatch(rank, world)
+        print(f"rank {rank} of {world}: done", flush=True)
+    elif scenario == "threads":
+        print(f"rank {rank}: threads {fastop.get_num_threads()} local ranks "
+              f"{dist.ParallelEnv().local_rank}", flush=True)
+    elif scenario == "fail":
+        if rank == 1:
+            print(f"failing at {time.time()}", flush=True)
+            raise RuntimeError("deliberate failure on rank 1")
+        dist.barrier()
+    elif scenario == "uneven":          # rank 0 takes one step more, the others leave
+        for step in range(3 if rank == 0 else 2):
+            if step == 2:
+                print(f"stepping alone at {time.time()}", flush=True)
+            dist.all_reduce(fastop.ones([4]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
