@@ -50,7 +50,7 @@ def test_a_plan_runs_and_its_clone_gives_the_same_with_its_own_arena():
     (lambda: Plan(["a"], [FEED]).set_io([], [], [5]), r"fetch slot 5 is not a slot"),
     (lambda: Plan(["a"], [FEED]).set_io([("a", 2, np.zeros(1))], [], []),
      r"feed slot 2 is not a slot"),
-    (lambda: Plan(["a"], [FEED]).set_io([], [("a", 9, None)], []),
+    (lambda: Plan(["a"], [FEED]).set_io([], [("a", 9, None, 3, [2])], []),
      r"persistable slot 9 is not a slot"),
 ])
 def test_builders_refuse_what_is_not_in_the_plan(build, match):

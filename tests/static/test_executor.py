@@ -368,6 +368,29 @@ def test_writing_a_persistable_that_an_input_overlaps_is_staged(static_env, exe,
     np.testing.assert_array_equal(scope["v"], v0)
 
 
+@pytest.mark.parametrize("value,held", [
+    (np.ones((3, 2)), r"float64\[3, 2\]"), (np.ones((4, 2), "float32"), r"float32\[4, 2\]"),
+    (np.ones(6, "float32"), r"float32\[6\]")])
+def test_a_scope_value_unlike_its_declaration_is_an_error_naming_it(static_env, exe,
+                                                                   value, held):
+    """A parameter set to the wrong dtype or shape is refused where it is bound, not
+    deep inside the kernel reading it; the run after a good value works."""
+    main, startup, scope = static_env
+    x = static.data("x", [None, 3], "float32")
+    y = static.nn.fc(x, 2)
+    exe.run(startup)
+    w = main.global_block().ops[0].inputs[1].name
+    scope.set(w, value)
+    with pytest.raises(ValueError, match=rf"persistable variable '{w}' holds {held} in the "
+                                         rf"scope, but the program declares it "
+                                         rf"float32\[3, 2\]"):
+        exe.run(main, feed={"x": np.ones((1, 3), "float32")}, fetch_list=[y])
+    scope.set(w, np.full((3, 2), 2.0, "float32"))
+    b = np.asarray(scope[main.global_block().ops[0].inputs[2].name])
+    (out,) = exe.run(main, feed={"x": np.ones((1, 3), "float32")}, fetch_list=[y])
+    np.testing.assert_allclose(out, 6.0 + b[None], rtol=1e-6)
+
+
 def test_python_results_stored_in_persistables_are_copies(static_env, exe):
     """The scope owns its values: a Python op's result (its argument, a view of it, a
     view of the persistable itself) is copied into the persistable."""

@@ -35,7 +35,8 @@ from libc.stdlib cimport qsort
 from libc.string cimport memcpy, memset
 
 from fastop._core.storage cimport (DenseTensor, fastop_view, fastop_attrs, FASTOP_BOOL,
-                                   FASTOP_NUM_DTYPES, alloc_tensor, alloc_like, as_dense,
+                                   FASTOP_NUM_DTYPES, FASTOP_MAX_NDIM, alloc_tensor, alloc_like,
+                                   as_dense,
                                    itemsize_of, view_copy, view_assign,
                                    view_set_contiguous_strides, dtype_from_code,
                                    view_same_meta, view_shape, view_is_contiguous,
@@ -55,6 +56,22 @@ SLOT_KINDS = {"arena": SLOT_ARENA, "fresh": SLOT_FRESH, "external": SLOT_EXTERNA
               "view": SLOT_VIEW}
 
 cdef Py_ssize_t ALIGN = 64
+
+
+cdef inline bint _declared(fastop_view* value, fastop_view* declared) noexcept:
+    """Whether `value` has the declared dtype, rank and every known (>= 0) dim."""
+    cdef int d
+    if value.dtype != declared.dtype or value.ndim != declared.ndim:
+        return False
+    for d in range(value.ndim):
+        if declared.shape[d] >= 0 and declared.shape[d] != value.shape[d]:
+            return False
+    return True
+
+
+cdef str _describe(fastop_view* v):
+    return dtype_from_code(v.dtype).name + str(
+        [v.shape[d] if v.shape[d] >= 0 else None for d in range(v.ndim)])
 
 
 cdef class Plan:
@@ -210,20 +227,32 @@ cdef class Plan:
     def set_io(self, list feeds, list persists, list fetches) -> None:
         """Feeds ``[(name, slot, value)]`` (`value`: the fed array the plan was compiled
         for; its dtype and shape are the plan's feed signature, see :meth:`try_run`),
-        persistables ``[(name, slot, reader)]`` (`reader` describes the first op reading
-        the value before any op writes it, None if an op writes it first), fetch slots."""
-        cdef int s
+        persistables ``[(name, slot, reader, dtype code, shape)]`` (`reader` describes the
+        first op reading the value before any op writes it, None if an op writes it
+        first; dtype and shape, -1 for an unknown dim, are the variable's declaration,
+        which the scope's value must match), fetch slots."""
+        cdef int s, d
         for name, slot, value in feeds:
             self._check_slot(slot, "feed", False)
-        for name, slot, reader in persists:
-            self._check_slot(slot, "persistable", False)
+        for persist in persists:
+            self._check_slot(persist[1], "persistable", False)
+            if len(persist[4]) > FASTOP_MAX_NDIM or not 0 <= persist[3] < FASTOP_NUM_DTYPES:
+                raise ValueError(f"persistable '{persist[0]}': bad declaration "
+                                 f"{persist[3:]}")
         for slot in fetches:
             self._check_slot(slot, "fetch", False)
         self.feed_slots = []
         for name, s, value in feeds:
             self.planned[s] = as_dense(value).view      # the signature: dtype and shape
             self.feed_slots.append((name, s))
-        self.persist_slots = persists
+        self.persist_slots = []
+        for name, s, reader, dtype, shape in persists:
+            self.planned[s].data = NULL                  # the declaration, checked by _bind
+            self.planned[s].dtype = dtype
+            self.planned[s].ndim = len(shape)
+            for d in range(len(shape)):
+                self.planned[s].shape[d] = shape[d]
+            self.persist_slots.append((name, s, reader))
         self.fetch_slots = fetches
 
     def clone(self) -> Plan:
@@ -246,6 +275,8 @@ cdef class Plan:
         c.feed_slots = list(self.feed_slots)
         for name, s in self.feed_slots:
             c.planned[s] = self.planned[s]
+        for name, s, reader in self.persist_slots:
+            c.planned[s] = self.planned[s]          # the declaration
         c.persist_slots, c.fetch_slots = list(self.persist_slots), list(self.fetch_slots)
         return c
 
@@ -338,6 +369,12 @@ cdef class Plan:
                 self.views[s].ndim = -1
             else:
                 t = <DenseTensor?>value
+                if not _declared(&t.view, &self.planned[s]):
+                    raise ValueError(
+                        f"persistable variable '{name}' holds {_describe(&t.view)} in the "
+                        f"scope, but the program declares it "
+                        f"{_describe(&self.planned[s])}; set a value of that dtype and "
+                        f"shape (scope.set('{name}', array))")
                 self.objs[s] = t
                 self.views[s] = t.view
         return True

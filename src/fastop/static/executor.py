@@ -509,7 +509,8 @@ def _compile(program: Program, feeds: dict[str, Any],
             kinds.append("persist")
             access, k = first_access.get(name, ("read", -1))
             persists.append((name, slot[name], label(k) if access == "read" and k >= 0
-                             else "fetch_list" if access == "read" else None))
+                             else "fetch_list" if access == "read" else None,
+                             var.dtype.code, [-1 if d is None else d for d in var.shape]))
         elif writers.get(name) and first_access[name][0] == "read":
             k = first_access[name][1]
             raise ValueError(f"variable '{name}' ({var.dtype.name}{var.shape}) is read by "
