@@ -2,8 +2,7 @@
 
 They are defined through the one registry like any plugin op, with composite gradient
 rules made of each other (so they are differentiable to any order) or a Python backward
-kernel (``tanh_k``, differentiable once). Tests needing a built-in op skip with a
-reason naming it until its family is registered (``requires_ops`` marker).
+kernel (``tanh_k``, differentiable once).
 """
 from __future__ import annotations
 
@@ -129,18 +128,3 @@ if f"{NS}::mul" not in registry:
 def ops():
     """The ``fastop.ops.eagertest`` namespace."""
     return registry.namespace(NS)
-
-
-
-def pytest_collection_modifyitems(items):
-    """``@pytest.mark.requires_ops("add", ...)``: skip, naming the built-ins not registered."""
-    for item in items:
-        for mark in item.iter_markers("requires_ops"):
-            missing = [f"fastop::{n}" for n in mark.args if f"fastop::{n}" not in registry]
-            if missing:
-                item.add_marker(pytest.mark.skip(
-                    reason=f"built-in op(s) not registered yet: {', '.join(missing)}"))
-
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "requires_ops(*names): needs built-in fastop ops")

@@ -14,12 +14,6 @@ from fastop.ops.reference import reduce as ref
 F32 = "float32"
 
 
-def needs_ops(*names):
-    missing = [n for n in names if f"fastop::{n}" not in registry]
-    if missing:
-        pytest.skip(f"the gradient rule needs {missing} (elementwise family), not registered yet")
-
-
 check_rule = partial(check_grad_rule, wrt=(0,))
 
 
@@ -112,18 +106,15 @@ def test_sum_grad_of_a_scalar():
 
 @pytest.mark.parametrize("axis,keepdim", [(None, False), (1, False), ([0, 2], True)], ids=str)
 def test_mean_grad(axis, keepdim):
-    needs_ops("multiply")
     check_rule("fastop::mean", [rand(2, 3, 2)], {"axis": axis, "keepdim": keepdim})
 
 
 @pytest.mark.parametrize("axis,keepdim", [(None, False), (1, False), ([0, 2], True)], ids=str)
 def test_max_grad(axis, keepdim):
-    needs_ops("equal", "cast", "divide", "multiply")
     check_rule("fastop::max", [rand(2, 3, 2)], {"axis": axis, "keepdim": keepdim})
 
 
 def test_max_grad_splits_ties_evenly():
-    needs_ops("equal", "cast", "divide", "multiply")
     op = registry.get("fastop::max")
     x = from_numpy(np.array([[1.0, 3.0, 3.0], [2.0, 0.0, 1.0]]))
     out = op(x, axis=1)

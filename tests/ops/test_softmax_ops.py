@@ -13,12 +13,6 @@ from fastop.ops.checking import check_grad_rule
 from fastop.ops.reference import softmax as ref
 
 
-def needs_ops(*names):
-    missing = [n for n in names if f"fastop::{n}" not in registry]
-    if missing:
-        pytest.skip(f"the gradient rule needs {missing} (elementwise family), not registered yet")
-
-
 check_rule = partial(check_grad_rule, wrt=(0,))
 
 
@@ -100,7 +94,6 @@ def test_cross_entropy_rule_gets_none_for_an_unused_output():
 
 @pytest.mark.parametrize("label", [[1, 0, 3], [[2], [-100], [0]]], ids=["flat", "ignored"])
 def test_cross_entropy_grad_is_differentiable_again(label):
-    needs_ops("multiply", "sum", "neg", "full_like")
     label = np.array(label)
     softmax = np.asarray(registry.get("fastop::softmax")(rand(3, 4)))
     check_rule("fastop::softmax_cross_entropy_grad",
@@ -110,7 +103,6 @@ def test_cross_entropy_grad_is_differentiable_again(label):
 @pytest.mark.parametrize("name", ["softmax_grad", "log_softmax_grad"])
 @pytest.mark.parametrize("axis", [-1, 0])
 def test_backward_ops_are_differentiable_again(name, axis):
-    needs_ops("multiply", "subtract", "exp", "neg")
     forward = "softmax" if name == "softmax_grad" else "log_softmax"
     y = np.asarray(registry.get(f"fastop::{forward}")(rand(3, 4), axis=axis))
     check_rule(f"fastop::{name}", [y.copy(), rand(3, 4, seed=3)], {"axis": axis}, wrt=(0, 1))

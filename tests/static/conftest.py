@@ -1,6 +1,5 @@
 """Fixtures of the static-mode tests: every test builds into fresh main/startup programs
-and a fresh scope, in static mode; `needs_ops` skips a test whose built-in ops have not
-landed, naming them."""
+and a fresh scope, in static mode."""
 import numpy as np
 import pytest
 
@@ -9,13 +8,6 @@ from fastop import static
 from fastop.ops import registry
 
 TOL = {"float32": dict(rtol=1e-5, atol=1e-6), "float64": dict(rtol=1e-10, atol=1e-12)}
-
-
-def needs_ops(*names):
-    """Skip unless every op in `names` (``"fastop::add"``, ...) is registered."""
-    missing = [n for n in names if n not in registry]
-    return pytest.mark.skipif(bool(missing), reason=f"built-in op(s) not registered yet: "
-                                                    f"{', '.join(missing)}")
 
 
 def assert_arena_sound(plan):

@@ -4,10 +4,7 @@ import doctest
 import fastop
 from fastop import static
 
-from .conftest import needs_ops
 
-
-@needs_ops("fastop::add", "fastop::multiply")
 def test_package_docstring_example(static_env):
     fastop.disable_static()          # the example switches modes itself
     result = doctest.testmod(static, verbose=False)

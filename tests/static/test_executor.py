@@ -10,7 +10,7 @@ import fastop
 from fastop import static
 from fastop.ops import registry
 
-from .conftest import assert_arena_sound, needs_ops
+from .conftest import assert_arena_sound
 
 mm = registry.get("fastop::matmul")
 
@@ -200,7 +200,6 @@ def test_shapes_changing_at_run_time(static_env, exe):
         np.testing.assert_allclose(r, np.repeat(xv, k, axis=0) @ xv @ xv)
 
 
-@needs_ops("fastop::fc", "fastop::sum")
 def test_memory_plan_of_a_10_layer_mlp(static_env, exe):
     """Forward + backward of a 10-layer MLP: the arena stays within 1.3x of the
     minimum live set, and far below the sum of all temporaries."""
@@ -295,7 +294,6 @@ def test_feeds_of_lists_tensors_and_strided_arrays(chain, exe):
         np.testing.assert_allclose(r, expected, rtol=1e-6)
 
 
-@needs_ops("fastop::tanh")
 def test_first_run_frees_temporaries_as_they_die(static_env, exe):
     """The tracing run (before the arena exists) frees each temporary after its last
     use, so its peak memory stays near the live set too."""
@@ -317,7 +315,6 @@ def _append(main, op, inputs, outputs=None, **attrs):
     return main.global_block().append_op(f"fastop::{op}", inputs, attrs, outputs=outputs)
 
 
-@needs_ops("fastop::exp", "fastop::tanh")
 def test_ops_updating_their_input_in_place(static_env, exe):
     """An op whose output is one of its inputs reads the value the variable had: a feed
     (the caller's array stays untouched), a rewritten temporary, a persistable and a
@@ -345,7 +342,6 @@ def test_ops_updating_their_input_in_place(static_env, exe):
         np.testing.assert_array_equal(a, a0)
 
 
-@needs_ops("fastop::add")
 def test_writing_a_persistable_that_an_input_overlaps_is_staged(static_env, exe,
                                                                transpose_view):
     """A kernel writing a persistable whose memory an input shares (other than element
@@ -415,7 +411,6 @@ def test_python_results_stored_in_persistables_are_copies(static_env, exe):
     np.testing.assert_array_equal(scope["r"], r0[::-1])
 
 
-@needs_ops("fastop::add", "fastop::broadcast_to")
 def test_views_of_a_persistable_keep_the_value_before_its_update(static_env, exe,
                                                                 transpose_view):
     """A view of a parameter read after an op updates the parameter in place still holds
@@ -449,7 +444,6 @@ def test_python_op_with_many_outputs(static_env, exe):
         np.testing.assert_array_equal(r, [i, 2.0 * i])
 
 
-@needs_ops("fastop::exp")
 def test_reading_a_variable_before_any_write(static_env, exe):
     main, _, _ = static_env
     x = static.data("x", [2], "float32")
@@ -517,7 +511,6 @@ def test_fetching_a_variable_of_another_program_keeps_neither_alive(static_env, 
     assert ref() is None
 
 
-@needs_ops("fastop::tanh")
 def test_one_program_run_from_threads_matches_serial_runs(static_env, exe):
     """Threads running one program at once (C kernels that release the GIL, a py_func)
     each get the result of their own feed."""

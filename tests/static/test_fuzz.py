@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from fastop import static
 from fastop.ops import registry
 
-from .conftest import TOL, assert_arena_sound, needs_ops
+from .conftest import TOL, assert_arena_sound
 
 UNARY = {
     "tanh": (np.tanh, lambda x, y, g: g * (1 - y * y)),
@@ -119,7 +119,6 @@ class Dag:
         return out, loss
 
 
-@needs_ops(*(f"fastop::{k}" for k in KINDS), "fastop::add", "fastop::full_like")
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(dag_spec=dags, seed=st.integers(0, 2**16))

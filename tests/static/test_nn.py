@@ -6,8 +6,6 @@ import fastop
 from fastop import nn, static
 from fastop.initializer import Constant
 
-from .conftest import needs_ops
-
 
 def _softmax(z):
     e = np.exp(z - z.max(axis=-1, keepdims=True))
@@ -66,7 +64,6 @@ def test_fc_errors(static_env):
         static.nn.fc(y, 3, num_flatten_dims=2)
 
 
-@needs_ops("fastop::relu", "fastop::subtract", "fastop::multiply", "fastop::square")
 def test_nn_layers_and_losses_in_static_mode(static_env, exe, rng):
     main, startup, scope = static_env
     fastop.seed(0)

@@ -7,8 +7,6 @@ import fastop
 from fastop import static
 from fastop.ops import registry
 
-from .conftest import needs_ops
-
 mm = registry.get("fastop::matmul")
 
 
@@ -129,8 +127,6 @@ def test_python_kernel_ops_run_in_programs(static_env, exe, define_op):
     np.testing.assert_array_equal(r, [[8, 27], [2, 3]])
 
 
-@needs_ops("fastop::add", "fastop::subtract", "fastop::multiply", "fastop::divide",
-           "fastop::neg", "fastop::tanh", "fastop::mean")
 def test_variable_operators_and_fastop_functions(static_env, exe):
     main, _, _ = static_env
     x = static.data("x", [None, 3], "float64")
@@ -256,7 +252,6 @@ def test_clone_is_independent(static_env, exe):
     assert test_program.global_block().var("c.w_0") is not main.global_block().var("c.w_0")
 
 
-@needs_ops("fastop::concat", "fastop::exp", "fastop::transpose", "fastop::reshape")
 def test_fastop_functions_append_ops_on_variables(static_env, exe, rng):
     main, _, _ = static_env
     x = static.data("x", [None, 3], "float64")

@@ -8,8 +8,6 @@ import fastop
 from fastop import nn, static
 from fastop.autograd import PyLayer
 
-from .conftest import needs_ops
-
 LR = 2.0     # the double softmax (fc softmax, then the loss's) makes gradients small
 
 
@@ -66,8 +64,6 @@ def eager_net(layers, x, y, activation=fastop.tanh):
 # of numpy's) the two trajectories drift apart by a few ulp per step, so that comparison
 # checks the losses step by step and the weights at the end, at a looser tolerance.
 @pytest.mark.parametrize("eager_tanh, weight_atol", [("pylayer", 1e-6), ("builtin", 5e-4)])
-@needs_ops("fastop::tanh", "fastop::softmax_cross_entropy", "fastop::multiply",
-           "fastop::divide", "fastop::full_like", "fastop::add", "fastop::sgd_update")
 def test_seed_network_trains_like_eager(static_env, exe, eager_tanh, weight_atol):
     main, startup, scope = static_env
     sizes = [32, 20, 20, 20, 20, 10]
