@@ -204,7 +204,8 @@ def test_minimize_eager_runs_backward_unless_already_done(set_to_zero):
     (dict(learning_rate="0.1"), TypeError, "non-negative float"),
     (dict(weight_decay="l2"), TypeError, "weight_decay must be a float"),
     (dict(parameters=[]), ValueError, "empty parameter list"),
-    (dict(grad_clip=1.0), ValueError, "grad_clip is not supported"),
+    (dict(weight_decay=-0.1), ValueError, "weight_decay must be finite and non-negative"),
+    (dict(grad_clip=1.0), TypeError, "grad_clip must be a fastop.nn.ClipGradByGlobalNorm"),
 ])
 def test_bad_arguments(kwargs, error, match):
     kwargs.setdefault("parameters", make_params())
