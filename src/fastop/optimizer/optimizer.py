@@ -205,9 +205,9 @@ class Optimizer:
         update = getattr(B, self._update_op)
         for param, grad, scale in entries:
             inputs, outputs = self._io(param, grad, lr_of(param), state_of(param))
-            if scale is not None:
-                inputs.append(scale)            # grad_scale: the clip folded in
-            update(*inputs, out=outputs, **self._attrs(param))
+            # grad_scale (the clip folded in) even when None (absent): a call with every
+            # input stays on the eager dispatch's cached path
+            update(*inputs, scale, out=outputs, **self._attrs(param))
 
     def minimize(self, loss: Any, startup_program: Any = None, parameters: Any = None,
                  no_grad_set: Any = None) -> tuple[list, list]:
