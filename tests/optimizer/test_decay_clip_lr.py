@@ -165,6 +165,18 @@ def test_matches_paddle_formulas_eager_and_static(kind, decay, clip, dtype):
         np.testing.assert_array_equal(e, s)
 
 
+@pytest.mark.parametrize("clip", list(CLIPS))
+def test_a_strided_gradient_updates_like_a_contiguous_one(clip):
+    g = np.arange(12.0).reshape(3, 4) - 5
+    results = []
+    for grad in (fastop.to_tensor(np.ascontiguousarray(g.T)), fastop.to_tensor(g).T):
+        p = fastop.to_tensor(np.ones((4, 3)), stop_gradient=False)
+        p.grad = grad
+        make("adam", 0.05, CLIPS[clip], [p]).step()
+        results.append(p.numpy())
+    np.testing.assert_array_equal(*results)
+
+
 def test_decay_float_and_l2decay_are_the_same():
     a = run_eager(lambda ps: make("momentum", 0.05, None, ps), "float64")
     b = run_eager(lambda ps: make("momentum", L2Decay(0.05), None, ps), "float64")

@@ -165,7 +165,7 @@ class Optimizer:
         if current_mode() != "eager":
             raise RuntimeError(f"{type(self).__name__}.step() runs in eager mode; in "
                                f"static mode call minimize(loss) while building the program")
-        params_grads = [(p, p.grad.contiguous()) for p in self._parameter_list
+        params_grads = [(p, p.grad) for p in self._parameter_list
                         if p.grad is not None and not p.stop_gradient]
         self._apply(params_grads, self._eager_lr, self._eager_state)
         self._remember_grads()
