@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from fastop.autograd import no_grad
 from fastop.nn.clip import ClipGradBase
 from fastop.ops._dispatch import current_mode
 from fastop.ops.builtin._table import B
@@ -200,8 +201,11 @@ class Optimizer:
                state_of: Callable[[Any], dict]) -> None:
         """Clip the gradients, then run (eager) or append (static) each parameter's
         update op, writing the parameter and its state in place."""
-        entries = (self._grad_clip._clip(params_grads) if self._grad_clip is not None
-                   else [(p, g, None) for p, g in params_grads])
+        if self._grad_clip is None:
+            entries = [(p, g, None) for p, g in params_grads]
+        else:
+            with no_grad():     # a gradient made with create_graph=True records nothing here
+                entries = self._grad_clip._clip(params_grads)
         update = getattr(B, self._update_op)
         for param, grad, scale in entries:
             inputs, outputs = self._io(param, grad, lr_of(param), state_of(param))
