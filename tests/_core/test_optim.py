@@ -4,6 +4,8 @@ grad_scale, in float32 and float64; threads, strided inputs, in-place and staged
 bad input; and squared_l2_norm."""
 import numpy as np
 import pytest
+from hypothesis import given, strategies as st
+from hypothesis.extra import numpy as hnp
 
 from fastop._core import kernel, optim
 from fastop.ops.reference import optimizer as ref
@@ -99,6 +101,43 @@ def test_adamw_decays_and_adam_does_not():
     np.testing.assert_allclose(adam[0] - adamw[0], 0.05 * 0.1 * start, rtol=1e-12)
     for a, b in zip(adam, plain):
         np.testing.assert_array_equal(a, b)
+
+
+FLOATS = st.floats(-10, 10, allow_nan=False, width=32)
+
+
+@given(data=st.data(), rule=st.sampled_from(["sgd", "momentum", "nesterov", "adam", "adamw"]),
+       dtype=st.sampled_from(DTYPES), method=st.sampled_from(["", "l2_decay", "l1_decay"]),
+       coeff=st.floats(0, 1), lr=st.floats(0, 1), scale=st.none() | st.floats(0, 2))
+def test_one_step_of_any_values_matches_numpy(data, rule, dtype, method, coeff, lr, scale):
+    shape = data.draw(hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=40))
+    param, grad = (data.draw(hnp.arrays(dtype, shape, elements=FLOATS)) for _ in range(2))
+    kern, twin, _, attrs = RULES[rule]
+    attrs = dict(attrs)
+    if rule == "adamw":
+        attrs["coeff"] = coeff
+    else:
+        attrs.update(regularization_method=method, regularization_coeff=coeff)
+    state = new_state(rule, shape, dtype)
+    for key in ("velocity", "moment1", "moment2"):      # the second moment is >= 0
+        if key in state:
+            values = data.draw(hnp.arrays(dtype, shape, elements=FLOATS))
+            state[key][...] = np.abs(values) if key == "moment2" else values
+    gs = None if scale is None else np.array([scale], dtype)
+    inputs, outputs = operands(rule, param, grad, np.array([lr], dtype), state)
+    want = twin(*[a.copy() for a in inputs], grad_scale=gs, **attrs)
+    kern(*inputs, *([] if gs is None else [gs]), out=tuple(outputs), **attrs)
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == "float32" else dict(rtol=1e-10, atol=1e-10)
+    for got, exp in zip(outputs, want):
+        np.testing.assert_allclose(got, exp, **tol)
+
+
+@given(x=hnp.arrays(st.sampled_from(DTYPES), hnp.array_shapes(min_dims=0, max_dims=3,
+                                                             min_side=0, max_side=50),
+                    elements=FLOATS))
+def test_squared_l2_norm_of_any_values(x):
+    tol = dict(rtol=1e-5, atol=1e-6) if x.dtype == np.float32 else dict(rtol=1e-12, atol=0)
+    np.testing.assert_allclose(optim.squared_l2_norm(x), ref.squared_l2_norm(x), **tol)
 
 
 def test_l1_decay_uses_the_sign_of_the_parameter():
