@@ -76,8 +76,7 @@ def register(suite) -> None:
     for label, wrap in (("plain", False), ("DataParallel, world of one", True)):
         net = mlp(sizes)
         suite.add("distributed", f"{name}, {label}",
-                  fastop=training_step(net, fastop.DataParallel(net) if wrap else net, batch),
-                  work=batch, unit="sample")
+                  fastop=training_step(net, fastop.DataParallel(net) if wrap else net, batch))
 
 
 # -- the script ------------------------------------------------------------------------

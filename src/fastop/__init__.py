@@ -21,7 +21,7 @@ from fastop import autograd
 from fastop.static import (CPUPlace, disable_static, enable_static,  # noqa: F401
                            in_dynamic_mode)
 from fastop import static
-from fastop import nn, optimizer
+from fastop import nn, optimizer, regularizer
 from fastop.plugins import load_plugins as _load_plugins
 
 _load_plugins()
@@ -49,8 +49,8 @@ def __getattr__(name: str):
 def __dir__():
     return sorted({*globals(), *_LAZY, *_LAZY_SUBMODULES})
 
-__all__ = ["hookimpl", "ops", "autograd", "static", "nn", "optimizer", "plugins", "io",
-           "metric", "testing", "distributed", "save", "load", "DataParallel",
+__all__ = ["hookimpl", "ops", "autograd", "static", "nn", "optimizer", "regularizer",
+           "plugins", "io", "metric", "testing", "distributed", "save", "load", "DataParallel",
            "DType", "bool", "float32", "float64", "int32", "int64", "set_num_threads",
            "get_num_threads", "empty_cache", "CPUPlace", "enable_static", "disable_static",
            "in_dynamic_mode", "__version__", *_tensor_all]

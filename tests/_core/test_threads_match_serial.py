@@ -111,26 +111,38 @@ def test_cross_entropy_rows_and_labels(dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("rule", ["sgd", "momentum", "nesterov", "adam"])
+@pytest.mark.parametrize("rule", ["sgd", "momentum", "nesterov", "adam", "adamw"])
 def test_optimizer_updates(dtype, rule):
     n = 300_001                                    # not a multiple of the piece alignment
     grad = _data((n,), dtype, seed=6)
+    decay = {"regularization_method": "l2_decay", "regularization_coeff": 0.01}
 
     def step():
         param, m1 = _data((n,), dtype, seed=7), np.abs(_data((n,), dtype, seed=8))
         m2 = np.abs(_data((n,), dtype, seed=9))
-        p, g, a, b = (from_numpy(t) for t in (param, grad, m1, m2))
+        lr, scale, pows = np.array([0.1], dtype), np.array([0.5], dtype), np.ones((2, 1), dtype)
+        pows *= [[0.9], [0.999]]
         if rule == "sgd":
-            O.sgd_step(p, g, 0.1, 0.01)
+            O.sgd(param, grad, lr, scale, out=param, **decay)
         elif rule in ("momentum", "nesterov"):
-            O.momentum_step(p, g, a, 0.1, 0.9, rule == "nesterov", 0.01)
+            O.momentum(param, grad, m1, lr, scale, out=(param, m1),
+                       use_nesterov=rule == "nesterov", **decay)
+        elif rule == "adam":
+            O.adam(param, grad, lr, m1, m2, pows[0], pows[1], scale,
+                   out=(param, m1, m2, pows[0], pows[1]), **decay)
         else:
-            O.adam_step(p, g, a, b, 1e-3, 0.9, 0.999, 1e-8, 0.01, 0.9, 0.999)
+            O.adamw(param, grad, lr, m1, m2, pows[0], pows[1], scale,
+                    out=(param, m1, m2, pows[0], pows[1]), coeff=0.01)
         return np.concatenate([param, m1, m2])
 
     threaded = assert_same_on_2_threads(step)         # fresh arrays on every call
     # a skipped piece (a quarter of the elements) would leave its range unchanged
     assert np.mean(threaded[:n] != _data((n,), dtype, seed=7)) > 0.99
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_squared_l2_norm(dtype):
+    assert_same_on_2_threads(O.squared_l2_norm, _data((1_000_003,), dtype, seed=10))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])

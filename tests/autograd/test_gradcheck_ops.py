@@ -42,6 +42,7 @@ INDEX = {"key": (np.array([0, 2, 0]), np.array([1, 3, 1]))}
 # name -> () -> (inputs, attrs). Broadcasting shapes where an op broadcasts.
 GENERATORS = {
     "neg": SAME, "exp": SAME, "tanh": SAME, "sigmoid": SAME, "square": SAME,
+    "squared_l2_norm": SAME,
     "abs": AWAY, "sign": AWAY, "relu": AWAY, "log": POSITIVE, "sqrt": POSITIVE,
     "tanh_grad": Y_DY, "sigmoid_grad": Y_DY,
     "relu_grad": lambda: ([var(2, 3, kind="away"), var(2, 3)], {}),

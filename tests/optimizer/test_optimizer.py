@@ -202,12 +202,14 @@ def test_minimize_eager_runs_backward_unless_already_done(set_to_zero):
                                            r">= 0, got -1.0"),
     (dict(learning_rate=float("nan")), ValueError, r"SGD: learning_rate .* got nan"),
     (dict(learning_rate=float("inf")), ValueError, r"SGD: learning_rate .* got inf"),
-    (dict(learning_rate="0.1"), TypeError, r"SGD: learning_rate must be a number or an "
-                                           r"LRScheduler, got str"),
-    (dict(learning_rate=True), TypeError, r"learning_rate must be a number .* got bool"),
+    (dict(learning_rate="0.1"), TypeError, r"SGD: learning_rate must be a non-negative "
+                                           r"float or an LRScheduler, got str"),
+    (dict(learning_rate=True), TypeError, r"learning_rate must be a non-negative float .* "
+                                          r"got bool"),
     (dict(weight_decay="l2"), TypeError, "weight_decay must be a float"),
     (dict(parameters=[]), ValueError, "empty parameter list"),
-    (dict(grad_clip=1.0), ValueError, "grad_clip is not supported"),
+    (dict(weight_decay=-0.1), ValueError, "weight_decay must be finite and non-negative"),
+    (dict(grad_clip=1.0), TypeError, "grad_clip must be a fastop.nn.ClipGradByGlobalNorm"),
 ])
 def test_bad_arguments(kwargs, error, match):
     kwargs.setdefault("parameters", make_params())
@@ -321,8 +323,8 @@ def test_a_scheduler_sets_the_rate_of_each_step():
     start = p.numpy().copy()
     grads = run(opt, [p], steps=1, start=1)
     np.testing.assert_allclose(p.numpy(), start - 0.2 * grads[0][0])
-    with pytest.raises(RuntimeError, match=r"SGD.set_lr: the learning rate comes from "
-                                           r"StepDecay"):
+    with pytest.raises(RuntimeError, match=r"SGD.set_lr: the learning rate comes from an "
+                                           r"LRScheduler \(StepDecay\)"):
         opt.set_lr(0.1)
     state = opt.state_dict()
     assert state["LR_Scheduler"] == {"epoch": 1}

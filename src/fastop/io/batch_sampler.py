@@ -90,9 +90,10 @@ class BatchSampler(Sampler[list]):
 
 def _distributed_world() -> tuple[int, int]:
     """(world size, rank) from fastop.distributed when it is there and initialised, else
-    (1, 0). Imported here, on use: io must work without the distributed package."""
+    (1, 0). Imported here, on use (it is not needed otherwise)."""
+    from importlib import import_module
     try:
-        from fastop import distributed
+        distributed = import_module("fastop.distributed")
     except ImportError:
         return 1, 0
     is_initialized = getattr(distributed, "is_initialized", None)

@@ -2,6 +2,8 @@
 mode alike (everything computes through registered ops)."""
 from fastop.nn import functional, initializer
 from fastop.nn.activation import GELU, LeakyReLU, SiLU, Softplus
+from fastop.nn.clip import (ClipGradBase, ClipGradByGlobalNorm, ClipGradByNorm,
+                            ClipGradByValue)
 from fastop.nn.common import (Dropout, Embedding, Flatten, Identity, Linear, LogSoftmax,
                               ReLU, Sequential, Sigmoid, Softmax, Tanh)
 from fastop.nn.container import LayerDict, LayerList, ParameterList
@@ -13,4 +15,5 @@ __all__ = ["Layer", "ParamAttr", "Linear", "Sequential", "ReLU", "Tanh", "Sigmoi
            "Softmax", "LogSoftmax", "Flatten", "Identity", "CrossEntropyLoss", "MSELoss",
            "L1Loss", "functional", "initializer", "LayerList", "LayerDict",
            "ParameterList", "Dropout", "Embedding", "LayerNorm", "BatchNorm1D", "GELU",
-           "SiLU", "LeakyReLU", "Softplus"]
+           "SiLU", "LeakyReLU", "Softplus", "ClipGradBase", "ClipGradByValue",
+           "ClipGradByNorm", "ClipGradByGlobalNorm"]

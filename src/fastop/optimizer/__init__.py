@@ -1,9 +1,10 @@
-"""Optimizers (SGD, Momentum, Adam) with in-place Cython update kernels; eager
-``step()``/``clear_grad()`` and static ``minimize(loss)``. Learning-rate schedules are in
-the submodule ``fastop.optimizer.lr`` (imported on first use)."""
-from fastop.optimizer.optimizer import SGD, Adam, Momentum, Optimizer
+"""Optimizers (SGD, Momentum, Adam, AdamW) with in-place Cython update kernels (weight
+decay and gradient clipping fused in); eager ``step()``/``clear_grad()`` and static
+``minimize(loss)``. Learning-rate schedules are in the submodule
+``fastop.optimizer.lr`` (imported on first use); ``learning_rate=`` takes one."""
+from fastop.optimizer.optimizer import SGD, Adam, AdamW, Momentum, Optimizer
 
-__all__ = ["Optimizer", "SGD", "Momentum", "Adam", "lr"]
+__all__ = ["Optimizer", "SGD", "Momentum", "Adam", "AdamW", "lr"]
 
 
 def __getattr__(name: str):

@@ -42,6 +42,16 @@ def _positive_int(owner: str, name: str, value: Any) -> int:
     return value
 
 
+def _plain(value: Any) -> Any:
+    """A number read back from a saved state dict (``fastop.load`` gives one-element
+    tensors) as the Python number it was."""
+    item = getattr(value, "item", None)
+    if item is not None and not isinstance(value, (int, float)) \
+            and getattr(value, "size", None) == 1:
+        return item()
+    return value
+
+
 def _require(condition: bool, owner: str, message: str) -> None:
     if not condition:
         raise ValueError(f"{owner}: {message}")
@@ -125,7 +135,7 @@ class LRScheduler:
             raise RuntimeError(f"{type(self).__name__}.set_state_dict: the state has no "
                                f"{missing} (it was saved by another kind of scheduler?)")
         for key in self.keys:
-            self.__dict__[key] = state_dict[key]
+            self.__dict__[key] = _plain(state_dict[key])
         if len(state_dict) > len(self.keys):
             warnings.warn(f"{type(self).__name__}.set_state_dict: unused entries "
                           f"{sorted(set(state_dict) - set(self.keys))}", stacklevel=2)

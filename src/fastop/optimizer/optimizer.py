@@ -1,12 +1,24 @@
-"""Optimizers: SGD, Momentum, Adam — eager ``step``/``clear_grad`` and ``minimize``.
+"""Optimizers: SGD, Momentum, Adam, AdamW — eager ``step``/``clear_grad`` and ``minimize``.
 
-Eager mode: ``step()`` updates every parameter that has a gradient in place by calling
-the registered update op (``fastop::sgd_update`` ...) with ``out=`` the parameter and its
-state (Cython kernels, no graph, no allocation after the first step). Static mode: ``minimize(loss)`` calls ``fastop.static.append_backward``
-and appends the registered update ops (``fastop::sgd_update`` ...) whose outputs are
-the parameter and state variables themselves, so the executor updates them in place.
-State (velocity, moments, beta powers) is created per parameter on first use — eager
-tensors, or persistable variables initialized by the startup program.
+Both modes run the same ops: the gradient clipping's (``grad_clip=``, a
+``fastop.nn.ClipGradBy*``), then per parameter the registered update op
+(``fastop::sgd_update`` ...) with ``out=`` the parameter and its state. Weight decay
+(``weight_decay=``: a float or ``fastop.regularizer.L2Decay``/``L1Decay``; AdamW's
+decoupled coefficient) is fused into the update kernel, and a clip-by-norm factor reaches
+it as its ``grad_scale`` input: one pass over each parameter per step. Eager mode:
+``step()`` calls the ops (Cython kernels, no graph, no allocation after the first step).
+Static mode: ``minimize(loss)`` calls ``fastop.static.append_backward`` and appends them,
+their outputs being the parameter and state variables, so the executor updates them in
+place. State (velocity, moments, beta powers) is created per parameter on first use —
+eager tensors, or persistable variables initialized by the startup program.
+
+The learning rate is a float or a ``fastop.optimizer.lr.LRScheduler``, whose ``step()``
+the training loop calls (as in PaddlePaddle). An eager ``step()`` reads ``scheduler()``
+each time. A static program keeps the rate in the persistable variable
+``<optimizer name>.learning_rate``; with a scheduler, ``minimize`` registers a run hook
+on the program that writes ``scheduler()`` into that variable of the run's scope before
+every ``Executor.run`` (PaddlePaddle's executor does the same), so a
+``scheduler.step()`` between runs applies from the next run.
 
 >>> import numpy as np, fastop
 >>> layer = fastop.nn.Linear(3, 1)
@@ -20,18 +32,20 @@ import math
 import numbers
 from collections import OrderedDict
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from fastop._core.storage import DenseTensor
 from fastop._tensor import Tensor
-from fastop.static.framework import Variable
-from fastop.ops import registry
+from fastop.autograd import no_grad
+from fastop.nn.clip import ClipGradBase
 from fastop.ops._dispatch import current_mode
 from fastop.ops.builtin._table import B
+from fastop.regularizer import L2Decay, WeightDecayRegularizer
+from fastop.static.framework import Variable
 
-__all__ = ["Optimizer", "SGD", "Momentum", "Adam"]
+__all__ = ["Optimizer", "SGD", "Momentum", "Adam", "AdamW"]
 
 _NAME_COUNTERS: dict[str, int] = {}
 
@@ -42,25 +56,63 @@ def _unique_name(prefix: str) -> str:
     return f"{prefix}_{n}"
 
 
-class Optimizer:
-    """Base class: holds the parameters, the learning rate, weight decay and the
-    per-parameter state; subclasses define the update."""
+def _is_scheduler(value: Any) -> bool:
+    """Whether `value` is an LRScheduler: PaddlePaddle's interface, ``scheduler()`` the
+    current rate, ``step()`` advancing it (``fastop.optimizer.lr``'s schedulers and any
+    object shaped like them)."""
+    return callable(value) and callable(getattr(value, "step", None)) \
+        and callable(getattr(value, "get_lr", None))
 
-    _update_op: str = ""
-    _state_names: tuple[str, ...] = ()      # per-parameter state tensors (start at 0)
+
+def _regularizer(owner: str, weight_decay: Any) -> WeightDecayRegularizer | None:
+    """The weight decay a ``weight_decay=`` argument asks for (a float: L2)."""
+    if weight_decay is None or isinstance(weight_decay, WeightDecayRegularizer):
+        return weight_decay
+    if isinstance(weight_decay, bool) or not isinstance(weight_decay, (int, float)):
+        raise TypeError(f"{owner}: weight_decay must be a float (L2 coefficient), a "
+                        f"fastop.regularizer.L2Decay or L1Decay, or None; got "
+                        f"{type(weight_decay).__name__}")
+    if not math.isfinite(weight_decay) or weight_decay < 0:
+        raise ValueError(f"{owner}: weight_decay must be finite and non-negative, got "
+                         f"{weight_decay}")
+    return L2Decay(weight_decay)
+
+
+class _ScheduledLearningRate:
+    """A static program's run hook: before each run, writes the scheduler's current
+    rate into the program's learning-rate variable of the run's scope."""
+
+    __slots__ = ("scheduler", "name")
+
+    def __init__(self, scheduler: Any, name: str) -> None:
+        self.scheduler, self.name = scheduler, name
+
+    def __call__(self, scope: Any) -> None:
+        tensor = scope.find_var(self.name)
+        if tensor is not None:              # absent until the startup program has run
+            np.asarray(tensor)[0] = self.scheduler()
+
+
+class Optimizer:
+    """Base class: holds the parameters, the learning rate, weight decay, gradient
+    clipping and the per-parameter state; subclasses define the update."""
+
+    _update_op: str = ""                    # the update op's name in B
+    _state_names: tuple[str, ...] = ()      # per-parameter state (see _state_init)
 
     def __init__(self, learning_rate: Any = 0.001, parameters: Iterable[Any] | None = None,
-                 weight_decay: float | None = None, grad_clip: Any = None,
+                 weight_decay: Any = None, grad_clip: ClipGradBase | None = None,
                  name: str | None = None) -> None:
-        if grad_clip is not None:
-            raise ValueError(f"{type(self).__name__}: grad_clip is not supported by fastop")
-        self._lr = self._checked_lr(learning_rate)
-        if weight_decay is None:
-            weight_decay = 0.0
-        if isinstance(weight_decay, bool) or not isinstance(weight_decay, (int, float)):
-            raise TypeError(f"{type(self).__name__}: weight_decay must be a float (L2 "
-                            f"coefficient) or None, got {type(weight_decay).__name__}")
-        self._weight_decay = float(weight_decay)
+        if grad_clip is not None and not isinstance(grad_clip, ClipGradBase):
+            raise TypeError(f"{type(self).__name__}: grad_clip must be a "
+                            f"fastop.nn.ClipGradByGlobalNorm, ClipGradByNorm or "
+                            f"ClipGradByValue, got {type(grad_clip).__name__}")
+        self._grad_clip = grad_clip
+        self._lr_tensors: dict[Any, list] = {}   # (dtype, ratio) -> [rate, [1] tensor]
+        # the rate (a float) or an LRScheduler
+        self._learning_rate: Any = learning_rate if _is_scheduler(learning_rate) else \
+            self._checked_rate(learning_rate)
+        self.regularization = _regularizer(type(self).__name__, weight_decay)
         if parameters is None:
             if current_mode() == "eager":
                 raise ValueError(f"{type(self).__name__}: parameters are required in "
@@ -69,7 +121,6 @@ class Optimizer:
         else:
             self._parameter_list = self._checked_parameters(parameters)
         self._state: dict[int, dict[str, Any]] = {}
-        self._lr_tensors: dict[Any, Any] = {}    # dtype -> the learning rate as a [1] tensor
         self._seen_grads: dict[int, Any] = {}
         self._name = name or _unique_name(type(self).__name__.lower())
 
@@ -105,52 +156,59 @@ class Optimizer:
         return items
 
     # -- learning rate -------------------------------------------------------------------
-    def _checked_lr(self, value: Any) -> Any:
-        """A learning rate: a finite number >= 0 (as a float), or an LRScheduler — an
-        object with ``step()`` and ``get_lr()`` that is called for the current rate
-        (PaddlePaddle's ``fastop.optimizer.lr`` interface)."""
-        if callable(value) and callable(getattr(value, "step", None)) \
-                and callable(getattr(value, "get_lr", None)):
-            return value
+    def _checked_rate(self, value: Any) -> float:
+        """A learning rate given as a number: a finite float >= 0."""
+        owner = type(self).__name__
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise TypeError(f"{type(self).__name__}: learning_rate must be a number or an "
-                            f"LRScheduler, got {type(value).__name__}")
-        return self._finite_rate(value, "learning_rate must be a finite number >= 0")
-
-    def _finite_rate(self, value: Any, what: str) -> float:
+            raise TypeError(f"{owner}: learning_rate must be a non-negative float or an "
+                            f"LRScheduler, got {type(value).__name__} {value!r:.40}")
         rate = float(value)
         if not (math.isfinite(rate) and rate >= 0):
-            raise ValueError(f"{type(self).__name__}: {what}, got {rate}")
-        return rate
-
-    @property
-    def _learning_rate(self) -> float:
-        """The rate of the next update: the number given, or the scheduler's current."""
-        if isinstance(self._lr, float):
-            return self._lr
-        rate = float(self._lr())
-        if not (math.isfinite(rate) and rate >= 0):
-            raise ValueError(f"{type(self).__name__}: the learning-rate scheduler "
-                             f"{type(self._lr).__name__} gave {rate}; a rate is a finite "
-                             f"number >= 0")
+            raise ValueError(f"{owner}: learning_rate must be a finite number >= 0, got "
+                             f"{rate}")
         return rate
 
     def get_lr(self) -> float:
-        return self._learning_rate
+        """The current learning rate: the float, or the scheduler's current value
+        (which must be a finite number >= 0)."""
+        lr = self._learning_rate
+        if not _is_scheduler(lr):
+            return lr
+        rate = float(lr())
+        if not (math.isfinite(rate) and rate >= 0):
+            raise ValueError(f"{type(self).__name__}: the learning-rate scheduler "
+                             f"{type(lr).__name__} gave {rate}; a rate is a finite "
+                             f"number >= 0")
+        return rate
 
     def set_lr(self, value: float) -> None:
         """Set the learning rate of the next eager ``step()`` (and of programs built by a
         later ``minimize``; a built program reads the persistable variable
-        ``<optimizer name>.learning_rate`` of its scope, which can be set there). Not
-        with an LRScheduler: its rate changes through the scheduler."""
-        if not isinstance(self._lr, float):
-            raise RuntimeError(f"{type(self).__name__}.set_lr: the learning rate comes from "
-                               f"{type(self._lr).__name__} (an LRScheduler); change it "
-                               f"through the scheduler")
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise TypeError(f"{type(self).__name__}: learning_rate must be a number, got "
-                            f"{type(value).__name__}")
-        self._lr = self._finite_rate(value, "learning_rate must be a finite number >= 0")
+        ``<optimizer name>.learning_rate`` of its scope, which can be set there).
+        Not with an LRScheduler, which sets the rate itself."""
+        if _is_scheduler(self._learning_rate):
+            raise RuntimeError(f"{type(self).__name__}.set_lr: the learning rate comes "
+                               f"from an LRScheduler ({type(self._learning_rate).__name__})"
+                               f"; step the scheduler instead")
+        self._learning_rate = self._checked_rate(value)
+
+    def _lr_ratio(self, param: Any) -> float:
+        """The factor on the learning rate of `param` (AdamW's lr_ratio)."""
+        return 1.0
+
+    def _eager_lr(self, param: Any) -> Any:
+        """The learning rate (times the parameter's ratio) as a one-element tensor of
+        param's dtype — the update ops take it as an input, as PaddlePaddle's do —
+        refilled when the rate has changed."""
+        ratio = self._lr_ratio(param)
+        rate = self.get_lr() * ratio
+        entry = self._lr_tensors.get((param.dtype, ratio))
+        if entry is None:
+            from fastop import full
+            entry = self._lr_tensors[param.dtype, ratio] = [rate, full([1], rate, param.dtype)]
+        elif entry[0] != rate:
+            np.asarray(entry[1])[0] = entry[0] = rate
+        return entry[1]
 
     # -- eager -----------------------------------------------------------------------------
     def step(self) -> None:
@@ -158,13 +216,9 @@ class Optimizer:
         if current_mode() != "eager":
             raise RuntimeError(f"{type(self).__name__}.step() runs in eager mode; in "
                                f"static mode call minimize(loss) while building the program")
-        rate = self._learning_rate
-        for param in self._parameter_list:
-            grad = param.grad
-            if grad is None or param.stop_gradient:
-                continue
-            self._eager_update(param, grad, self._lr_tensor(param.dtype, rate),
-                               self._eager_state(param))
+        params_grads = [(p, p.grad) for p in self._parameter_list
+                        if p.grad is not None and not p.stop_gradient]
+        self._apply(params_grads, self._eager_lr, self._eager_state)
         self._remember_grads()
 
     def clear_grad(self, set_to_zero: bool = True) -> None:
@@ -186,39 +240,36 @@ class Optimizer:
     def _eager_state(self, param: Any) -> dict[str, Any]:
         state = self._state.get(id(param))
         if state is None:
-            state = self._new_state(param)
-            self._state[id(param)] = state
+            from fastop import full
+            state = self._state[id(param)] = {
+                key: full(shape, value, param.dtype)
+                for key, (shape, value) in self._state_init(param).items()}
         return state
 
-    def _new_state(self, param: Any) -> dict[str, Any]:
-        from fastop import zeros
-        return {name: zeros(param.shape, param.dtype) for name in self._state_names}
-
-    def _lr_tensor(self, dtype: Any, rate: float) -> Any:
-        """The learning rate as a one-element tensor of `dtype` (the update ops take it
-        as an input, as PaddlePaddle's do); made again only when the rate changed."""
-        cached = self._lr_tensors.get(dtype)
-        if cached is None or cached[0] != rate:
-            from fastop import full
-            cached = self._lr_tensors[dtype] = (rate, full([1], rate, dtype))
-        return cached[1]
-
-    def _eager_update(self, param: DenseTensor, grad: DenseTensor, lr: DenseTensor,
-                      state: dict) -> None:
-        """Run the update op in place: its inputs and outputs are _static_io's, with
-        eager tensors."""
-        inputs, outputs = self._static_io(param, grad.contiguous(), lr,
-                                          [state[n] for n in self._state_names])
-        getattr(B, self._update_op.split("::")[1])(*inputs, out=outputs, **self._attrs())
-
     # -- both modes ------------------------------------------------------------------------
+    def _apply(self, params_grads: list, lr_of: Callable[[Any], Any],
+               state_of: Callable[[Any], dict]) -> None:
+        """Clip the gradients, then run (eager) or append (static) each parameter's
+        update op, writing the parameter and its state in place."""
+        if self._grad_clip is None:
+            entries = [(p, g, None) for p, g in params_grads]
+        else:
+            with no_grad():     # a gradient made with create_graph=True records nothing here
+                entries = self._grad_clip._clip(params_grads)
+        update = getattr(B, self._update_op)
+        for param, grad, scale in entries:
+            inputs, outputs = self._io(param, grad, lr_of(param), state_of(param))
+            # grad_scale (the clip folded in) even when None (absent): a call with every
+            # input stays on the eager dispatch's cached path
+            update(*inputs, scale, out=outputs, **self._attrs(param))
+
     def minimize(self, loss: Any, startup_program: Any = None, parameters: Any = None,
                  no_grad_set: Any = None) -> tuple[list, list]:
         """Eager: ``loss.backward()`` then ``step()`` — unless a backward already left new
         gradients since the last step/clear_grad, which are then applied as they are
-        (PaddlePaddle's dygraph ``minimize``). Static: append backward ops and this
-        optimizer's update ops to the program (:meth:`backward`, then
-        :meth:`apply_gradients`). Returns ``(update_ops, [(param, grad), ...])``."""
+        (PaddlePaddle's dygraph ``minimize``). Static: append backward ops, then the
+        clipping and update ops, to the program.
+        Returns ``(ops appended after the backward, [(param, grad), ...])``."""
         if current_mode() == "eager":
             params = list(parameters) if parameters is not None else self._parameter_list
             if self._needs_backward(params):
@@ -261,26 +312,43 @@ class Optimizer:
         return params_grads
 
     def apply_gradients(self, params_grads: list) -> list:
-        """The second half of :meth:`minimize`: update each parameter with its gradient.
-        Eager: in place, now (returns []). Static: appends the update ops to the
-        parameters' program (startup values go to the default startup program) and
-        returns them."""
+        """The second half of :meth:`minimize`: clip the gradients and update each
+        parameter. Eager: in place, now (returns []). Static: appends the clipping and
+        update ops to the parameters' program (startup values go to the default startup
+        program) and returns them."""
+        params_grads = [(p, g) for p, g in params_grads if not p.stop_gradient]
         if current_mode() == "eager":
-            rate = self._learning_rate
-            for param, grad in params_grads:
-                if not param.stop_gradient:
-                    self._eager_update(param, grad, self._lr_tensor(param.dtype, rate),
-                                       self._eager_state(param))
+            self._apply(params_grads, self._eager_lr, self._eager_state)
             self._remember_grads()
             return []
         if not params_grads:
             return []
         from fastop import static
-        with static.program_guard(params_grads[0][0].block.program,
-                                  static.default_startup_program()):
-            lr = self._static_variable("learning_rate", [1], params_grads[0][0].dtype,
-                                       self._learning_rate)
-            return [self._append_update(param, grad, lr) for param, grad in params_grads]
+        program = params_grads[0][0].block.program
+        with static.program_guard(program, static.default_startup_program()):
+            block = program.global_block()
+            first = len(block.ops)
+            lr = self._static_lr(program, params_grads[0][0].dtype)
+            scaled: dict[float, Any] = {1.0: lr}
+
+            def lr_of(param: Any) -> Any:
+                ratio = self._lr_ratio(param)
+                if ratio not in scaled:
+                    scaled[ratio] = B.multiply(lr, ratio)
+                return scaled[ratio]
+
+            self._apply(params_grads, lr_of, self._static_state)
+        return block.ops[first:]
+
+    def _static_lr(self, program: Any, dtype: Any) -> Any:
+        """The program's learning-rate variable; with a scheduler, the run hook that
+        keeps it current."""
+        lr = self._static_variable("learning_rate", [1], dtype, self.get_lr())
+        if _is_scheduler(self._learning_rate) and not any(
+                isinstance(h, _ScheduledLearningRate) and h.name == lr.name
+                for h in program._run_hooks):
+            program._run_hooks.append(_ScheduledLearningRate(self._learning_rate, lr.name))
+        return lr
 
     def _static_variable(self, name: str, shape: list[int], dtype: Any, value: float) -> Any:
         """A persistable variable filled with `value` by the startup program (not a
@@ -292,34 +360,39 @@ class Optimizer:
             return block.var(name)
         return static.create_global_var(shape, value, dtype, persistable=True, name=name)
 
-    def _append_update(self, param: Any, grad: Any, lr: Any) -> Any:
-        """Append this optimizer's update op, writing param and state in place."""
-        state = [self._static_variable(f"{param.name}_{n}", list(param.shape), param.dtype, 0.0)
-                 for n in self._state_names]
-        inputs, outputs = self._static_io(param, grad, lr, state)
-        registry.get(self._update_op)(*inputs, out=outputs, **self._attrs())
-        return param.block.ops[-1]
+    def _static_state(self, param: Any) -> dict[str, Any]:
+        return {key: self._static_variable(f"{param.name}_{key}", shape, param.dtype, value)
+                for key, (shape, value) in self._state_init(param).items()}
 
-    def _static_io(self, param: Any, grad: Any, lr: Any, state: list) -> tuple[list, list]:
+    def _state_init(self, param: Any) -> dict[str, tuple[list[int], float]]:
+        """Each state entry's shape and initial value."""
+        return {key: (list(param.shape), 0.0) for key in self._state_names}
+
+    def _io(self, param: Any, grad: Any, lr: Any, state: dict) -> tuple[list, list]:
+        """The update op's inputs (without grad_scale) and outputs."""
         raise NotImplementedError
 
-    def _attrs(self) -> dict[str, Any]:
-        return {"weight_decay": self._weight_decay}
+    def _attrs(self, param: Any) -> dict[str, Any]:
+        """The update op's attributes for `param`: the fused weight decay."""
+        decay = self.regularization
+        return {"regularization_method": decay.method if decay is not None else "",
+                "regularization_coeff": decay.coeff if decay is not None else 0.0}
 
     # -- state dict ------------------------------------------------------------------------
     def _param_key(self, index: int, param: Any) -> str:
         return getattr(param, "name", None) or f"param_{index}"
 
     def state_dict(self) -> "OrderedDict[str, Any]":
-        """Per-parameter state as ``{"<param name>_<state>": tensor}`` plus ``LR`` (and
-        ``LR_Scheduler``, the scheduler's state dict, with an LRScheduler)."""
+        """Per-parameter state as ``{"<param name>_<state>": tensor}`` plus the learning
+        rate: ``LR`` (a float) or ``LR_Scheduler`` (the scheduler's state dict)."""
         out: OrderedDict[str, Any] = OrderedDict()
         for i, param in enumerate(self._parameter_list or ()):
             for key, value in self._state.get(id(param), {}).items():
                 out[f"{self._param_key(i, param)}_{key}"] = value
-        out["LR"] = self._learning_rate
-        if not isinstance(self._lr, float) and callable(getattr(self._lr, "state_dict", None)):
-            out["LR_Scheduler"] = self._lr.state_dict()
+        if _is_scheduler(self._learning_rate):
+            out["LR_Scheduler"] = self._learning_rate.state_dict()
+        else:
+            out["LR"] = self._learning_rate
         return out
 
     def set_state_dict(self, state_dict: dict, strict: bool = True) -> None:
@@ -333,7 +406,7 @@ class Optimizer:
         expected: dict[str, tuple[Any, str]] = {}
         for i, param in enumerate(self._parameter_list or ()):
             prefix = self._param_key(i, param) + "_"
-            for key in self._all_state_keys():
+            for key in self._state_names:
                 expected[prefix + key] = (param, key)
         given = {k: v for k, v in state_dict.items() if k not in ("LR", "LR_Scheduler")}
         if strict:
@@ -344,17 +417,17 @@ class Optimizer:
                                  f"{self._param_names()}); pass strict=False to load only "
                                  f"the keys that match")
             for i, param in enumerate(self._parameter_list or ()):
-                keys = [self._param_key(i, param) + "_" + k for k in self._all_state_keys()]
+                keys = [self._param_key(i, param) + "_" + k for k in self._state_names]
                 lacking = [k for k in keys if k not in given]
                 if lacking and len(lacking) < len(keys):
                     raise ValueError(f"{cls}.set_state_dict: parameter "
                                      f"'{self._param_key(i, param)}' lacks {lacking[0]!r} "
                                      f"(a parameter's state is loaded whole); pass "
                                      f"strict=False to load it anyway")
-        if "LR_Scheduler" in state_dict and not isinstance(self._lr, float) \
-                and callable(getattr(self._lr, "set_state_dict", None)):
-            self._lr.set_state_dict(state_dict["LR_Scheduler"])
-        elif "LR" in state_dict and isinstance(self._lr, float):
+        if _is_scheduler(self._learning_rate):
+            if "LR_Scheduler" in state_dict:
+                self._learning_rate.set_state_dict(state_dict["LR_Scheduler"])
+        elif "LR" in state_dict:
             self.set_lr(float(np.asarray(state_dict["LR"])))
         for key, value in given.items():
             if key in expected:
@@ -364,9 +437,6 @@ class Optimizer:
 
     def _param_names(self) -> list[str]:
         return [self._param_key(i, p) for i, p in enumerate(self._parameter_list or ())]
-
-    def _all_state_keys(self) -> tuple[str, ...]:
-        return self._state_names
 
     def _load_state_value(self, state: dict, key: str, value: np.ndarray, param: Any) -> None:
         target = np.asarray(state[key])
@@ -378,90 +448,133 @@ class Optimizer:
         target[...] = value
 
     def __repr__(self) -> str:
-        lr = self._lr if isinstance(self._lr, float) else type(self._lr).__name__
-        return f"{type(self).__name__}(learning_rate={lr})"
+        lr = self._learning_rate
+        return f"{type(self).__name__}(learning_rate=" \
+               f"{type(lr).__name__ if _is_scheduler(lr) else lr})"
 
 
 class SGD(Optimizer):
-    """``param -= lr * (grad + weight_decay * param)``."""
+    """``param -= lr * g``, ``g`` the (clipped) gradient plus the weight decay term."""
 
-    _update_op = "fastop::sgd_update"
+    _update_op = "sgd_update"
 
-    def _static_io(self, param, grad, lr, state):
+    def _io(self, param, grad, lr, state):
         return [param, grad, lr], [param]
 
 
 class Momentum(Optimizer):
     """Momentum SGD: ``v = momentum * v + g; param -= lr * v`` (Nesterov:
-    ``param -= lr * (g + momentum * v)``), ``g = grad + weight_decay * param``."""
+    ``param -= lr * (g + momentum * v)``), ``g`` the (clipped) gradient plus the weight
+    decay term."""
 
-    _update_op = "fastop::momentum_update"
+    _update_op = "momentum_update"
     _state_names = ("velocity",)
 
-    def __init__(self, learning_rate: float = 0.001, momentum: float = 0.9,
+    def __init__(self, learning_rate: Any = 0.001, momentum: float = 0.9,
                  parameters: Iterable[Any] | None = None, use_nesterov: bool = False,
-                 weight_decay: float | None = None, grad_clip: Any = None,
+                 weight_decay: Any = None, grad_clip: ClipGradBase | None = None,
                  name: str | None = None) -> None:
         super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
         self._momentum, self._use_nesterov = float(momentum), bool(use_nesterov)
 
-    def _static_io(self, param, grad, lr, state):
-        (velocity,) = state
+    def _io(self, param, grad, lr, state):
+        velocity = state["velocity"]
         return [param, grad, velocity, lr], [param, velocity]
 
-    def _attrs(self):
+    def _attrs(self, param):
         return {"momentum": self._momentum, "use_nesterov": self._use_nesterov,
-                "weight_decay": self._weight_decay}
+                **super()._attrs(param)}
 
 
 class Adam(Optimizer):
-    """Adam with bias correction; ``weight_decay`` is L2 added to the gradient (as
-    PaddlePaddle's Adam). Moments start at zero, the beta powers at beta1/beta2."""
+    """Adam with bias correction; ``weight_decay`` is added to the gradient (L2 or L1,
+    as PaddlePaddle's Adam; for decoupled decay use :class:`AdamW`). Moments start at
+    zero, the beta powers at beta1/beta2."""
 
-    _update_op = "fastop::adam_update"
-    _state_names = ("moment1", "moment2")
+    _update_op = "adam_update"
+    _state_names = ("moment1", "moment2", "beta1_pow", "beta2_pow")
 
-    def __init__(self, learning_rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999,
+    def __init__(self, learning_rate: Any = 0.001, beta1: float = 0.9, beta2: float = 0.999,
                  epsilon: float = 1e-8, parameters: Iterable[Any] | None = None,
-                 weight_decay: float | None = None, grad_clip: Any = None,
+                 weight_decay: Any = None, grad_clip: ClipGradBase | None = None,
                  lazy_mode: bool = False, name: str | None = None) -> None:
         super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
+        owner = type(self).__name__
         for label, beta in (("beta1", beta1), ("beta2", beta2)):
             if not 0.0 <= beta < 1.0:
-                raise ValueError(f"Adam: {label} must be in [0, 1), got {beta}")
+                raise ValueError(f"{owner}: {label} must be in [0, 1), got {beta}")
+        if not epsilon >= 0:
+            raise ValueError(f"{owner}: epsilon must be >= 0, got {epsilon}")
         if lazy_mode:
-            raise ValueError("Adam: lazy_mode (sparse updates) is not supported by fastop")
+            raise ValueError(f"{owner}: lazy_mode (sparse updates) is not supported by "
+                             f"fastop")
         self._beta1, self._beta2, self._epsilon = float(beta1), float(beta2), float(epsilon)
 
-    def _new_state(self, param):
-        from fastop import full
-        state = super()._new_state(param)
-        state["beta1_pow"] = full([1], self._beta1, param.dtype)
-        state["beta2_pow"] = full([1], self._beta2, param.dtype)
-        return state
+    def _state_init(self, param):
+        shape = list(param.shape)
+        return {"moment1": (shape, 0.0), "moment2": (shape, 0.0),
+                "beta1_pow": ([1], self._beta1), "beta2_pow": ([1], self._beta2)}
 
-    def _eager_update(self, param, grad, lr, state):
-        inputs = [param, grad.contiguous(), lr, state["moment1"],
-                  state["moment2"], state["beta1_pow"], state["beta2_pow"]]
-        B.adam_update(*inputs, out=[param, *inputs[3:]], **self._attrs())
-
-    def _static_io(self, param, grad, lr, state):
-        m1, m2 = state
-        b1p = self._static_variable(f"{param.name}_beta1_pow", [1], param.dtype, self._beta1)
-        b2p = self._static_variable(f"{param.name}_beta2_pow", [1], param.dtype, self._beta2)
+    def _io(self, param, grad, lr, state):
+        m1, m2, b1p, b2p = (state[key] for key in self._state_names)
         return [param, grad, lr, m1, m2, b1p, b2p], [param, m1, m2, b1p, b2p]
 
-    def _attrs(self):
+    def _attrs(self, param):
         return {"beta1": self._beta1, "beta2": self._beta2, "epsilon": self._epsilon,
-                "weight_decay": self._weight_decay}
-
-    def _all_state_keys(self):
-        return (*self._state_names, "beta1_pow", "beta2_pow")
+                **super()._attrs(param)}
 
     def _load_state_value(self, state, key, value, param):
         if key in ("beta1_pow", "beta2_pow"):
             if value.size != 1:
-                raise ValueError(f"Adam.set_state_dict: state '{key}' of parameter "
-                                 f"'{param.name}' is a number, got shape {list(value.shape)}")
+                raise ValueError(f"{type(self).__name__}.set_state_dict: state '{key}' of "
+                                 f"parameter '{param.name}' is a number, got shape "
+                                 f"{list(value.shape)}")
             value = np.reshape(value, [1])
         super()._load_state_value(state, key, value, param)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (PaddlePaddle's ``AdamW``, Loshchilov & Hutter):
+    ``param = param * (1 - lr * weight_decay)``, then Adam's step on the (clipped)
+    gradient; the decay is not added to the gradient, so the moments never see it.
+
+    ``lr_ratio(param) -> float`` scales the learning rate per parameter (layer-wise
+    rates); ``apply_decay_param_fun(name) -> bool`` picks the parameters that decay
+    (e.g. not biases and norms). ``multi_precision`` keeps float32 master weights of
+    lower-precision parameters in PaddlePaddle; fastop's are float32/float64, so it
+    changes nothing."""
+
+    _update_op = "adamw_update"
+
+    def __init__(self, learning_rate: Any = 0.001, beta1: float = 0.9, beta2: float = 0.999,
+                 epsilon: float = 1e-8, parameters: Iterable[Any] | None = None,
+                 weight_decay: float = 0.01,
+                 lr_ratio: Callable[[Any], float] | None = None,
+                 apply_decay_param_fun: Callable[[str], bool] | None = None,
+                 grad_clip: ClipGradBase | None = None, lazy_mode: bool = False,
+                 multi_precision: bool = False, name: str | None = None) -> None:
+        if isinstance(weight_decay, bool) or not isinstance(weight_decay, (int, float)):
+            raise TypeError(f"AdamW: weight_decay must be a float (the decoupled decay "
+                            f"coefficient), got {type(weight_decay).__name__}")
+        if not math.isfinite(weight_decay) or weight_decay < 0:
+            raise ValueError(f"AdamW: weight_decay must be finite and non-negative, got "
+                             f"{weight_decay}")
+        for label, fn in (("lr_ratio", lr_ratio),
+                          ("apply_decay_param_fun", apply_decay_param_fun)):
+            if fn is not None and not callable(fn):
+                raise TypeError(f"AdamW: {label} must be callable or None, got "
+                                f"{type(fn).__name__}")
+        super().__init__(learning_rate, beta1, beta2, epsilon, parameters, None, grad_clip,
+                         lazy_mode, name)
+        self._coeff = float(weight_decay)
+        self._lr_ratio_fn, self._apply_decay_param_fun = lr_ratio, apply_decay_param_fun
+        self._multi_precision = bool(multi_precision)
+
+    def _lr_ratio(self, param):
+        return 1.0 if self._lr_ratio_fn is None else float(self._lr_ratio_fn(param))
+
+    def _attrs(self, param):
+        decays = self._apply_decay_param_fun is None or \
+            bool(self._apply_decay_param_fun(param.name))
+        return {"beta1": self._beta1, "beta2": self._beta2, "epsilon": self._epsilon,
+                "coeff": self._coeff, "with_decay": decays}

@@ -718,7 +718,10 @@ class Executor:
             feed = {}
         fetch = () if fetch_list is None else fetch_list \
             if type(fetch_list) in (list, tuple) else list(fetch_list)
-        scope_vars = (_global_scope if scope is None else scope)._vars
+        scope = _global_scope if scope is None else scope
+        for hook in program._run_hooks:
+            hook(scope)
+        scope_vars = scope._vars
         # fast path: the plan of the previous run, if the fetch list holds the same
         # items and the feeds have its signature (the plan checks them in C)
         entry = self._plans.get(id(program))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -424,6 +424,9 @@ class Program:
         self.blocks = [Block(self, 0)]
         self._version = 0
         self.random_seed = 0
+        # called with the scope before each Executor.run of this program (an
+        # optimizer's LRScheduler writing the learning-rate variable)
+        self._run_hooks: list[Callable[[Any], None]] = []
 
     def _bump(self) -> None:
         self._version += 1
@@ -470,6 +473,7 @@ class Program:
             return None if x is None else block.vars[x.name]
         block.ops = [Operator(block, op.opdef, same(op.inputs), same(op.outputs),
                               dict(op.attrs)) for op in src.ops]
+        copy._run_hooks = list(self._run_hooks)
         copy._bump()
         return copy
 
