@@ -181,7 +181,9 @@ def _decode_op(record: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         return op, {}
     name = record["op"]
     if name not in registry and record.get("source"):   # an op from load_directory
-        plugins.manager.load_directory_source(name, record["source"])
+        # importing its module runs code: only with the caller's allow-list (with
+        # load_program's allowed_modules/trust_code: allows=policy.allows); None refuses
+        plugins.manager.load_directory_source(name, record["source"], allows=None)
     try:
         opdef = registry.get(name)
     except UnknownOpError as exc:
