@@ -69,7 +69,8 @@ def opcheck(op: OpDef | str, sample_inputs: Sequence[Any], attrs: dict[str, Any]
       shape and dtype (the rule must not use values it did not declare);
     - ``double_grad``: when the gradient is itself differentiable (a composite rule, or a
       backward kernel op with its own rule), second derivatives against finite
-      differences of the first, in eager mode;
+      differences of the first, in eager mode; skipped, naming the op, when the rule
+      calls an op that has no gradient rule (the gradient is not recorded);
     - ``eager_static``: the op and its backward (``fastop.grad``) in eager mode against the
       same in a one-op static Program (``static.gradients``) run by an Executor.
 
@@ -313,6 +314,14 @@ class _Checker:
                     f"which has no gradient rule")
         inputs = self._float64()
         call = self._eager_call(inputs)
+        frozen = self._gradients_not_recorded(call, inputs)
+        if frozen:
+            users = self._rule_ops_without_gradient()
+            why = (f"the rule calls {', '.join(users)}, which "
+                   f"{'has' if len(users) == 1 else 'have'} no gradient rule") if users \
+                else "the rule computes it outside autograd"
+            return (f"skipped: the gradient of {', '.join(frozen)} is not differentiable "
+                    f"again ({why})")
         try:
             with _mode("eager"):
                 gradgradcheck(call, self._tensors(inputs), eps=1e-6,
@@ -320,6 +329,32 @@ class _Checker:
         except GradcheckError as exc:
             raise self.fail("double_grad", str(exc).split("\n")[0]) from None
         return "ok"
+
+    def _gradients_not_recorded(self, call: Callable[..., Any],
+                                inputs: Sequence[Any]) -> list[str]:
+        """The inputs whose first-order gradient (eager, ``create_graph=True``, as a
+        function of the inputs and the output gradients, as gradgradcheck takes it)
+        autograd did not record: a composite rule calling an op without a gradient rule."""
+        from fastop.tensor import grad, to_tensor
+        tensors = self._tensors(inputs)
+        with _mode("eager"):
+            outs = [o for o in _as_tuple(call(*tensors)) if o.dtype.is_floating]
+            douts = [to_tensor(d, stop_gradient=False)
+                     for d in self._douts([o.numpy() for o in outs])]
+            grads = grad(outs, [t for t in tensors if not t.stop_gradient], douts,
+                         create_graph=True, allow_unused=True)
+        leaves = [self.op.inputs[i].name for i in self.wrt for _ in _flat([inputs[i]])]
+        return list(dict.fromkeys(f"input '{name}'" for name, g in zip(leaves, grads)
+                                  if g is not None and g.stop_gradient))
+
+    def _rule_ops_without_gradient(self) -> list[str]:
+        """The ops the gradient rule calls that take differentiable inputs but have no
+        gradient rule of their own (read off the rule applied in a static Program)."""
+        outputs = self.op.invoke(_each(from_numpy, self.inputs), self.attrs)
+        main, *_ = self._static_program(self._douts([np.asarray(o) for o in outputs]))
+        ops = main.global_block().ops[1:]           # after the op itself: its gradient
+        return list(dict.fromkeys(op.opdef.name for op in ops if op.opdef.grad_rule is None
+                                  and op.opdef.differentiable_inputs))
 
     def _tensors(self, inputs: Sequence[Any]) -> list[Any]:
         """Eager tensors of the inputs, flat; those checked take gradients."""
@@ -385,6 +420,18 @@ class _Checker:
 
     def _static(self, douts: Sequence[Any]) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
         from fastop import static
+        main, scope, feed, outs, grads = self._static_program(douts)
+        fetched = static.Executor(static.CPUPlace()).run(
+            main, feed=feed, fetch_list=[*outs, *[g for g in grads if g is not None]],
+            scope=scope)
+        results = iter(fetched[len(outs):])
+        return list(fetched[:len(outs)]), [None if g is None else next(results) for g in grads]
+
+    def _static_program(self, douts: Sequence[Any]) -> tuple[Any, Any, dict[str, np.ndarray],
+                                                              tuple, list[Any]]:
+        """A one-op Program on data variables, with its gradient appended when there is
+        one: (program, scope, feed, outputs, input gradients)."""
+        from fastop import static
         main, startup, scope = static.Program(), static.Program(), static.Scope()
         feed: dict[str, np.ndarray] = {}
 
@@ -403,11 +450,7 @@ class _Checker:
                 sources = _flat([variables[i] for i in self.wrt])
                 grads = static.gradients([o for o, _ in pairs], sources,
                                          [d for _, d in pairs])
-        fetched = static.Executor(static.CPUPlace()).run(
-            main, feed=feed, fetch_list=[*outs, *[g for g in grads if g is not None]],
-            scope=scope)
-        results = iter(fetched[len(outs):])
-        return list(fetched[:len(outs)]), [None if g is None else next(results) for g in grads]
+        return main, scope, feed, outs, grads
 
 
 def _other_numbers(value: Any) -> Any:

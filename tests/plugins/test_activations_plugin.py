@@ -7,7 +7,8 @@ import fastop
 from fastop import static
 from fastop._core.storage import from_numpy
 from fastop.ops.checking import check_grad_rule
-from fastop.plugins import loaded_plugins
+from fastop.plugins import loaded_plugins, op_samples
+from fastop.testing import opcheck
 
 OPS = {
     "swish": (lambda x: x / (1 + np.exp(-x)), {}),
@@ -140,3 +141,13 @@ def test_user_relu_static_matches_eager(dtype):
     ye.sum().backward()
     np.testing.assert_array_equal(got_out, ye.numpy())
     np.testing.assert_array_equal(got_dx, xe.grad.numpy())
+
+
+def test_user_relu_samples_stay_away_from_the_kink_and_pass_every_check():
+    samples = op_samples()
+    for x, in samples["activations::user_relu_forward"]:
+        assert np.abs(x).min() >= 0.1        # finite differences step 1e-6 over x
+    for y, dy in samples["activations::user_relu_backward"]:
+        assert (y >= 0).all() and (y == 0).any() and y.shape == dy.shape   # relu outputs
+    for name in ("activations::user_relu_forward", "activations::user_relu_backward"):
+        assert set(opcheck(name, samples[name]).values()) == {"ok"}

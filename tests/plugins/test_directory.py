@@ -191,53 +191,110 @@ def save_program(op, model_path):
 
 RUN_SAVED = """
 import sys, numpy as np, fastop
+if sys.argv[3] != "-":
+    fastop.plugins.load_directory(sys.argv[3])
 fastop.enable_static()
-program = fastop.static.load_program(sys.argv[1], allowed_modules=sys.argv[3:])
+program = fastop.static.load_program(sys.argv[1], allowed_modules=sys.argv[4:])
 out, = fastop.static.Executor(fastop.CPUPlace()).run(
     program, feed={"x": np.array([[-1.0, 0.5, 2.0]], "float32")}, fetch_list=[sys.argv[2]])
 print(out.tolist())
 """
 
 
-def run_saved(model_path, fetch, *allowed_modules):
+def run_saved(model_path, fetch, preload=None, allowed_modules=()):
+    """Load and run the saved program in a fresh process (after load_directory of
+    `preload`, if given; with `allowed_modules`)."""
     return subprocess.run([sys.executable, "-c", RUN_SAVED, str(model_path), fetch,
-                           *allowed_modules],
+                           str(preload or "-"), *allowed_modules],
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(
                               p for p in sys.path if p)})
 
 
-def test_a_saved_program_records_the_module_and_loads_it_in_a_fresh_process(op_dir, request,
-                                                                           tmp_path):
-    ns = unique(request)
-    write(op_dir, f"{ns}_ops", RELU.format(ns=ns))
+# importing the module leaves a mark: refused loads must import nothing
+MARKING = RELU + """
+    with open(__file__ + ".imported", "a") as mark:
+        mark.write("imported\\n")
+"""
+
+
+def saved_with_directory_op(op_dir, ns, tmp_path):
+    """A program saved with {ns}::user_relu from `op_dir`; (model path, fetch name)."""
+    write(op_dir, f"{ns}_ops", MARKING.format(ns=ns))
     load_directory(op_dir)
-    fetch = save_program(getattr(fastop.ops, ns).user_relu, tmp_path / "model")
+    (op_dir / f"{ns}_ops.py.imported").unlink()
+    return tmp_path / "model", save_program(getattr(fastop.ops, ns).user_relu,
+                                            tmp_path / "model")
+
+
+def test_a_saved_program_records_the_module_and_refuses_to_import_it_unasked(op_dir, request,
+                                                                             tmp_path):
+    ns = unique(request)
+    model, fetch = saved_with_directory_op(op_dir, ns, tmp_path)
     record = json.loads((tmp_path / "model.program.json").read_text())["ops"][0]
     assert record["source"] == {"directory": os.path.realpath(op_dir),
                                 "module": f"{ns}_ops"}
-    proc = run_saved(tmp_path / "model", fetch)
+    proc = run_saved(model, fetch)
     assert proc.returncode != 0
-    assert "UntrustedCodeError" in proc.stderr
-    assert f"allowed_modules=['{ns}_ops']" in proc.stderr
-    proc = run_saved(tmp_path / "model", fetch, f"{ns}_ops")
+    real = os.path.realpath(op_dir)
+    assert (f"fastop.plugins._manager.UntrustedOpModuleError: static.load_program: cannot "
+            f"read '{model}.program.json': op #0: the program needs op "
+            f"'{ns}::user_relu' from module '{ns}_ops' in directory '{real}': loading it "
+            f"imports {os.path.join(real, ns + '_ops.py')}, which runs its code. If you "
+            f"trust it, pass allowed_modules=['{ns}_ops'] (or trust_code=True to allow any "
+            f"module), or load the directory first with "
+            f"fastop.plugins.load_directory({real!r})") in proc.stderr
+    assert not (op_dir / f"{ns}_ops.py.imported").exists()
+    proc = run_saved(model, fetch, allowed_modules=[f"{ns}_ops"])
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == [[0.0, 1.0, 4.0]]
+    assert (op_dir / f"{ns}_ops.py.imported").read_text() == "imported\n"   # once
 
 
-def test_a_saved_program_whose_module_is_gone_names_it(op_dir, request, tmp_path):
+def test_a_saved_program_runs_in_a_fresh_process_that_loaded_the_directory(op_dir, request,
+                                                                            tmp_path):
     ns = unique(request)
-    write(op_dir, f"{ns}_ops", RELU.format(ns=ns))
-    load_directory(op_dir)
-    fetch = save_program(getattr(fastop.ops, ns).user_relu, tmp_path / "model")
+    model, fetch = saved_with_directory_op(op_dir, ns, tmp_path)
+    proc = run_saved(model, fetch, op_dir)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [[0.0, 1.0, 4.0]]
+    assert (op_dir / f"{ns}_ops.py.imported").read_text() == "imported\n"   # once
+
+
+def test_the_recorded_module_is_imported_only_when_the_allow_list_accepts_it(op_dir, request):
+    """What load_program does with a recorded source, under its allowed_modules."""
+    ns = unique(request)
+    write(op_dir, f"{ns}_ops", MARKING.format(ns=ns))
+    source = {"directory": str(op_dir), "module": f"{ns}_ops"}
+    manager = fastop.plugins.manager
+    for allows in (None, lambda module: module == "numpy", lambda module: False):
+        with pytest.raises(fastop.plugins.UntrustedOpModuleError,
+                           match=rf"pass allowed_modules=\['{ns}_ops'\] \(or trust_code=True"):
+            manager.load_directory_source(f"{ns}::user_relu", source, allows)
+    assert not (op_dir / f"{ns}_ops.py.imported").exists()
+    assert f"{ns}_ops" not in sys.modules and f"{ns}::user_relu" not in fastop.ops.registry
+    asked = []
+    op = manager.load_directory_source(f"{ns}::user_relu", source,
+                                       lambda module: asked.append(module) or True)
+    assert asked == [f"{ns}_ops"] and op is fastop.ops.registry.get(f"{ns}::user_relu")
+    np.testing.assert_array_equal(op(fastop.to_tensor(np.array([-1.0, 2.0]))).numpy(), [0, 2])
+    with pytest.raises(ValueError, match=rf"the program needs op '{ns}::other' from module "
+                                         rf"'{ns}_ops' .* but the module does not define it"):
+        manager.load_directory_source(f"{ns}::other", source, lambda module: True)
+
+
+def test_a_saved_program_whose_module_is_gone_or_broken_names_it(op_dir, request, tmp_path):
+    ns = unique(request)
+    model, fetch = saved_with_directory_op(op_dir, ns, tmp_path)
     (op_dir / f"{ns}_ops.py").rename(op_dir / "renamed.py")
-    proc = run_saved(tmp_path / "model", fetch, f"{ns}_ops")
+    proc = run_saved(model, fetch)
     assert proc.returncode != 0
     assert f"the program needs op '{ns}::user_relu' from module '{ns}_ops' in directory " \
            f"'{os.path.realpath(op_dir)}', but that module is not there" in proc.stderr
-    (op_dir / "renamed.py").write_text("raise ImportError('broken on purpose')\n"
-                                       "fastop_register_ops = None\n")
-    (op_dir / "renamed.py").rename(op_dir / f"{ns}_ops.py")
-    proc = run_saved(tmp_path / "model", fetch, f"{ns}_ops")
-    assert f"from module '{ns}_ops' in directory" in proc.stderr
-    assert "could not be loaded" in proc.stderr and "broken on purpose" in proc.stderr
+    write(op_dir, f"{ns}_broken", "raise ImportError('broken on purpose')\n"
+                                  "fastop_register_ops = None\n")
+    source = {"directory": str(op_dir), "module": f"{ns}_broken"}
+    with pytest.raises(ValueError, match=rf"from module '{ns}_broken' in directory .* could "
+                                         rf"not be loaded: .*broken on purpose"):
+        fastop.plugins.manager.load_directory_source(f"{ns}::lost", source,
+                                                     lambda module: True)

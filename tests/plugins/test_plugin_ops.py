@@ -5,11 +5,12 @@ or op is checked without touching this file. The packages must be installed and 
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fastop import plugins
 from fastop.ops import registry
-from fastop.testing import opcheck
+from fastop.testing import Sample, opcheck
 
 PACKAGES = Path(__file__).resolve().parents[2] / "plugins"
 
@@ -25,6 +26,7 @@ BACKWARD_KERNELS = {op.grad_rule.kernel_op for op in registry
                     if op.grad_rule is not None and op.grad_rule.kernel_op}
 OPS = sorted(name for dist in DISTRIBUTIONS if dist in LOADED for name in LOADED[dist].ops
              if name not in BACKWARD_KERNELS)
+NONE_LOADED = "<no plugin op is loaded>"     # a failing case, not an empty (skipped) set
 
 
 def test_the_repository_has_plugin_packages():
@@ -38,11 +40,30 @@ def test_every_plugin_package_is_installed_and_loaded(dist):
     assert LOADED[dist].ops, f"{dist} registered no ops"
 
 
-@pytest.mark.parametrize("name", OPS)
-def test_plugin_op_passes_opcheck(name):
+def _samples(name):
+    if name == NONE_LOADED:
+        pytest.fail("no op of the plugin packages in plugins/ is loaded: install them "
+                    "(make test does)")
     samples = plugins.op_samples().get(name)
     if not samples:
         pytest.fail(f"{name} ({registry.get(name).plugin}) declares no samples: add them "
                     f"to the plugin's fastop_op_samples hook (docs/plugins.md)")
-    report = opcheck(name, samples)
-    assert report["meta"] == report["eager_static"] == "ok"
+    return samples
+
+
+@pytest.mark.parametrize("name", OPS or [NONE_LOADED])
+def test_plugin_op_passes_opcheck(name):
+    report = opcheck(name, _samples(name))
+    assert report["meta"] == report["eager_static"] == "ok", report
+    if registry.get(name).grad_rule is not None:
+        assert report["gradient"] == "ok", report
+    assert all(v == "ok" or v.startswith("skipped: ") for v in report.values()), report
+
+
+@pytest.mark.parametrize("name", OPS or [NONE_LOADED])
+def test_plugin_op_samples_cover_both_float_dtypes(name):
+    """A float32 sample checks the float32 kernel against the meta function (and the
+    float64 one); a float64 sample is what finite differences need."""
+    dtypes = {np.asarray(s.inputs[0] if isinstance(s, Sample) else s[0]).dtype.name
+              for s in _samples(name)}
+    assert dtypes >= {"float32", "float64"}, f"{name}: samples in {sorted(dtypes)}"

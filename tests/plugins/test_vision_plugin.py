@@ -14,7 +14,8 @@ import fastop_vision
 from fastop import nn, static
 from fastop._core.storage import from_numpy
 from fastop.ops.checking import check_grad_rule
-from fastop.plugins import loaded_plugins
+from fastop.plugins import loaded_plugins, op_samples
+from fastop.testing import opcheck
 from fastop_vision import _kernels
 
 TOL = {"float32": dict(rtol=1e-4, atol=1e-5), "float64": dict(rtol=1e-10, atol=1e-12)}
@@ -179,6 +180,73 @@ def test_installed_and_discovered_through_the_entry_point():
     op = fastop.ops.vision.conv2d
     assert op.plugin == "fastop-vision" and op.dtypes == ["float32", "float64"]
     assert [str(a) for a in op.inputs] == ["x", "weight", "bias?"]
+
+
+def test_the_kernels_are_registered_as_they_are_and_the_registry_checks_their_input():
+    """No meta re-check inside the kernels: the registry runs the meta function before
+    a Python kernel (once per input signature), so bad input never reaches numpy."""
+    pairs = {"conv2d": _kernels.conv2d_forward, "conv2d_grad": _kernels.conv2d_backward,
+             "max_pool2d": _kernels.max_pool2d_forward,
+             "max_pool2d_grad": _kernels.max_pool2d_backward,
+             "avg_pool2d": _kernels.avg_pool2d_forward,
+             "avg_pool2d_grad": _kernels.avg_pool2d_backward}
+    for name, kernel in pairs.items():
+        op = fastop.ops.registry.get(f"vision::{name}")
+        assert op.kernels == {"float32": kernel, "float64": kernel}, name
+    x = fastop.to_tensor(np.ones((2, 3, 5, 5), np.float32))
+    w = fastop.to_tensor(np.ones((4, 2, 3, 3), np.float32))
+    with pytest.raises(ValueError, match="input 'x' has 3 channels") as caught:
+        fastop.ops.vision.conv2d(x, w)
+    assert "raised inside the meta function of op 'vision::conv2d'" in caught.value.__notes__
+
+
+# -- samples for fastop.testing.opcheck ------------------------------------------------------
+
+def _vision_samples(name):
+    return op_samples()[f"vision::{name}"]
+
+
+def test_conv_samples_cover_the_attributes():
+    for name in ("conv2d", "conv2d_grad"):
+        samples = _vision_samples(name)
+        attrs = [s.attrs for s in samples]
+        paddings = {type(a.get("padding", 0)).__name__ for a in attrs}
+        assert paddings >= {"int", "tuple", "list", "str"}, name     # Paddle's forms
+        assert any(a.get("stride", 1) != 1 for a in attrs), name
+        assert any(a.get("dilation", 1) != 1 for a in attrs), name
+        assert any(a.get("groups", 1) > 1 for a in attrs), name
+        # depthwise: as many groups as input channels
+        assert any(a.get("groups", 1) == s.inputs[0].shape[1] > 1
+                   for s, a in zip(samples, attrs)), name
+    assert any(s.inputs[2] is None for s in _vision_samples("conv2d"))   # no bias
+
+
+def test_pool_samples_cover_the_attributes_and_keep_maxima_apart():
+    avg = [s.attrs for s in _vision_samples("avg_pool2d")]
+    assert any(a.get("ceil_mode") for a in avg) and any(a.get("padding") for a in avg)
+    assert any(a.get("exclusive") is False for a in avg)
+    assert any(a.get("divisor_override") for a in avg)
+    for sample in _vision_samples("max_pool2d"):
+        values = np.sort(sample.inputs[0].astype(np.float64).ravel())
+        # a maximum changes place only if two values are within the finite differences'
+        # step (1e-6) of each other
+        assert np.diff(values).min() > 0.05
+    for sample in _vision_samples("max_pool2d_grad"):
+        x, mask, dout = sample.inputs
+        out, want_mask = _run("max_pool2d", [x], sample.attrs)
+        np.testing.assert_array_equal(mask, want_mask)
+        assert dout.shape == out.shape and dout.dtype == x.dtype
+
+
+def test_opcheck_skips_the_double_gradient_of_max_pooling_and_checks_the_rest():
+    report = opcheck("vision::max_pool2d", _vision_samples("max_pool2d"))
+    assert report == {"meta": "ok", "gradient": "ok", "reads": "ok",
+                      "double_grad": "skipped: the gradient of input 'x' is not "
+                                     "differentiable again (the rule calls "
+                                     "vision::max_pool2d_grad, which has no gradient rule)",
+                      "eager_static": "ok"}
+    report = opcheck("vision::avg_pool2d", _vision_samples("avg_pool2d"))
+    assert set(report.values()) == {"ok"}
 
 
 # -- forward and backward kernels against the loops -----------------------------------------

@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 
 from fastop.plugins._manager import (ENTRY_POINT_GROUP, EntryPoint, PluginError, PluginInfo,
-                                     PluginLoadWarning, PluginManager, entry_points, manager)
+                                     PluginLoadWarning, PluginManager, UntrustedOpModuleError,
+                                     entry_points, manager)
 
-__all__ = ["PluginLoadWarning", "PluginError", "PluginInfo", "PluginManager", "EntryPoint",
+__all__ = ["PluginLoadWarning", "PluginError", "UntrustedOpModuleError", "PluginInfo", "PluginManager", "EntryPoint",
            "ENTRY_POINT_GROUP", "entry_points", "manager", "load_plugins",
            "load_builtin_plugin", "load_directory", "list", "loaded_plugins", "op_samples"]
 
@@ -41,8 +42,10 @@ def load_directory(path: str | os.PathLike[str]) -> list[PluginInfo]:
     ``FASTOP_STRICT_PLUGINS=1``), leaving nothing of it registered. An op name that
     another plugin already defines is such a failure, naming both. Loading a directory
     again is a no-op (a module that failed is tried again). A static Program saved with
-    one of these ops records the directory and module, and loading the Program loads
-    them again.
+    one of these ops records the directory and module; loading the Program imports the
+    module again only when the caller allows it (``static.load_program``'s
+    ``allowed_modules=[module]`` or ``trust_code=True``), or finds the op already
+    registered by a load_directory call.
 
     Raises NotADirectoryError, or PluginError when no module there implements the hook.
     """

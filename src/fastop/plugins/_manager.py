@@ -44,17 +44,18 @@ import warnings
 from dataclasses import dataclass
 from importlib import import_module
 from types import ModuleType
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import pluggy
 
 from fastop import hookspecs
 from fastop._env import env_flag
+from fastop._files import UntrustedCodeError
 from fastop.ops import OpDef, Registry, registry as default_registry
 from fastop.ops._registry import did_you_mean
 
-__all__ = ["PluginLoadWarning", "PluginError", "PluginInfo", "EntryPoint", "PluginManager",
-           "entry_points", "manager", "ENTRY_POINT_GROUP"]
+__all__ = ["PluginLoadWarning", "PluginError", "UntrustedOpModuleError", "PluginInfo",
+           "EntryPoint", "PluginManager", "entry_points", "manager", "ENTRY_POINT_GROUP"]
 
 ENTRY_POINT_GROUP = "fastop"
 
@@ -65,6 +66,12 @@ class PluginLoadWarning(UserWarning):
 
 class PluginError(RuntimeError):
     """A plugin could not be loaded (strict mode), or a plugin request makes no sense."""
+
+
+class UntrustedOpModuleError(UntrustedCodeError):
+    """A saved Program needs an op module from a directory that the caller did not
+    allow: importing it would run its code (pass ``allowed_modules=[module]`` or
+    ``trust_code=True`` to the loader, or load the directory first)."""
 
 
 @dataclass(frozen=True)
@@ -412,14 +419,37 @@ class PluginManager:
                 return {"directory": directory, "module": module}
         return None
 
-    def load_directory_source(self, op_name: str, source: dict[str, str]) -> OpDef:
-        """Load the directory module a saved Program recorded for ``op_name`` and return
-        the op; a ValueError naming the module when that does not give it."""
+    def check_directory_source(self, op_name: str, source: dict[str, str],
+                               allows: Callable[[str], bool] | None = None) -> str:
+        """What :meth:`load_directory_source` checks before it imports anything: the
+        recorded module is there and ``allows`` accepts its name. Returns the module's
+        path; raises ValueError (not there) or :class:`UntrustedOpModuleError`."""
         directory, module = str(source.get("directory", "")), str(source.get("module", ""))
         what = f"op '{op_name}' from module '{module}' in directory '{directory}'"
-        if not module.isidentifier() or not os.path.isfile(
-                os.path.join(directory, module + ".py")):
+        path = os.path.join(directory, module + ".py")
+        if not module.isidentifier() or not os.path.isfile(path):
             raise ValueError(f"the program needs {what}, but that module is not there")
+        if allows is None or not allows(module):
+            raise UntrustedOpModuleError(
+                f"the program needs {what}: loading it imports {path}, which runs its "
+                f"code. If you trust it, pass allowed_modules=['{module}'] (or "
+                f"trust_code=True to allow any module), or load the directory first with "
+                f"fastop.plugins.load_directory({directory!r})")
+        return path
+
+    def load_directory_source(self, op_name: str, source: dict[str, str],
+                              allows: Callable[[str], bool] | None = None) -> OpDef:
+        """Load the directory module a saved Program recorded for ``op_name`` and return
+        the op; a ValueError naming the module when that does not give it.
+
+        Importing the module runs its code, so it is imported only when ``allows`` (the
+        loader's allow-list: ``static.load_program``'s ``allowed_modules`` and
+        ``trust_code``) accepts the module's name; None accepts none. Refused, it raises
+        :class:`UntrustedOpModuleError` naming the directory, the module and the
+        arguments that allow it, and imports nothing."""
+        self.check_directory_source(op_name, source, allows)
+        directory, module = str(source["directory"]), str(source["module"])
+        what = f"op '{op_name}' from module '{module}' in directory '{directory}'"
         try:
             self._load_module(_op_directory(directory), module, strict=True)
         except PluginError as exc:

@@ -21,8 +21,10 @@ it defines (not what it imported, nor dunder attributes). Saving a program that 
 to Python functions warns, naming them and the ``allowed_modules`` that loads it back.
 
 An op loaded by :func:`fastop.plugins.load_directory` also records where it came from
-(``source``: its directory and module); loading the program loads that module again,
-which runs its code, so the module must be allowed as a function's would be.
+(``source``: its directory and module). Loading the program imports that module only
+when it is allowed as a function's module would be (or the op is already registered,
+e.g. by ``load_directory`` in the loading process); otherwise
+:class:`fastop.plugins.UntrustedOpModuleError` (an ``UntrustedCodeError``) names it.
 
 Every malformed, truncated, crafted or foreign file is a
 :class:`~fastop.serialization.LoadError` naming the file and the problem; a loaded
@@ -480,28 +482,27 @@ def _decode_op(policy: CodePolicy, block: Any, i: int, record: Any) -> Operator:
     return Operator(block, opdef, ins, outs, attrs)
 
 
-def _directory_module(policy: CodePolicy, source: Any, where: str) -> str:
-    """The module name of a load_directory op's recorded ``source``, checked (well
-    formed and allowed by `policy`) without loading anything."""
+def _check_directory_op(policy: CodePolicy, name: str, source: Any, where: str) -> None:
+    """A load_directory op's recorded ``source``: well formed, its module there and
+    allowed by `policy` — checked without importing anything."""
     if not isinstance(source, dict) or not isinstance(source.get("directory"), str) \
             or not isinstance(source.get("module"), str) or \
             not re.fullmatch(_IDENT, source["module"]):
         raise policy.error(f"{where}: 'source' must be {{\"directory\": ..., \"module\": "
                            f"...}}, got {source!r:.80}")
-    module = source["module"]
-    if not policy.allows(module):
-        raise policy.error(
-            f"{where}: the op comes from module '{module}' in directory "
-            f"'{source['directory']}' (fastop.plugins.load_directory); loading it runs that "
-            f"module's code. If you trust it, pass allowed_modules=['{module}'], or "
-            f"trust_code=True", UntrustedCodeError)
-    return module
+    try:
+        plugins.manager.check_directory_source(name, source, policy.allows)
+    except plugins.UntrustedOpModuleError as exc:
+        raise type(exc)(f"{policy.caller}: cannot read {policy.source!r}: {where}: "
+                        f"{exc}") from None
+    except ValueError as exc:
+        raise policy.error(f"{where}: {exc}") from exc
 
 
 def _load_directory_op(policy: CodePolicy, name: str, source: Any, where: str) -> None:
-    _directory_module(policy, source, where)
+    _check_directory_op(policy, name, source, where)
     try:
-        plugins.manager.load_directory_source(name, source)
+        plugins.manager.load_directory_source(name, source, policy.allows)
     except ValueError as exc:
         raise policy.error(f"{where}: {exc}") from exc
 
@@ -523,8 +524,9 @@ def program_from_dict(data: Any, policy: CodePolicy | None = None) -> Program:
         policy.check(ref, what, where)
     for i, record in enumerate(data["ops"]):
         if isinstance(record, dict) and record.get("source") is not None \
+                and isinstance(record.get("op"), str) \
                 and record.get("op") not in registry:
-            _directory_module(policy, record["source"], f"op #{i}")
+            _check_directory_op(policy, record["op"], record["source"], f"op #{i}")
     program = Program()
     block = program.global_block()
     for i, v in enumerate(data["vars"]):

@@ -126,7 +126,8 @@ def fastop_register_ops(registry):
 @fastop.hookimpl
 def fastop_op_samples():
     """Inputs for fastop.testing.opcheck (fastop's test suite checks every op with
-    them): away from leaky_relu's kink at 0, and past softplus's threshold."""
+    them): away from the kinks of relu and leaky_relu at 0 (finite differences step
+    1e-6 over them), and past softplus's threshold."""
     from fastop.testing import Sample
 
     rng = np.random.default_rng(0)
@@ -135,9 +136,20 @@ def fastop_op_samples():
         x = rng.uniform(0.1, 3.0, shape) * rng.choice([-1.0, 1.0], shape)
         return x.astype(dtype)
 
+    def relu_backward_sample(*shape, dtype="float64"):
+        # y as user_relu_forward gives it: zeros where the input was negative (every
+        # other element)
+        signs = np.where(np.arange(np.prod(shape)).reshape(shape) % 2, 1.0, -1.0)
+        y = np.maximum(np.abs(away_from_zero(*shape)) * signs, 0).astype(dtype)
+        return [y, rng.standard_normal(shape).astype(dtype)]
+
     common = [[away_from_zero(3, 4)], [away_from_zero(5, dtype="float32")],
               [away_from_zero(2, 1, 3)]]
     return {
+        "activations::user_relu_forward": common,
+        "activations::user_relu_backward": [relu_backward_sample(3, 4),
+                                            relu_backward_sample(5, dtype="float32"),
+                                            relu_backward_sample(2, 1, 3)],
         "activations::swish": common + [Sample(away_from_zero(4), beta=1.7)],
         "activations::softplus": common + [Sample(away_from_zero(6) * 4, beta=2.0,
                                                   threshold=5.0)],

@@ -8,8 +8,9 @@ convolution and average pooling can be differentiated twice.
 """
 from __future__ import annotations
 
-from functools import wraps
-from typing import Any, Callable
+from typing import Any
+
+import numpy as np
 
 import fastop
 from fastop.ops import AttrSpec, TensorMeta
@@ -31,7 +32,9 @@ AVG_POOL_ATTRS = {**POOL_ATTRS, "exclusive": True,
                   "divisor_override": AttrSpec("divisor_override", object, None)}
 
 
-# -- meta functions: shapes and dtypes, checked (static graphs run them before any data) --
+# -- meta functions: shapes and dtypes, checked. The registry runs them before a kernel
+# (eager calls: once per input signature, memoized) and as a static graph is built; the
+# kernels trust their input.
 
 def _check_4d(op: str, name: str, meta: TensorMeta, layout: str) -> None:
     if meta.ndim != 4:
@@ -125,38 +128,6 @@ def _check_out_grad(op: str, name: str, given: TensorMeta, expected: TensorMeta)
                          f"{given.shape} {given.dtype.name}")
 
 
-_CHECKED_SIGNATURES = 1024   # remembered per op; more distinct calls start over
-
-
-def _hashable(value: Any) -> Any:
-    return tuple(value) if isinstance(value, list) else value
-
-
-def _checked(meta: Callable[..., Any], kernel: Callable[..., Any]) -> Callable[..., Any]:
-    """`kernel` behind `meta`'s checks, run once per distinct input shapes, dtypes and
-    attributes: eager mode calls a Python kernel first and the meta function only to
-    check its results, so without this bad input would fail inside numpy."""
-    passed: set[tuple] = set()
-
-    @wraps(kernel)
-    def run(*arrays: Any, **attrs: Any) -> Any:
-        signature = (tuple(None if a is None else (a.shape, a.dtype) for a in arrays),
-                     tuple((k, _hashable(v)) for k, v in attrs.items()))
-        if signature not in passed:
-            meta(*[None if a is None else TensorMeta(a.shape, a.dtype.name) for a in arrays],
-                 **attrs)
-            if len(passed) >= _CHECKED_SIGNATURES:
-                passed.clear()
-            passed.add(signature)
-        return kernel(*arrays, **attrs)
-    return run
-
-
-def _numpy_kernels(op, kernel: Callable[..., Any]) -> None:
-    """Register `kernel` as the op's float32 and float64 kernel, behind its meta checks."""
-    op.kernel(*FLOATS)(_checked(op.meta_fn, kernel))
-
-
 # -- the ops --------------------------------------------------------------------------------
 
 def _register_conv2d(registry) -> None:
@@ -166,7 +137,7 @@ def _register_conv2d(registry) -> None:
         doc="2-D convolution (cross-correlation) of NCHW x with weight (C_out, C_in / groups, "
             "kh, kw), plus an optional bias (C_out,); stride, padding ('SAME', 'VALID', int, "
             "(pad_h, pad_w) or (top, bottom, left, right)), dilation as in Paddle.")
-    _numpy_kernels(conv2d, K.conv2d_forward)
+    conv2d.kernel(*FLOATS)(K.conv2d_forward)
 
     def conv2d_grad_meta(x, weight, dout, **attrs):
         _check_out_grad("vision::conv2d_grad", "dout", dout,
@@ -177,7 +148,7 @@ def _register_conv2d(registry) -> None:
         "vision::conv2d_grad", inputs=["x", "weight", "dout"],
         outputs=["dx", "dweight", "dbias"], attrs=CONV_ATTRS, meta=conv2d_grad_meta,
         doc="Backward of vision::conv2d: the gradients of x, weight and a bias.")
-    _numpy_kernels(conv2d_grad, K.conv2d_backward)
+    conv2d_grad.kernel(*FLOATS)(K.conv2d_backward)
     add = registry.get("fastop::add")
     full_like = registry.get("fastop::full_like")
 
@@ -212,7 +183,7 @@ def _register_pools(registry) -> None:
         doc="Max pooling of NCHW x; 'mask' is the int64 flat index of each maximum in its "
             "input plane (Paddle's return_mask), which takes no gradient. stride defaults "
             "to kernel_size; padding counts as -inf; ceil_mode as in PyTorch.")
-    _numpy_kernels(max_pool2d, K.max_pool2d_forward)
+    max_pool2d.kernel(*FLOATS)(K.max_pool2d_forward)
 
     def max_pool2d_grad_meta(x, mask, dout, **attrs):
         out, expected_mask = max_pool2d_meta(x, **attrs)
@@ -224,7 +195,7 @@ def _register_pools(registry) -> None:
         "vision::max_pool2d_grad", inputs=["x", "mask", "dout"], outputs=["dx"],
         attrs=POOL_ATTRS, meta=max_pool2d_grad_meta, differentiable=["dout"],
         doc="Backward of vision::max_pool2d: dout scattered to the positions in mask.")
-    _numpy_kernels(max_pool2d_grad, K.max_pool2d_backward)
+    max_pool2d_grad.kernel(*FLOATS)(K.max_pool2d_backward)
 
     # materialize_grads=False: 'mask' is int64, so it never gets a gradient (autograd
     # tracks float outputs only) and the rule must not be handed zeros for it.
@@ -238,7 +209,7 @@ def _register_pools(registry) -> None:
         doc="Average pooling of NCHW x: exclusive=True (Paddle's default) divides by the "
             "window's elements inside the input, False by the window size within the "
             "padding; divisor_override replaces both. stride defaults to kernel_size.")
-    _numpy_kernels(avg_pool2d, K.avg_pool2d_forward)
+    avg_pool2d.kernel(*FLOATS)(K.avg_pool2d_forward)
 
     def avg_pool2d_grad_meta(x, dout, **attrs):
         _check_out_grad("vision::avg_pool2d_grad", "dout", dout, avg_pool2d_meta(x, **attrs))
@@ -248,7 +219,7 @@ def _register_pools(registry) -> None:
         "vision::avg_pool2d_grad", inputs=["x", "dout"], outputs=["dx"],
         attrs=AVG_POOL_ATTRS, meta=avg_pool2d_grad_meta, differentiable=["dout"],
         doc="Backward of vision::avg_pool2d: each window's dout / divisor spread over it.")
-    _numpy_kernels(avg_pool2d_grad, K.avg_pool2d_backward)
+    avg_pool2d_grad.kernel(*FLOATS)(K.avg_pool2d_backward)
 
     @avg_pool2d.grad(needs=("x",), reads={})
     def avg_pool2d_grad_rule(x, dout, **attrs):
@@ -264,3 +235,66 @@ def _register_pools(registry) -> None:
 def fastop_register_ops(registry) -> None:
     _register_conv2d(registry)
     _register_pools(registry)
+
+
+@fastop.hookimpl
+def fastop_op_samples() -> dict[str, list[Any]]:
+    """Inputs for fastop.testing.opcheck (fastop's test suite checks every op with
+    them): float32 and float64, strides, paddings in each of Paddle's forms, dilation,
+    groups (depthwise too), ceil mode and the average pooling's divisors. Max pooling
+    gets distinct values 0.1 apart, so no maximum changes place within the finite
+    differences' step. Small shapes: the double-gradient check differentiates every
+    element."""
+    from fastop._core.storage import from_numpy
+    from fastop.ops import registry
+    from fastop.testing import Sample
+
+    rng = np.random.default_rng(0)
+
+    def normal(*shape: int, dtype: str = "float64") -> np.ndarray:
+        return rng.standard_normal(shape).astype(dtype)
+
+    def distinct(*shape: int, dtype: str = "float64") -> np.ndarray:
+        return (rng.permutation(int(np.prod(shape))).reshape(shape) * 0.1).astype(dtype)
+
+    def forward(name: str, inputs: list[Any], attrs: dict[str, Any]) -> list[np.ndarray]:
+        """The forward op's outputs (run whatever the mode: no autograd)."""
+        op = registry.get(name)
+        outs = op.invoke([None if x is None else from_numpy(x) for x in inputs],
+                         op.check_attrs(attrs))
+        return [np.asarray(o) for o in outs]
+
+    f32 = "float32"
+    conv = [  # x, weight, bias, attributes
+        (normal(2, 2, 4, 4), normal(3, 2, 3, 3), normal(3), dict(padding=1)),
+        (normal(1, 4, 5, 4, dtype=f32), normal(4, 2, 3, 2, dtype=f32), None,
+         dict(stride=2, padding=(1, 0), groups=2)),
+        (normal(1, 2, 6, 5), normal(2, 2, 2, 2), normal(2),
+         dict(stride=(1, 2), dilation=2, padding=[1, 2, 0, 1])),
+        (normal(1, 3, 4, 5, dtype=f32), normal(3, 1, 2, 2, dtype=f32), normal(3, dtype=f32),
+         dict(stride=2, padding="SAME", groups=3)),
+    ]
+    pools = [  # x, attributes shared by both poolings, average pooling's own
+        (distinct(2, 3, 4, 4), dict(kernel_size=2), {}),
+        (distinct(1, 2, 5, 7, dtype=f32), dict(kernel_size=3, stride=2, padding=1,
+                                              ceil_mode=True), dict(exclusive=False)),
+        (distinct(2, 2, 4, 5), dict(kernel_size=(3, 2), stride=1, padding=(1, 0)),
+         dict(divisor_override=4)),
+    ]
+    samples: dict[str, list[Any]] = {name: [] for name in (
+        "conv2d", "conv2d_grad", "max_pool2d", "max_pool2d_grad", "avg_pool2d",
+        "avg_pool2d_grad")}
+    for x, weight, bias, attrs in conv:
+        samples["conv2d"].append(Sample(x, weight, bias, **attrs))
+        (out,) = forward("vision::conv2d", [x, weight, None], attrs)
+        samples["conv2d_grad"].append(
+            Sample(x, weight, normal(*out.shape, dtype=x.dtype.name), **attrs))
+    for x, attrs, average in pools:
+        samples["max_pool2d"].append(Sample(x, **attrs))
+        out, mask = forward("vision::max_pool2d", [x], attrs)
+        samples["max_pool2d_grad"].append(
+            Sample(x, mask, normal(*out.shape, dtype=x.dtype.name), **attrs))
+        samples["avg_pool2d"].append(Sample(x, **attrs, **average))
+        samples["avg_pool2d_grad"].append(
+            Sample(x, normal(*out.shape, dtype=x.dtype.name), **attrs, **average))
+    return {f"vision::{name}": given for name, given in samples.items()}
