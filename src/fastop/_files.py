@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 
 import numpy as np
 
+from fastop._errors import LoadError, UntrustedCodeError
+
 if TYPE_CHECKING:
     import zipfile
 
@@ -30,17 +32,6 @@ TMP_SUFFIX = ".fastop-tmp"
 SAVED_DTYPES = {np.dtype(n) for n in ("bool", "int32", "int64", "float32", "float64")}
 MAX_DEFLATE_RATIO = 1032        # deflate's limit: no member inflates more than this
 _CHUNK = 1 << 24                # bytes read at a time into an array
-
-
-class LoadError(ValueError):
-    """A file is not readable as what it should be: truncated, corrupted, crafted or
-    foreign. The message names the file and the problem."""
-
-
-class UntrustedCodeError(LoadError):
-    """A file refers to Python code the caller did not allow (loading it would import
-    a module, which runs its code): pass ``allowed_modules=[...]`` or
-    ``trust_code=True`` to the loader."""
 
 
 # ----------------------------------------------------------------------------- writing

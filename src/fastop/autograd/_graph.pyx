@@ -306,12 +306,18 @@ cdef object released_error(Node node):
 cdef tuple record_op(CallPlan plan, tuple inputs, tuple outputs, dict attrs):
     """Record a node for an op call when an input needs a gradient; returns the outputs
     to hand to the user (views of the saved ones)."""
+    cdef Py_ssize_t i, n_in = len(inputs)
+    if plan.simple:         # every input a Tensor: most calls need no gradient, say so fast
+        for i in range(n_in):
+            if (<Tensor>inputs[i]).requires_grad:
+                break
+        else:
+            return outputs
     rule = plan.op.grad_rule
     if rule is None:
         return outputs
     if rule is not plan.rule:
         plan.prepare_rule()
-    cdef Py_ssize_t i, n_in = len(inputs)
     cdef tuple next_
     if plan.simple and n_in <= 2:                 # the common case, without lists
         e0 = _edge(inputs[0], plan.diff_mask & 1)

@@ -48,6 +48,8 @@ def __getattr__(name: str):
     module = _sys.modules.get(f"{__name__}.{name}")
     if module is not None:
         return module
+    if name.startswith("_"):     # a private submodule not imported yet (no hint to build)
+        raise AttributeError(name)
     raise AttributeError(f"module 'fastop.ops' has no op namespace or attribute {name!r}"
                          f"{_did_you_mean(name, registry.namespaces())}")
 

@@ -50,7 +50,7 @@ import pluggy
 
 from fastop import hookspecs
 from fastop._env import env_flag
-from fastop._files import UntrustedCodeError
+from fastop._errors import UntrustedCodeError
 from fastop.ops import OpDef, Registry, registry as default_registry
 from fastop.ops._registry import did_you_mean
 

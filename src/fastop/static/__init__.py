@@ -22,8 +22,24 @@ from fastop.static.py_func import py_func, set_strict
 from fastop.static.parameters import create_global_var, create_parameter
 from fastop.static.backward import append_backward, gradients
 from fastop.static.executor import Executor, Scope, global_scope, scope_guard
-from fastop.static.io import load, load_program, save
 from fastop.static import nn
+
+# Saving and loading, imported on first use (1-2 ms of `import fastop` that a script
+# which never saves a Program does not need): name -> its module
+_LAZY = {"save": "fastop.static.io", "load": "fastop.static.io",
+         "load_program": "fastop.static.io"}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'fastop.static' has no attribute {name!r}")
+    from importlib import import_module
+    value = globals()[name] = getattr(import_module(_LAZY[name]), name)
+    return value
+
+
+def __dir__():
+    return sorted({*globals(), *_LAZY})
 
 __all__ = ["CPUPlace", "enable_static", "disable_static", "in_dynamic_mode", "Program",
            "Block", "Variable", "Operator", "data", "default_main_program",

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import itertools
 import warnings
-from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -54,26 +53,29 @@ def _shape_str(shape: Sequence[Any]) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
-@dataclass
 class PyFuncSource:
     """What a py_func op is made of: enough to rebuild it (saving a program records it
     with its functions' ``module:qualname``).
 
     ``role`` is "forward" (``func``; ``backward_func`` its gradient) or "backward" (the
     gradient op calling ``backward_func``: it returns ``expected`` values, of which the
-    outputs are those at ``keep``)."""
+    outputs are those at ``keep``). Inputs from ``optional_from`` on may be None (the
+    output gradients a backward op receives). A plain class, not a dataclass: making
+    one at import cost 1.5M instructions of ``import fastop``."""
 
-    func: Callable
-    in_metas: list[TensorMeta]
-    in_names: list[str]
-    out_metas: list[TensorMeta]
-    out_names: list[str]
-    role: str = "forward"
-    backward_func: Callable | None = None
-    skip_positions: list[int] = field(default_factory=list)
-    expected: int | None = None
-    keep: list[int] | None = None
-    optional_from: int | None = None    # inputs from here on may be None (output grads)
+    __slots__ = ("func", "in_metas", "in_names", "out_metas", "out_names", "role",
+                 "backward_func", "skip_positions", "expected", "keep", "optional_from")
+
+    def __init__(self, func: Callable, in_metas: list[TensorMeta], in_names: list[str],
+                 out_metas: list[TensorMeta], out_names: list[str], role: str = "forward",
+                 backward_func: Callable | None = None,
+                 skip_positions: list[int] | None = None, expected: int | None = None,
+                 keep: list[int] | None = None, optional_from: int | None = None) -> None:
+        self.func, self.in_metas, self.in_names = func, in_metas, in_names
+        self.out_metas, self.out_names, self.role = out_metas, out_names, role
+        self.backward_func = backward_func
+        self.skip_positions = [] if skip_positions is None else skip_positions
+        self.expected, self.keep, self.optional_from = expected, keep, optional_from
 
     @property
     def n_inputs(self) -> int:
