@@ -92,7 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "digits_static")
         static.save(infer, path)
-        reloaded, scope = static.load_program(path), static.Scope()
+        # the program calls this script's swish: loading imports only modules we allow
+        reloaded = static.load_program(path, allowed_modules=["__main__"])
+        scope = static.Scope()
         static.load(reloaded, path, exe, scope=scope)
     restored = accuracy(exe, reloaded, logits.name, x_test, y_test, scope=scope)
     print(f"held-out accuracy {trained:.1%}; the saved Program loaded into a fresh scope: "
