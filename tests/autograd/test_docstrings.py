@@ -10,6 +10,7 @@ NEEDS_OPS = {
     "fastop._tensor": ("multiply", "sum"),
     "fastop.autograd.gradcheck": ("multiply", "sum"),
     "fastop.autograd.py_layer": ("tanh", "square", "subtract", "multiply", "sum"),
+    "fastop.autograd.saved_tensors_hooks": ("multiply", "sum"),
 }
 
 
