@@ -12,8 +12,8 @@ from fastop.plugins import load_builtin_plugin as _load_builtin_plugin
 
 _load_builtin_plugin()
 
-from fastop._core.storage import (DType, bool_, empty_cache, float32, float64, int32,
-                                  int64)
+from fastop._core.storage import (DType, bool_, empty_cache, float16, float32, float64,
+                                  int32, int64, uint8)
 from fastop._threads import set_num_threads, get_num_threads
 from fastop.tensor import *  # noqa: F401,F403  (eager: Tensor, creation, math, grad)
 from fastop.tensor import __all__ as _tensor_all
@@ -22,6 +22,7 @@ from fastop.static import (CPUPlace, disable_static, enable_static,  # noqa: F40
                            in_dynamic_mode)
 from fastop import static
 from fastop import nn, optimizer
+from fastop.nn import ParamAttr
 from fastop.plugins import load_plugins as _load_plugins
 
 _load_plugins()
@@ -49,6 +50,7 @@ def __dir__():
 
 __all__ = ["hookimpl", "ops", "autograd", "static", "nn", "optimizer", "plugins", "io",
            "metric", "testing", "save", "load",
-           "DType", "bool", "float32", "float64", "int32", "int64", "set_num_threads",
+           "DType", "bool", "float16", "float32", "float64", "uint8", "int32", "int64",
+           "ParamAttr", "set_num_threads",
            "get_num_threads", "empty_cache", "CPUPlace", "enable_static", "disable_static",
            "in_dynamic_mode", "__version__", *_tensor_all]

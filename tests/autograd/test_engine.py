@@ -186,9 +186,12 @@ def test_no_grad_on_a_generator_holds_while_its_code_runs(ops):
 
 
 def test_only_floating_tensors_take_gradients():
-    with pytest.raises(TypeError, match="to_tensor: stop_gradient=False needs a float32 "
-                                        "or float64 tensor, got int64"):
+    with pytest.raises(TypeError, match="to_tensor: stop_gradient=False needs a float16, "
+                                        "float32 or float64 tensor, got int64"):
         fastop.to_tensor([1, 2], stop_gradient=False)
+    with pytest.raises(TypeError, match="got uint8"):
+        fastop.to_tensor(np.ones(2, np.uint8), stop_gradient=False)
+    assert not fastop.to_tensor(np.ones(2, np.float16), stop_gradient=False).stop_gradient
     t = fastop.to_tensor([1, 2])
     with pytest.raises(TypeError, match="got int64"):
         t.stop_gradient = False

@@ -526,8 +526,8 @@ def test_a_gradient_that_is_not_a_tensor_names_the_input():
 
 
 @pytest.mark.requires_ops("cast", "sum")
-@pytest.mark.parametrize("dtype", ["bool", "int32", "int64"])
-def test_integer_and_bool_outputs_carry_gradients(dtype):
+@pytest.mark.parametrize("dtype", ["bool", "int32", "int64", "uint8", "float16", "float32"])
+def test_outputs_of_every_dtype_carry_gradients(dtype):
     received = []
 
     class Cast(PyLayer):
@@ -601,21 +601,24 @@ def test_a_leaf_needing_a_gradient_cannot_be_returned_in_place():
     assert Identity.apply(T(X)).stop_gradient            # nothing recorded, no check
 
 
-class AsFloat32Grad(PyLayer):
-    """Identity whose backward returns the gradient in float32 (its input: float64)."""
+class CastGrad(PyLayer):
+    """Identity whose backward returns the gradient in `grad_dtype` (its input:
+    float64)."""
 
     @staticmethod
-    def forward(ctx, x):
+    def forward(ctx, x, grad_dtype):
+        ctx.grad_dtype = grad_dtype
         return x * 1.0
 
     @staticmethod
     def backward(ctx, dy):
-        return fastop.cast(dy, "float32")
+        return fastop.cast(dy, ctx.grad_dtype)
 
 
 @pytest.mark.requires_ops("multiply", "cast")
+@pytest.mark.parametrize("grad_dtype", ["float32", "float16"])
 @pytest.mark.parametrize("consistent", [True, False])
-def test_set_grad_in_dtype_consistent_decides_the_received_dtype(consistent):
+def test_set_grad_in_dtype_consistent_decides_the_received_dtype(consistent, grad_dtype):
     received = []
 
     class Producer(PyLayer):
@@ -630,8 +633,8 @@ def test_set_grad_in_dtype_consistent_decides_the_received_dtype(consistent):
             return dy * 2.0
 
     x = leaf(X)
-    AsFloat32Grad.apply(Producer.apply(x)).sum().backward()
-    assert received == [fastop.float64 if consistent else fastop.float32]
+    CastGrad.apply(Producer.apply(x), grad_dtype).sum().backward()
+    assert received == [fastop.float64 if consistent else grad_dtype]
     assert x.grad.dtype == fastop.float64      # the leaf's own dtype either way
     np.testing.assert_array_equal(x.grad.numpy(), np.full_like(X, 2.0))
 

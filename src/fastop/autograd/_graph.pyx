@@ -22,7 +22,8 @@ from cpython.pythread cimport (PyThread_type_lock, PyThread_allocate_lock,
 from cpython.ref cimport Py_REFCNT
 from libc.stddef cimport ptrdiff_t
 from fastop._core.storage cimport (DenseTensor, FASTOP_FLOAT32, FASTOP_FLOAT64,
-                                   FASTOP_MAX_NDIM, memory_root)
+                                   FASTOP_FLOAT16, FASTOP_MAX_NDIM,
+                                   FASTOP_NUM_COMPUTE_DTYPES, memory_root)
 from fastop._tensor cimport (Tensor, add_tensors, as_tensor, full_tensor, view_of)
 from fastop.ops._dispatch cimport CallPlan, run_kernel, swap_mode_override
 from fastop.autograd._grad_mode cimport grad_enabled, swap_grad_enabled
@@ -33,12 +34,14 @@ import warnings
 import numpy as np
 
 from fastop.ops._registry import add_note, apply_grad_rule
+from fastop.ops.builtin._table import B
 
 __all__ = ["backward", "grad", "Node", "push_saved_hooks", "pop_saved_hooks"]
 
 
 cdef bint is_float(DenseTensor t) noexcept:
-    return t.view.dtype == FASTOP_FLOAT32 or t.view.dtype == FASTOP_FLOAT64
+    return t.view.dtype == FASTOP_FLOAT32 or t.view.dtype == FASTOP_FLOAT64 \
+        or t.view.dtype == FASTOP_FLOAT16
 
 
 # --------------------------------------------------------------------------- nodes
@@ -525,7 +528,16 @@ cdef int _walks = 0         # backward walks in progress (one inside a PyLayer's
 
 
 cdef inline object _acc(object a, object b):
-    return b if a is None else add_tensors(<Tensor>a, <Tensor>b)
+    return b if a is None else _sum_grads(<Tensor>a, <Tensor>b)
+
+
+cdef Tensor _sum_grads(Tensor a, Tensor b):
+    """a + b in their dtype: a sum of float16 gradients is computed in float32 (a storage
+    dtype) and cast back, so a tensor's gradient keeps its dtype."""
+    cdef Tensor s = add_tensors(a, b)
+    if a.view.dtype >= FASTOP_NUM_COMPUTE_DTYPES and s.view.dtype != a.view.dtype:
+        s = <Tensor>B.cast(s, dtype=a.dtype)
+    return s
 
 
 cdef inline void _visit(Node n, Py_ssize_t epoch, list stack, Py_ssize_t* top,
@@ -614,7 +626,7 @@ cdef class _Walk:
                 if t._grad is None:
                     t._grad = _own(g, walk_refs, self.create_graph)
                 else:
-                    t._grad = add_tensors(<Tensor>t._grad, g)
+                    t._grad = _sum_grads(<Tensor>t._grad, g)
             finally:
                 PyThread_release_lock(_leaf_lock)
 
