@@ -247,7 +247,6 @@ def test_fastop_functions_append_ops_on_variables(static_env, exe, rng):
         np.testing.assert_allclose(g, e, rtol=1e-12)
 
 
-@needs_ops("fastop::tanh", "fastop::cast")
 def test_storage_dtype_variables_compute_in_float32_through_an_appended_cast(static_env):
     main, _, _ = static_env
     h = static.data("h", [2, 3], "float16")
