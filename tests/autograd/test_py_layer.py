@@ -491,6 +491,26 @@ def test_an_output_that_is_a_list_of_tensors_gets_a_list_of_gradients():
     np.testing.assert_array_equal(x.grad.numpy(), np.full_like(X, 2.0 + 4.0))
 
 
+def test_a_list_of_one_output_gets_a_list_of_one_gradient():
+    received = []
+
+    class Wrapped(PyLayer):
+        @staticmethod
+        def forward(ctx, x):
+            return ([x * 2.0],)
+
+        @staticmethod
+        def backward(ctx, d_list):
+            received.append(d_list)
+            return d_list[0] * 2.0
+
+    x = leaf(X)
+    (y,), = Wrapped.apply(x)
+    y.sum().backward()
+    assert type(received[0]) is list and len(received[0]) == 1
+    np.testing.assert_array_equal(x.grad.numpy(), np.full_like(X, 2.0))
+
+
 def test_trailing_gradients_may_be_left_off_for_inputs_without_gradient():
     class FirstOnly(PyLayer):
         @staticmethod

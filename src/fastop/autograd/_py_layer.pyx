@@ -146,7 +146,7 @@ cdef class PyLayerNode(Node):
         backward_fn = self.cls.backward
         cdef bint prev = swap_grad_enabled(create_graph)
         try:
-            if self.n_out == 1:              # a vectorcall, without packing a tuple
+            if self.out_groups is None and self.n_out == 1:   # a vectorcall, no tuple
                 result = backward_fn(self, grads[0])
             elif self.out_groups is None:
                 result = backward_fn(self, *grads)
