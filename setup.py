@@ -61,6 +61,8 @@ def find_extensions() -> list[Extension]:
                 extra_compile_args=CFLAGS,
                 extra_link_args=LDFLAGS,
                 libraries=["m"],
+                # numpy's npymath (float16 conversions), for the modules that link it
+                library_dirs=[str(Path(numpy.get_include()).parent / "lib")],
             )
         )
     return exts

@@ -15,9 +15,10 @@ X = np.array([[0.3, -1.2, 0.7], [1.5, 0.1, -0.4]])
 @pytest.mark.parametrize("data, dtype", [
     (1.5, "float32"), ([1.0, 2.0], "float32"), ([1, 2], "int64"), (True, "bool"),
     (np.arange(3, dtype=np.int32), "int32"), (X, "float64"),
-    (X.astype(np.float16), "float32"), (np.arange(3, dtype=np.uint8), "int64"),
+    (X.astype(np.float16), "float16"), (np.arange(3, dtype=np.uint8), "uint8"),
+    (np.arange(3, dtype=np.int16), "int64"), (X.astype(np.longdouble), "float32"),
 ], ids=["float", "float-list", "int-list", "bool", "int32-array", "float64-array",
-        "float16-array", "uint8-array"])
+        "float16-array", "uint8-array", "int16-array", "longdouble-array"])
 def test_to_tensor_dtypes(data, dtype):
     t = fastop.to_tensor(data)
     assert t.dtype == dtype and isinstance(t, fastop.Tensor)
@@ -240,6 +241,69 @@ def test_binary_operator_dtype_mismatch_names_the_op():
 def test_float32_and_float64_operands_compute_in_float64():
     out = fastop.to_tensor(X) + fastop.to_tensor(X, dtype="float32")
     assert out.dtype == fastop.float64
+
+
+# float16 and uint8 are storage dtypes: ops without a kernel for them compute in float32
+H = (X * 4).astype(np.float16)
+U = np.array([[0, 7, 255], [3, 128, 1]], np.uint8)
+STORAGE_CASES = {
+    "f16+f16": (lambda a, b, u: a + b, lambda a, b, u: a + b),
+    "f16*f32": (lambda a, b, u: a * b.astype("float32"),
+                lambda a, b, u: a * b.astype(np.float32)),
+    "f16-2.5": (lambda a, b, u: a - 2.5, lambda a, b, u: a - np.float32(2.5)),
+    "u8/u8": (lambda a, b, u: u / (u + 1), lambda a, b, u: u / (u + np.float32(1))),
+    "u8*3": (lambda a, b, u: u * 3, lambda a, b, u: u * np.float32(3)),
+    "tanh": (lambda a, b, u: fastop.tanh(a), lambda a, b, u: np.tanh(a)),
+    "sum": (lambda a, b, u: u.sum(axis=1), lambda a, b, u: u.sum(axis=1)),
+    "matmul": (lambda a, b, u: a @ b.T, lambda a, b, u: a @ b.T),
+    "max": (lambda a, b, u: fastop.maximum(a, u), lambda a, b, u: np.maximum(a, u)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(STORAGE_CASES))
+def test_storage_dtype_operands_compute_in_float32(case):
+    on_tensors, on_arrays = STORAGE_CASES[case]
+    out = on_tensors(fastop.to_tensor(H), fastop.to_tensor(H[::-1]), fastop.to_tensor(U))
+    want = on_arrays(H.astype(np.float32), H[::-1].astype(np.float32), U.astype(np.float32))
+    assert out.dtype == fastop.float32
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-6)
+
+
+def test_an_op_with_a_kernel_for_every_dtype_keeps_storage_dtypes():
+    joined = fastop.concat([fastop.to_tensor(H), fastop.to_tensor(H)])   # a numpy kernel
+    assert joined.dtype == fastop.float16
+    np.testing.assert_array_equal(joined.numpy(), np.concatenate([H, H]))
+    flat = fastop.to_tensor(U).reshape([-1])      # Cython kernels: computed in float32
+    assert flat.dtype == fastop.float32 and flat.numpy().tolist() == U.ravel().tolist()
+
+
+@pytest.mark.parametrize("dtype", ["float16", "uint8"])
+def test_casts_to_and_from_storage_dtypes_keep_them(dtype):
+    t = fastop.to_tensor(np.abs(X) * 50)
+    s = t.astype(dtype)
+    assert s.dtype == dtype
+    np.testing.assert_array_equal(s.numpy(), (np.abs(X) * 50).astype(dtype))
+    back = fastop.cast(s, "float64")
+    np.testing.assert_array_equal(back.numpy(), s.numpy().astype(np.float64))
+
+
+def test_gradient_reaches_a_float16_leaf_in_its_dtype():
+    x = fastop.to_tensor(H, stop_gradient=False)
+    y = (x * x).sum()
+    assert y.dtype == fastop.float32
+    y.backward()
+    assert x.grad.dtype == fastop.float16
+    np.testing.assert_array_equal(x.grad.numpy(), (2 * H.astype(np.float32)).astype(np.float16))
+
+
+def test_a_python_kernel_for_every_dtype_gets_storage_dtypes_as_they_are():
+    from fastop.ops import registry
+    name = "tensortest::double"
+    op = registry.get(name) if name in registry else registry.define(
+        name, inputs=["x"], meta=lambda x: x, kernels={"*": lambda x: x * x.dtype.type(2)})
+    out = op(fastop.to_tensor(H))
+    assert out.dtype == fastop.float16            # no float32 detour: it has a kernel
+    np.testing.assert_array_equal(out.numpy(), H * np.float16(2))
 
 
 def test_bool_tensor_with_an_integer_scalar_computes_in_int64():

@@ -19,8 +19,8 @@ try:
 
     _load_builtin_plugin()
 
-    from fastop._core.storage import (DType, bool_, empty_cache, float32, float64, int32,
-                                      int64)
+    from fastop._core.storage import (DType, bool_, empty_cache, float16, float32, float64,
+                                      int32, int64, uint8)
     from fastop._threads import set_num_threads, get_num_threads
     from fastop.tensor import *  # noqa: F401,F403  (eager: Tensor, creation, math, grad)
     from fastop.tensor import __all__ as _tensor_all
@@ -29,6 +29,7 @@ try:
                                in_dynamic_mode)
     from fastop import static
     from fastop import nn, optimizer, regularizer
+    from fastop.nn import ParamAttr
     from fastop.plugins import load_plugins as _load_plugins
 
     _load_plugins()
@@ -61,6 +62,7 @@ def __dir__():
 
 __all__ = ["hookimpl", "ops", "autograd", "static", "nn", "optimizer", "regularizer",
            "plugins", "io", "metric", "testing", "distributed", "save", "load", "DataParallel",
-           "DType", "bool", "float32", "float64", "int32", "int64", "set_num_threads",
+           "DType", "bool", "float16", "float32", "float64", "uint8", "int32", "int64",
+           "ParamAttr", "set_num_threads",
            "get_num_threads", "empty_cache", "CPUPlace", "enable_static", "disable_static",
            "in_dynamic_mode", "__version__", *_tensor_all]

@@ -14,15 +14,17 @@ from cpython.object cimport PyTypeObject
 from libc.stddef cimport ptrdiff_t
 from libc.string cimport memcpy
 from fastop._core.storage cimport (DenseTensor, FASTOP_BOOL, FASTOP_FLOAT32, FASTOP_FLOAT64,
-                                   FASTOP_INT32, FASTOP_INT64, FASTOP_MAX_NDIM,
-                                   alloc_tensor, bump_version, dtype_code)
+                                   FASTOP_FLOAT16, FASTOP_INT32, FASTOP_INT64,
+                                   FASTOP_MAX_NDIM, FASTOP_NUM_DTYPES,
+                                   FASTOP_NUM_COMPUTE_DTYPES, alloc_tensor, bump_version,
+                                   dtype_code, as_ndarray)
 from fastop.ops._dispatch cimport OpBase, call_eager, dispatch
 from fastop.autograd._graph cimport run_backward
 from fastop.autograd._grad_mode cimport grad_enabled
 
 import numpy as np
 
-from fastop._core.storage import as_dtype, from_numpy
+from fastop._core.storage import DTYPE_NAMES, as_dtype, from_numpy
 from fastop.ops import _indexing
 from fastop.ops._registry import registry
 
@@ -38,7 +40,7 @@ cdef tuple _OP_NAMES = ("add", "subtract", "multiply", "divide", "pow", "matmul"
                         "not_equal", "less_than", "less_equal", "greater_than",
                         "greater_equal", "neg", "abs", "cast", "transpose")
 cdef list _ops = [None] * N_OPS
-cdef tuple _DTYPE_NAMES = ("bool", "int32", "int64", "float32", "float64")
+cdef tuple _DTYPE_NAMES = DTYPE_NAMES
 cdef dict _NUMPY_CODES = {np.dtype(name): code for code, name in enumerate(_DTYPE_NAMES)}
 
 
@@ -50,7 +52,7 @@ cdef inline OpBase _op(int which):
     return <OpBase>op
 
 
-cdef list _scalar_cache = [None] * 5    # per dtype: (value, read-only 0-d Tensor)
+cdef list _scalar_cache = [None] * FASTOP_NUM_DTYPES  # per dtype: (value, 0-d Tensor)
 
 
 cdef Tensor scalar_tensor(object value, int dtype):
@@ -69,6 +71,8 @@ cdef Tensor scalar_tensor(object value, int dtype):
         (<long long*>t.view.data)[0] = value
     elif dtype == FASTOP_INT32:
         (<int*>t.view.data)[0] = value
+    elif dtype >= FASTOP_NUM_COMPUTE_DTYPES:     # float16, uint8: numpy converts
+        as_ndarray(t)[()] = value
     else:
         (<char*>t.view.data)[0] = 1 if value else 0
     t.readonly = True
@@ -132,6 +136,8 @@ cdef Tensor full_tensor(int ndim, const ptrdiff_t* shape, int dtype, double valu
     elif dtype == FASTOP_INT32:
         for i in range(n):
             (<int*>t.view.data)[i] = <int>value
+    elif dtype >= FASTOP_NUM_COMPUTE_DTYPES:     # float16, uint8: numpy converts
+        as_ndarray(t).fill(value)
     else:
         for i in range(n):
             (<char*>t.view.data)[i] = value != 0
@@ -172,7 +178,7 @@ def to_tensor(data, dtype=None, place=None, stop_gradient=True) -> Tensor:
         raise TypeError(f"to_tensor: 'data' must hold numbers (bool, integers or floats), "
                         f"got {got}")
     cdef int code = dtype_code(dtype) if dtype is not None else _NUMPY_CODES.get(arr.dtype, -1)
-    if code < 0:       # other numpy types: float16 -> float32, small/unsigned ints -> int64
+    if code < 0:       # other numpy types: float128 -> float32, other integers -> int64
         code = FASTOP_FLOAT32 if arr.dtype.kind == "f" else FASTOP_INT64
         if arr.dtype == np.uint64 and arr.size and arr.max() > np.iinfo(np.int64).max:
             raise OverflowError(f"to_tensor: 'data' holds the uint64 value {arr.max()}, "
@@ -200,9 +206,11 @@ def to_tensor(data, dtype=None, place=None, stop_gradient=True) -> Tensor:
 cdef int _require_grad(Tensor t, str who) except -1:
     """Make t take gradients: floating dtypes only (an integer gradient would be
     truncated, as in PyTorch)."""
-    if t.view.dtype != FASTOP_FLOAT32 and t.view.dtype != FASTOP_FLOAT64:
-        raise TypeError(f"{who}: stop_gradient=False needs a float32 or float64 tensor, "
-                        f"got {t.dtype.name} (cast it first: x.astype('float32'))")
+    if t.view.dtype != FASTOP_FLOAT32 and t.view.dtype != FASTOP_FLOAT64 \
+            and t.view.dtype != FASTOP_FLOAT16:
+        raise TypeError(f"{who}: stop_gradient=False needs a float16, float32 or float64 "
+                        f"tensor, got {t.dtype.name} (cast it first: "
+                        f"x.astype('float32'))")
     t.requires_grad = True
     return 0
 

@@ -351,6 +351,51 @@ def test_cast_every_pair(src, dst, rng):
     check(K.cast(x, dtype=np.dtype(dst).name), ref.cast(x, np.dtype(dst).name))
 
 
+STORAGE = [np.float16, np.uint8]       # storage dtypes: only cast computes in them
+
+
+def _cast_source(src, dst, rng):
+    """Values of `src` that `dst` holds without undefined behaviour (float to uint8:
+    in [0, 256))."""
+    src, dst = np.dtype(src), np.dtype(dst)
+    if src == np.uint8:
+        return rng.integers(0, 256, size=(3, 7)).astype(np.uint8)
+    if src.kind == "f" and dst == np.uint8:
+        return (rng.random((3, 7)) * 255.9).astype(src)
+    return values((3, 7), src, rng)
+
+
+@pytest.mark.parametrize("src, dst", [(s, d) for s in ALL + STORAGE for d in ALL + STORAGE
+                                      if s in STORAGE or d in STORAGE],
+                         ids=lambda d: np.dtype(d).name)
+def test_cast_to_and_from_storage_dtypes_as_numpy(src, dst, rng):
+    x = _cast_source(src, dst, rng)
+    for layout in (x, _strided(x), _transposed(x)):
+        got = np.asarray(K.cast(layout, dtype=np.dtype(dst).name))
+        want = layout.astype(dst)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)      # exact: numpy's own conversions
+
+
+def test_cast_to_float16_rounds_as_numpy():
+    # halfway cases, the largest half, overflow to inf, subnormals, underflow, nan
+    x = np.array([65504, 65519.99, 65520, 1e5, -1e5, 6.1e-5, 6e-8, 3e-8, 2.9e-8, 1e-8,
+                  0.1, 1 + 2**-11, 1 + 3 * 2**-11, np.nan, -np.inf, -0.0], np.float64)
+    for src in (x, x.astype(np.float32)):
+        got = np.asarray(K.cast(src, dtype="float16"))
+        with np.errstate(over="ignore"):       # 1e5 overflows to inf, as intended
+            want = src.astype(np.float16)
+        np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+def test_cast_to_uint8_wraps_integers():
+    x = np.array([-1, 0, 255, 256, 300, 2**40 + 5], np.int64)
+    for src in (x, x.astype(np.int32)):
+        got = np.asarray(K.cast(src, dtype="uint8"))
+        assert got.dtype == np.uint8
+        np.testing.assert_array_equal(got, src.astype(np.uint8))
+
+
 def test_cast_float_to_int_truncates_and_to_bool_tests_nonzero():
     x = np.array([-2.7, -0.5, 0.0, 0.5, 2.7, np.nan], np.float64)
     check(K.cast(x[:5], dtype="int32"), np.array([-2, 0, 0, 0, 2], np.int32))

@@ -12,7 +12,7 @@ from hypothesis.extra import numpy as hnp
 from fastop._core import storage
 from fastop._core.storage import DenseTensor, as_dtype, empty, from_dlpack, from_numpy, zeros
 
-DTYPES = ["bool", "int32", "int64", "float32", "float64"]
+DTYPES = ["bool", "int32", "int64", "float32", "float64", "float16", "uint8"]
 
 
 def sample(shape, dtype):
@@ -33,10 +33,30 @@ def test_dtype_objects_compare_with_names_and_numpy(dtype):
 def test_dtype_aliases_and_errors():
     assert as_dtype(float) == "float32" and as_dtype(int) == "int64"
     assert as_dtype(np.float64) == "float64"
+    assert as_dtype("half") is as_dtype("fp16") is as_dtype(np.float16) is storage.float16
+    assert as_dtype("paddle.uint8") is storage.uint8
     with pytest.raises(TypeError, match="unsupported dtype 'complex128'"):
         as_dtype("complex128")
     with pytest.raises(TypeError, match="expected a dtype"):
         as_dtype(object())
+
+
+def test_storage_only_dtypes():
+    # float16 and uint8: tensors hold them and cast converts them; other kernels compute
+    # in the five dtypes below them
+    assert [d for d in storage.DTYPE_NAMES if as_dtype(d).is_storage_only] == \
+        ["float16", "uint8"]
+    assert storage.float16.is_floating and not storage.uint8.is_floating
+    assert [as_dtype(d).code for d in storage.DTYPE_NAMES] == list(range(7))
+
+
+@pytest.mark.parametrize("dtype, fmt", [("float16", "e"), ("uint8", "B")])
+def test_storage_dtypes_through_the_buffer_protocol(dtype, fmt):
+    a = sample((2, 3), dtype)
+    t = from_numpy(memoryview(a))                  # not an ndarray: the format string
+    assert t.dtype == dtype and memoryview(t).format == fmt
+    np.testing.assert_array_equal(np.asarray(t), a)
+    assert np.shares_memory(np.asarray(t), a)
 
 
 # ----------------------------------------------------------------------------- allocation

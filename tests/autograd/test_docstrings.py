@@ -5,7 +5,7 @@ import importlib
 import pytest
 
 MODULES = ["fastop._tensor", "fastop.autograd.gradcheck", "fastop.autograd.hooks",
-           "fastop.autograd.py_layer"]
+           "fastop.autograd.py_layer", "fastop.autograd.saved_tensors_hooks"]
 
 
 @pytest.mark.parametrize("module", MODULES)

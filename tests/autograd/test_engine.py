@@ -186,9 +186,12 @@ def test_no_grad_on_a_generator_holds_while_its_code_runs(ops):
 
 
 def test_only_floating_tensors_take_gradients():
-    with pytest.raises(TypeError, match="to_tensor: stop_gradient=False needs a float32 "
-                                        "or float64 tensor, got int64"):
+    with pytest.raises(TypeError, match="to_tensor: stop_gradient=False needs a float16, "
+                                        "float32 or float64 tensor, got int64"):
         fastop.to_tensor([1, 2], stop_gradient=False)
+    with pytest.raises(TypeError, match="got uint8"):
+        fastop.to_tensor(np.ones(2, np.uint8), stop_gradient=False)
+    assert not fastop.to_tensor(np.ones(2, np.float16), stop_gradient=False).stop_gradient
     t = fastop.to_tensor([1, 2])
     with pytest.raises(TypeError, match="got int64"):
         t.stop_gradient = False
@@ -344,9 +347,20 @@ def test_second_backward_without_retain_graph_raises(ops):
         y.backward()
 
 
-def test_backward_of_a_stop_gradient_tensor_raises():
-    with pytest.raises(RuntimeError, match="stop_gradient=True"):
-        fastop.to_tensor(X).backward()
+def test_backward_of_a_stop_gradient_tensor_warns_and_does_nothing():
+    # PaddlePaddle skips such a tensor silently; fastop says why no .grad appears
+    y = fastop.to_tensor(X)
+    with pytest.warns(UserWarning, match=r"backward: nothing to do: output 0 \(shape "
+                                         r"\[2, 3\]\) has stop_gradient=True") as record:
+        y.backward()
+    assert y.grad is None
+    assert record[0].filename == __file__          # the caller's line
+
+
+def test_grad_of_a_stop_gradient_output_raises():
+    x = leaf(X)
+    with pytest.raises(RuntimeError, match=r"fastop.grad: output 0 .* stop_gradient=True"):
+        fastop.grad(fastop.to_tensor(X), [x])
 
 
 def test_backward_grad_tensor_shape_is_checked(ops):

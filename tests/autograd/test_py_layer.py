@@ -229,8 +229,8 @@ class ValuesAndIndices(PyLayer):
 def test_mark_non_differentiable_outputs_get_zero_gradients():
     x = leaf(X)
     values, as_float, as_int = ValuesAndIndices.apply(x)
-    assert not values.stop_gradient
-    assert as_float.stop_gradient and as_int.stop_gradient   # marked / integer
+    assert not values.stop_gradient and as_float.stop_gradient   # marked
+    assert not as_int.stop_gradient      # PaddlePaddle: any dtype carries a gradient
     values.backward(T(np.arange(6.0).reshape(2, 3)))
     d_values, d_float, d_int = ValuesAndIndices.received
     np.testing.assert_array_equal(d_float.numpy(), np.zeros_like(X))
@@ -391,6 +391,283 @@ def test_single_input_needs_input_grad_follows_grad_mode():
     assert seen == [(True,), (False,), (False,)]
 
 
+# --------------------------------------------------------------------------- Paddle's rules
+
+class NumpyConcat(PyLayer):
+    """concat of a list of tensors along axis 0, in numpy: one list input slot."""
+
+    @staticmethod
+    def forward(ctx, xs, scale=1.0):
+        ctx.sizes = [x.shape[0] for x in xs]
+        ctx.scale = scale
+        ctx.needs = ctx.needs_input_grad
+        return T(np.concatenate([x.numpy() for x in xs]) * scale)
+
+    @staticmethod
+    def backward(ctx, dy):
+        cuts = np.cumsum(ctx.sizes)[:-1]
+        return [T(g * ctx.scale) for g in np.split(dy.numpy(), cuts)]
+
+
+def test_tensors_in_a_list_argument_are_inputs_and_get_a_list_of_gradients():
+    a, b, c = leaf(X), leaf(X[:1]), leaf(np.cos(X))
+    y = NumpyConcat.apply([a, b, c], scale=3.0)
+    assert not y.stop_gradient and y.shape == [5, 3]
+    y.backward(T(np.arange(15.0).reshape(5, 3)))
+    rows = np.arange(15.0).reshape(5, 3) * 3
+    np.testing.assert_array_equal(a.grad.numpy(), rows[:2])
+    np.testing.assert_array_equal(b.grad.numpy(), rows[2:3])
+    np.testing.assert_array_equal(c.grad.numpy(), rows[3:])
+    assert gradcheck(lambda p, q: NumpyConcat.apply((p, q)), [leaf(X), leaf(X)])
+
+
+def test_needs_input_grad_has_one_flag_per_input_slot():
+    y = NumpyConcat.apply([T(X), T(X)])                 # nothing needs a gradient
+    assert y.stop_gradient
+    box = []
+
+    class Slots(PyLayer):
+        @staticmethod
+        def forward(ctx, x, xs, n, *, z):
+            box.append(ctx.needs_input_grad)
+            return x + xs[0] + z
+
+        @staticmethod
+        def backward(ctx, dy):
+            return dy, [dy, None], dy
+
+    x, z = leaf(X), T(X)
+    out = Slots.apply(x, [T(X), leaf(X)], 3, z=z)
+    assert box == [(True, True, False)]
+    out.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones_like(X))
+
+
+def test_a_list_slot_takes_a_list_of_its_length():
+    class Concat(NumpyConcat):
+        @staticmethod
+        def backward(ctx, dy):
+            return tuple(NumpyConcat.backward(ctx, dy))   # 3 entries for one slot
+
+    with pytest.raises(ValueError, match=r"PyLayer 'Concat': backward returned 3 "
+                                         r"gradient\(s\), expected 1"):
+        Concat.apply([leaf(X), leaf(X), leaf(X)]).backward()
+
+    class Short(NumpyConcat):
+        @staticmethod
+        def backward(ctx, dy):
+            return ([dy],)
+
+    with pytest.raises(ValueError, match=r"PyLayer 'Short': the gradient for input slot 0 "
+                                         r"\(a list of 2 Tensors\) must be a list or tuple "
+                                         r"of 2 Tensors or None, got list of \(Tensor\)"):
+        Short.apply([leaf(X), leaf(X)]).backward()
+
+
+def test_an_output_that_is_a_list_of_tensors_gets_a_list_of_gradients():
+    received = []
+
+    class Parts(PyLayer):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2.0, [x * 3.0, "label", x * 4.0]
+
+        @staticmethod
+        def backward(ctx, d2, d_parts):
+            received.append(d_parts)
+            return d2 * 2.0 + d_parts[0] * 3.0 + d_parts[1] * 4.0
+
+    x = leaf(X)
+    doubled, parts = Parts.apply(x)
+    assert type(parts) is list and parts[1] == "label"
+    assert not parts[0].stop_gradient and not parts[2].stop_gradient
+    (doubled + parts[2]).sum().backward()
+    assert type(received[0]) is list and len(received[0]) == 2
+    np.testing.assert_array_equal(received[0][0].numpy(), np.zeros_like(X))  # materialized
+    np.testing.assert_array_equal(x.grad.numpy(), np.full_like(X, 2.0 + 4.0))
+
+
+def test_a_list_of_one_output_gets_a_list_of_one_gradient():
+    received = []
+
+    class Wrapped(PyLayer):
+        @staticmethod
+        def forward(ctx, x):
+            return ([x * 2.0],)
+
+        @staticmethod
+        def backward(ctx, d_list):
+            received.append(d_list)
+            return d_list[0] * 2.0
+
+    x = leaf(X)
+    (y,), = Wrapped.apply(x)
+    y.sum().backward()
+    assert type(received[0]) is list and len(received[0]) == 1
+    np.testing.assert_array_equal(x.grad.numpy(), np.full_like(X, 2.0))
+
+
+def test_trailing_gradients_may_be_left_off_for_inputs_without_gradient():
+    class FirstOnly(PyLayer):
+        @staticmethod
+        def forward(ctx, x, y):
+            return x * y
+
+        @staticmethod
+        def backward(ctx, dy):
+            return dy * 2.0                  # nothing for y
+
+    x = leaf(X)
+    FirstOnly.apply(x, T(X)).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full_like(X, 2.0))
+    with pytest.raises(ValueError, match=r"PyLayer 'FirstOnly': backward returned 1 "
+                                         r"gradient\(s\), expected 2"):
+        FirstOnly.apply(leaf(X), leaf(X)).sum().backward()
+
+
+def test_a_gradient_that_is_not_a_tensor_names_the_input():
+    class ReturnsInt(PyLayer):
+        @staticmethod
+        def forward(ctx, x, y):
+            return x + y
+
+        @staticmethod
+        def backward(ctx, dy):
+            return dy, 1
+
+    # refused even for an input that takes no gradient: the value is wrong either way
+    with pytest.raises(ValueError, match=r"PyLayer 'ReturnsInt': the gradient for Tensor "
+                                         r"input 1 must be a Tensor or None, got int"):
+        ReturnsInt.apply(leaf(X), T(X)).sum().backward()
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int32", "int64", "uint8", "float16", "float32"])
+def test_outputs_of_every_dtype_carry_gradients(dtype):
+    received = []
+
+    class Cast(PyLayer):
+        @staticmethod
+        def forward(ctx, x):
+            return fastop.cast(x, dtype)
+
+        @staticmethod
+        def backward(ctx, dy):
+            received.append(dy)
+            return dy
+
+    x = leaf(X)
+    y = Cast.apply(x)
+    assert y.dtype == dtype and not y.stop_gradient
+    fastop.cast(y, "float64").sum().backward()
+    assert received[0].dtype == dtype          # cast's gradient casts back
+    assert x.grad.dtype == fastop.float64      # cast to the input's dtype
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones_like(X))
+
+
+class Identity(PyLayer):
+    """Returns its input itself: in place unless ctx.mark_not_inplace(x)."""
+
+    @staticmethod
+    def forward(ctx, x, not_inplace=False):
+        if not_inplace:
+            ctx.mark_not_inplace(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, dy):
+        return dy * 5.0
+
+
+def test_returning_an_input_modifies_it_in_place():
+    x = leaf(X)
+    b = x ** 2                              # saved by the next op ...
+    c = b ** 2
+    out = Identity.apply(b)                 # ... then written in place (Paddle's rule)
+    assert out is not b and out.numpy().ctypes.data == b.numpy().ctypes.data
+    out.sum().backward()                    # what out needs is intact
+    np.testing.assert_allclose(x.grad.numpy(), 5.0 * 2 * X)
+    with pytest.raises(RuntimeError, match=r"op 'fastop::pow'.*modified in place.*"
+                                           r"received tensor_version:1 != "
+                                           r"wrapper_version_snapshot:0"):
+        c.sum().backward()
+
+
+def test_mark_not_inplace_returns_a_new_tensor_without_a_write():
+    x = leaf(X)
+    b = x ** 2
+    c = b ** 2
+    out = Identity.apply(b, not_inplace=True)
+    assert out is not b and not out.stop_gradient
+    (out.sum() + c.sum()).backward()
+    np.testing.assert_allclose(x.grad.numpy(), 5.0 * 2 * X + 4 * X ** 3)
+
+
+def test_a_leaf_needing_a_gradient_cannot_be_returned_in_place():
+    x = leaf(X)
+    with pytest.raises(ValueError, match=r"PyLayer 'Identity': forward returned its input "
+                                         r"\(shape \[2, 3\]\) itself, a leaf Tensor with "
+                                         r"stop_gradient=False.*mark_not_inplace"):
+        Identity.apply(x)
+    out = Identity.apply(x, not_inplace=True)
+    out.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full_like(X, 5.0))
+    assert Identity.apply(T(X)).stop_gradient            # nothing recorded, no check
+
+
+class CastGrad(PyLayer):
+    """Identity whose backward returns the gradient in `grad_dtype` (its input:
+    float64)."""
+
+    @staticmethod
+    def forward(ctx, x, grad_dtype):
+        ctx.grad_dtype = grad_dtype
+        return x * 1.0
+
+    @staticmethod
+    def backward(ctx, dy):
+        return fastop.cast(dy, ctx.grad_dtype)
+
+
+@pytest.mark.parametrize("grad_dtype", ["float32", "float16"])
+@pytest.mark.parametrize("consistent", [True, False])
+def test_set_grad_in_dtype_consistent_decides_the_received_dtype(consistent, grad_dtype):
+    received = []
+
+    class Producer(PyLayer):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.set_grad_in_dtype_consistent(consistent)
+            return x * 2.0
+
+        @staticmethod
+        def backward(ctx, dy):
+            received.append(dy.dtype)
+            return dy * 2.0
+
+    x = leaf(X)
+    CastGrad.apply(Producer.apply(x), grad_dtype).sum().backward()
+    assert received == [fastop.float64 if consistent else grad_dtype]
+    assert x.grad.dtype == fastop.float64      # the leaf's own dtype either way
+    np.testing.assert_array_equal(x.grad.numpy(), np.full_like(X, 2.0))
+
+
+def test_a_layer_without_backward_raises_when_differentiated():
+    from fastop.autograd.py_layer import BackwardNotImplementedError
+
+    class ForwardOnly(PyLayer):
+        @staticmethod
+        def forward(ctx, x):
+            return T(x.numpy() * 2)
+
+    y = ForwardOnly.apply(leaf(X))           # forward alone works
+    with pytest.raises(BackwardNotImplementedError, match="must define a static backward") \
+            as info:
+        y.backward()
+    # both what Python code expects and what PaddlePaddle raises (OSError)
+    assert isinstance(info.value, NotImplementedError) and isinstance(info.value, OSError)
+    assert "raised in backward of PyLayer 'ForwardOnly'" in info.value.__notes__
+
+
 # --------------------------------------------------------------------------- errors
 
 def test_backward_returning_the_wrong_count_names_the_layer():
@@ -403,8 +680,8 @@ def test_backward_returning_the_wrong_count_names_the_layer():
         def backward(ctx, dy):
             return dy, dy
 
-    with pytest.raises(TypeError, match=r"PyLayer 'TwoGrads': backward returned 2 gradient"
-                                        r"\(s\), expected 1"):
+    with pytest.raises(ValueError, match=r"PyLayer 'TwoGrads': backward returned 2 "
+                                         r"gradient\(s\), expected 1"):
         TwoGrads.apply(leaf(X)).backward()
 
 
@@ -423,7 +700,7 @@ def test_gradient_of_the_wrong_shape_is_never_broadcast():
         RowGrad.apply(leaf(X)).backward()
 
 
-def test_gradient_of_the_wrong_dtype_names_the_layer():
+def test_gradient_of_another_dtype_is_cast_to_the_input_dtype():
     class Float32Grad(PyLayer):
         @staticmethod
         def forward(ctx, x):
@@ -431,11 +708,12 @@ def test_gradient_of_the_wrong_dtype_names_the_layer():
 
         @staticmethod
         def backward(ctx, dy):
-            return T(dy.numpy().astype(np.float32))
+            return T(dy.numpy().astype(np.float32) * 2)
 
-    with pytest.raises(TypeError, match=r"PyLayer 'Float32Grad'.*Tensor input 0 has dtype "
-                                        r"float32, expected float64"):
-        Float32Grad.apply(leaf(X)).backward()
+    x = leaf(X)
+    Float32Grad.apply(x).backward(T(np.full_like(X, 0.1)))
+    assert x.grad.dtype == fastop.float64
+    np.testing.assert_array_equal(x.grad.numpy(), np.float32(0.1) * np.float32(2))
 
 
 def test_context_type_must_be_a_pylayer_node():
@@ -472,8 +750,8 @@ def test_forward_returning_no_tensor_names_the_layer():
         def forward(ctx, x):
             return x.numpy(), 3
 
-    with pytest.raises(TypeError, match=r"PyLayer 'NoTensor': forward must return a Tensor.*"
-                                        r"got tuple of \(ndarray, int\)"):
+    with pytest.raises(ValueError, match=r"PyLayer 'NoTensor': forward must return a "
+                                         r"Tensor.*got tuple of \(ndarray, int\)"):
         NoTensor.apply(leaf(X))
 
 

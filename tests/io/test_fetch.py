@@ -53,7 +53,11 @@ def test_fresh_arrays_are_shared_and_other_dtypes_converted():
     t = tensor_of_fresh_array(a)
     a[0] = 9
     assert t.numpy()[0] == 9                               # no copy
-    assert tensor_of_fresh_array(np.zeros(2, "uint8")).dtype == fastop.int64
+    assert tensor_of_fresh_array(np.zeros(2, "int16")).dtype == fastop.int64
+    u = np.zeros(2, "uint8")
+    assert tensor_of_fresh_array(u).dtype == fastop.uint8
+    u[0] = 7
+    assert tensor_of_fresh_array(u).numpy()[0] == 7         # uint8 is fastop's: shared
     text = np.array(["a", "b"])
     assert tensor_of_fresh_array(text) is text
     assert converter_for(np.dtype("float64")) is converter_for(np.dtype("float32"))

@@ -267,3 +267,18 @@ def test_fastop_functions_append_ops_on_variables(static_env, exe, rng):
                 xv.sum(0), xv ** 2, 1 - xv]
     for g, e in zip(got, expected):
         np.testing.assert_allclose(g, e, rtol=1e-12)
+
+
+def test_storage_dtype_variables_compute_in_float32_through_an_appended_cast(static_env):
+    main, _, _ = static_env
+    h = static.data("h", [2, 3], "float16")
+    y = fastop.tanh(h)
+    as_float64 = h.astype("float64")          # cast has a float16 kernel: no detour
+    assert y.dtype == fastop.float32 and as_float64.dtype == fastop.float64
+    assert [op.type for op in main.global_block().ops] == \
+        ["fastop::cast", "fastop::tanh", "fastop::cast"]
+    half = np.array([[0.5, -1.25, 2.0], [3.5, 0.1, -0.7]], np.float16)
+    got, got64 = static.Executor(fastop.CPUPlace()).run(main, feed={"h": half},
+                                                        fetch_list=[y, as_float64])
+    np.testing.assert_allclose(got, np.tanh(half.astype(np.float32)), rtol=1e-6)
+    np.testing.assert_array_equal(got64, half.astype(np.float64))

@@ -14,7 +14,7 @@
 # Used by activation.pyx and random.pyx. Outputs may be inputs themselves (the same
 # view: in place); a partial overlap is the caller's to avoid (CKernel.must_stage).
 from libc.stddef cimport ptrdiff_t
-from libc.stdint cimport uint8_t, uint32_t, uint64_t
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
 from fastop._core.storage cimport fastop_view, itemsize_of, FASTOP_MAX_NDIM
 from fastop._core.kernel cimport K_OK, get_num_threads, use_threads
 from fastop._core.parallel cimport parallel_run
@@ -52,6 +52,9 @@ cdef inline void _copy_strided(char* dst, ptrdiff_t dst_stride, const char* src,
     elif itemsize == 4:
         for i in range(n):
             (<uint32_t*>(dst + i * dst_stride))[0] = (<const uint32_t*>(src + i * src_stride))[0]
+    elif itemsize == 2:
+        for i in range(n):
+            (<uint16_t*>(dst + i * dst_stride))[0] = (<const uint16_t*>(src + i * src_stride))[0]
     else:
         for i in range(n):
             (<uint8_t*>(dst + i * dst_stride))[0] = (<const uint8_t*>(src + i * src_stride))[0]

@@ -1,4 +1,5 @@
 # distutils: sources = src/fastop/_core/simd_math_impl.c
+# distutils: libraries = npymath
 """Elementwise kernels: unary math, their backward forms, binary arithmetic,
 comparisons, where, cast and full_like.
 
@@ -18,12 +19,13 @@ of ``simd_math.h`` too; results of 8 MB and more are streamed to memory.
 other way is copied first, so the result is always as if inputs were read before the
 output is written.
 """
-from libc.stdint cimport uint8_t, uint32_t, uint64_t, INT32_MIN, INT32_MAX
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, INT32_MIN, INT32_MAX
 from libc.stdlib cimport malloc, free
 from libc.math cimport fabs, sqrt as c_sqrt, pow as c_pow
 from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, FASTOP_BOOL,
                                    FASTOP_INT32, FASTOP_INT64, FASTOP_FLOAT32,
-                                   FASTOP_FLOAT64, numeric_t, itemsize_of,
+                                   FASTOP_FLOAT64, FASTOP_FLOAT16, FASTOP_UINT8,
+                                   numeric_t, itemsize_of,
                                    view_copy, view_set_contiguous_strides,
                                    view_element_offset)
 from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_BROADCAST, K_ERR_DTYPE,
@@ -34,6 +36,13 @@ from fastop._core.broadcast cimport (bcast_iter, broadcast_shape, bcast_iter_ini
                                      BCAST_MAX_OPERANDS)
 
 from fastop._core.simd_math cimport *
+
+# float16 conversions (round to nearest even, inf/nan/subnormals kept): numpy's own, from
+# its npymath library, so a float16 cast gives exactly what numpy's astype gives
+cdef extern from "numpy/halffloat.h" nogil:
+    float npy_half_to_float(uint16_t h)
+    uint16_t npy_float_to_half(float f)
+    uint16_t npy_double_to_half(double d)
 
 __all__ = ["neg", "abs", "sign", "exp", "log", "sqrt", "square", "tanh", "sigmoid", "relu",
            "tanh_grad", "sigmoid_grad", "relu_grad", "sqrt_grad",
@@ -250,9 +259,22 @@ cdef inline void _cast_loop(const src_t* x, dst_t* y, ptrdiff_t n) noexcept nogi
             y[i] = <dst_t>x[i]
 
 
+cdef inline void _cast_half_loop(const uint16_t* x, dst_t* y, ptrdiff_t n) noexcept nogil:
+    cdef ptrdiff_t i
+    cdef float v
+    for i in range(n):
+        v = npy_half_to_float(x[i])
+        if dst_t is uint8_t:
+            y[i] = v != 0
+        else:
+            y[i] = <dst_t>v
+
+
 cdef inline void _cast_from(int src, const char* x, dst_t* y, ptrdiff_t n) noexcept nogil:
-    if src == FASTOP_BOOL:
+    if src == FASTOP_BOOL or src == FASTOP_UINT8:   # uint8 to bool: x != 0, as numpy
         _cast_loop(<const uint8_t*>x, y, n)
+    elif src == FASTOP_FLOAT16:
+        _cast_half_loop(<const uint16_t*>x, y, n)
     elif src == FASTOP_INT32:
         _cast_loop(<const int*>x, y, n)
     elif src == FASTOP_INT64:
@@ -324,8 +346,58 @@ cdef int _where_block(const OpCtx* c, char** p, ptrdiff_t n) noexcept nogil:
     return K_OK
 
 
+cdef void _cast_to_half(int src, const char* x, uint16_t* y, ptrdiff_t n) noexcept nogil:
+    cdef ptrdiff_t i
+    if src == FASTOP_FLOAT32:
+        for i in range(n):
+            y[i] = npy_float_to_half((<const float*>x)[i])
+    elif src == FASTOP_FLOAT64:
+        for i in range(n):
+            y[i] = npy_double_to_half((<const double*>x)[i])
+    elif src == FASTOP_INT32:
+        for i in range(n):
+            y[i] = npy_double_to_half((<const int*>x)[i])
+    elif src == FASTOP_INT64:
+        for i in range(n):
+            y[i] = npy_double_to_half(<double>(<const long long*>x)[i])
+    elif src == FASTOP_FLOAT16:
+        for i in range(n):
+            y[i] = (<const uint16_t*>x)[i]
+    else:                                        # bool, uint8
+        for i in range(n):
+            y[i] = npy_float_to_half((<const uint8_t*>x)[i])
+
+
+cdef void _cast_to_uint8(int src, const char* x, uint8_t* y, ptrdiff_t n) noexcept nogil:
+    """Integers wrap modulo 256 and floats truncate toward zero first, as numpy's astype
+    does for values in range."""
+    cdef ptrdiff_t i
+    if src == FASTOP_INT32:
+        for i in range(n):
+            y[i] = <uint8_t>(<const int*>x)[i]
+    elif src == FASTOP_INT64:
+        for i in range(n):
+            y[i] = <uint8_t>(<const long long*>x)[i]
+    elif src == FASTOP_FLOAT32:
+        for i in range(n):
+            y[i] = <uint8_t><long long>(<const float*>x)[i]
+    elif src == FASTOP_FLOAT64:
+        for i in range(n):
+            y[i] = <uint8_t><long long>(<const double*>x)[i]
+    elif src == FASTOP_FLOAT16:
+        for i in range(n):
+            y[i] = <uint8_t><long long>npy_half_to_float((<const uint16_t*>x)[i])
+    else:                                        # bool, uint8
+        for i in range(n):
+            y[i] = (<const uint8_t*>x)[i]
+
+
 cdef int _cast_block(const OpCtx* c, char** p, ptrdiff_t n) noexcept nogil:
-    if c.out_dtype == FASTOP_BOOL:
+    if c.out_dtype == FASTOP_FLOAT16:
+        _cast_to_half(c.dtype, p[1], <uint16_t*>p[0], n)
+    elif c.out_dtype == FASTOP_UINT8:
+        _cast_to_uint8(c.dtype, p[1], <uint8_t*>p[0], n)
+    elif c.out_dtype == FASTOP_BOOL:
         _cast_from(c.dtype, p[1], <uint8_t*>p[0], n)
     elif c.out_dtype == FASTOP_INT32:
         _cast_from(c.dtype, p[1], <int*>p[0], n)
@@ -366,6 +438,9 @@ cdef inline void _gather(char* dst, const char* src, ptrdiff_t stride, ptrdiff_t
     elif itemsize == 4:
         for i in range(n):
             (<uint32_t*>dst)[i] = (<const uint32_t*>(src + i * stride))[0]
+    elif itemsize == 2:
+        for i in range(n):
+            (<uint16_t*>dst)[i] = (<const uint16_t*>(src + i * stride))[0]
     else:
         for i in range(n):
             (<uint8_t*>dst)[i] = (<const uint8_t*>(src + i * stride))[0]
@@ -381,6 +456,9 @@ cdef inline void _scatter(char* dst, const char* src, ptrdiff_t stride, ptrdiff_
     elif itemsize == 4:
         for i in range(n):
             (<uint32_t*>(dst + i * stride))[0] = (<const uint32_t*>src)[i]
+    elif itemsize == 2:
+        for i in range(n):
+            (<uint16_t*>(dst + i * stride))[0] = (<const uint16_t*>src)[i]
     else:
         for i in range(n):
             (<uint8_t*>(dst + i * stride))[0] = (<const uint8_t*>src)[i]
@@ -889,6 +967,9 @@ where = make_kernel("where", ("condition", "x", "y"), ("out",), _infer_where, _k
 # cast(x, dtype=...): any dtype to any dtype (to bool: x != 0; float to int truncates).
 cast = make_kernel("cast", ("x",), ("out",), _infer_cast, _k_cast, _k_cast, _k_cast, _k_cast,
                    _k_cast, 0, ("dtype",), _pack_cast)
+# ... and from the storage dtypes, which only cast computes in
+(<CKernel>cast).fns[FASTOP_FLOAT16] = _k_cast
+(<CKernel>cast).fns[FASTOP_UINT8] = _k_cast
 # full_like(x, fill_value=0.0): x's shape and dtype, every element fill_value.
 full_like = make_kernel("full_like", ("x",), ("out",), _infer_same, _k_full_like,
                         _k_full_like, _k_full_like, _k_full_like, _k_full_like, 0,

@@ -12,6 +12,9 @@ cdef extern from "tensor_view.h":
         FASTOP_INT64
         FASTOP_FLOAT32
         FASTOP_FLOAT64
+        FASTOP_NUM_COMPUTE_DTYPES
+        FASTOP_FLOAT16
+        FASTOP_UINT8
         FASTOP_NUM_DTYPES
     ctypedef struct fastop_view:
         char* data
@@ -37,10 +40,12 @@ ctypedef fused floating_t:
 
 cdef inline ptrdiff_t itemsize_of(int dtype) noexcept nogil:
     """Bytes per element of a dtype code."""
-    if dtype == FASTOP_BOOL:
+    if dtype == FASTOP_BOOL or dtype == FASTOP_UINT8:
         return 1
     if dtype == FASTOP_INT32 or dtype == FASTOP_FLOAT32:
         return 4
+    if dtype == FASTOP_FLOAT16:
+        return 2
     return 8
 
 cdef inline bint view_same_meta(const fastop_view* a, const fastop_view* b) noexcept nogil:

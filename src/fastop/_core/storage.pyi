@@ -9,7 +9,7 @@ _T = TypeVar("_T", bound="DenseTensor")
 MAX_NDIM: int
 
 class DType:
-    """One of fastop's five dtypes; compares equal to its name and numpy dtype."""
+    """One of fastop's dtypes; compares equal to its name and numpy dtype."""
     @property
     def code(self) -> int: ...
     @property
@@ -21,12 +21,17 @@ class DType:
     def __init__(self, code: int, name: str) -> None: ...
     @property
     def is_floating(self) -> bool: ...
+    @property
+    def is_storage_only(self) -> bool: ...
 
 bool_: DType
 int32: DType
 int64: DType
 float32: DType
 float64: DType
+float16: DType
+uint8: DType
+DTYPE_NAMES: tuple[str, ...]
 
 def as_dtype(dtype: Any) -> DType:
     """Resolve a DType, a name ('float32'), a numpy dtype or a Python type."""

@@ -44,13 +44,13 @@ cimport numpy as cnp
 cnp.import_array()
 
 __all__ = ["DType", "DenseTensor", "bool_", "int32", "int64", "float32", "float64",
-           "as_dtype", "empty", "zeros", "from_numpy", "from_dlpack", "empty_cache",
+           "float16", "uint8", "DTYPE_NAMES", "as_dtype", "empty", "zeros", "from_numpy", "from_dlpack", "empty_cache",
            "MAX_NDIM"]
 
 MAX_NDIM = FASTOP_MAX_NDIM
 cdef ptrdiff_t ALIGNMENT = 64
-cdef const char* FORMATS[5]
-FORMATS[:] = [b"?", b"i", b"q", b"f", b"d"]
+cdef const char* FORMATS[FASTOP_NUM_DTYPES]
+FORMATS[:] = [b"?", b"i", b"q", b"f", b"d", b"e", b"B"]
 
 
 # --------------------------------------------------------------------------- dtypes
@@ -86,7 +86,14 @@ cdef class DType:
 
     @property
     def is_floating(self):
-        return self.code == FASTOP_FLOAT32 or self.code == FASTOP_FLOAT64
+        return self.code == FASTOP_FLOAT32 or self.code == FASTOP_FLOAT64 \
+            or self.code == FASTOP_FLOAT16
+
+    @property
+    def is_storage_only(self):
+        """Whether kernels compute in this dtype (False for float16 and uint8, which
+        tensors hold and `cast` converts, and ops compute in float32)."""
+        return self.code >= FASTOP_NUM_COMPUTE_DTYPES
 
 
 bool_ = DType(FASTOP_BOOL, "bool")
@@ -94,10 +101,14 @@ int32 = DType(FASTOP_INT32, "int32")
 int64 = DType(FASTOP_INT64, "int64")
 float32 = DType(FASTOP_FLOAT32, "float32")
 float64 = DType(FASTOP_FLOAT64, "float64")
-cdef tuple DTYPES = (bool_, int32, int64, float32, float64)
+float16 = DType(FASTOP_FLOAT16, "float16")
+uint8 = DType(FASTOP_UINT8, "uint8")
+cdef tuple DTYPES = (bool_, int32, int64, float32, float64, float16, uint8)
+DTYPE_NAMES = tuple([d.name for d in DTYPES])
 cdef dict _BY_NAME = {d.name: d for d in DTYPES}
 _BY_NAME.update({"bool_": bool_, "float": float32, "double": float64, "int": int64,
-                 "long": int64, "fp32": float32, "fp64": float64})
+                 "long": int64, "fp32": float32, "fp64": float64, "half": float16,
+                 "fp16": float16})
 
 
 cdef DType dtype_from_code(int code):
@@ -142,6 +153,10 @@ cdef int _code_from_format(const char* fmt, Py_ssize_t itemsize) except -1:
         raise TypeError("big-endian buffers are not supported")
     if c == b'?':
         return FASTOP_BOOL
+    if c == b'B' and itemsize == 1:
+        return FASTOP_UINT8
+    if c == b'e' and itemsize == 2:
+        return FASTOP_FLOAT16
     if c == b'f' and itemsize == 4:
         return FASTOP_FLOAT32
     if c == b'd' and itemsize == 8:
@@ -152,7 +167,7 @@ cdef int _code_from_format(const char* fmt, Py_ssize_t itemsize) except -1:
         if itemsize == 8:
             return FASTOP_INT64
     raise TypeError(f"unsupported buffer format {fmt.decode()!r} (itemsize {itemsize}): "
-                    f"fastop supports bool, int32, int64, float32, float64")
+                    f"fastop supports {', '.join(DTYPE_NAMES)}")
 
 
 # --------------------------------------------------------------------------- view helpers
@@ -301,6 +316,9 @@ cdef void view_copy(const fastop_view* src, fastop_view* dst) noexcept nogil:
         elif itemsize == 8:
             for i in range(inner):
                 (<uint64_t*>(dp + i * d_in))[0] = (<uint64_t*>(sp + i * s_in))[0]
+        elif itemsize == 2:
+            for i in range(inner):
+                (<uint16_t*>(dp + i * d_in))[0] = (<uint16_t*>(sp + i * s_in))[0]
         else:
             for i in range(inner):
                 (<uint8_t*>(dp + i * d_in))[0] = (<uint8_t*>(sp + i * s_in))[0]
@@ -812,14 +830,15 @@ cdef void _fill_dltensor(DenseTensor t, DLTensor* dl, int64_t* dims) noexcept:
     dl.dtype.bits = 8 * itemsize
     dl.dtype.code = (kDLBool if t.view.dtype == FASTOP_BOOL else
                      kDLInt if t.view.dtype == FASTOP_INT32 or t.view.dtype == FASTOP_INT64
-                     else kDLFloat)
+                     else kDLUInt if t.view.dtype == FASTOP_UINT8 else kDLFloat)
     dl.shape = dims
     dl.strides = strides
     dl.byte_offset = 0
 
 
-cdef int[5] _NPY_TYPES = [cnp.NPY_BOOL, cnp.NPY_INT32, cnp.NPY_INT64, cnp.NPY_FLOAT32,
-                         cnp.NPY_FLOAT64]
+cdef int[FASTOP_NUM_DTYPES] _NPY_TYPES = [cnp.NPY_BOOL, cnp.NPY_INT32, cnp.NPY_INT64,
+                                         cnp.NPY_FLOAT32, cnp.NPY_FLOAT64, cnp.NPY_FLOAT16,
+                                         cnp.NPY_UINT8]
 
 
 cdef DenseTensor memory_root(DenseTensor t):
@@ -1157,6 +1176,10 @@ cdef int _code_from_ndarray(cnp.ndarray arr) noexcept:
         return FASTOP_FLOAT64
     if type_num == cnp.NPY_BOOL:
         return FASTOP_BOOL
+    if type_num == cnp.NPY_FLOAT16:
+        return FASTOP_FLOAT16
+    if type_num == cnp.NPY_UINT8:
+        return FASTOP_UINT8
     if cnp.PyTypeNum_ISSIGNED(type_num):
         if cnp.PyArray_ITEMSIZE(arr) == 4:
             return FASTOP_INT32
@@ -1226,8 +1249,8 @@ cdef DenseTensor as_dense(object obj, int dtype=-1):
     if isinstance(obj, DenseTensor) and (dtype < 0 or (<DenseTensor>obj).view.dtype == dtype):
         return <DenseTensor>obj
     arr = np.asarray(obj, dtype=None if dtype < 0 else (<DType>DTYPES[dtype]).numpy_dtype)
-    if arr.dtype == np.float16 or arr.dtype.kind == "u" and arr.dtype.itemsize <= 2:
-        arr = arr.astype(np.float32 if arr.dtype.kind == "f" else np.int64)
+    if arr.dtype.kind == "u" and arr.dtype.itemsize == 2:     # uint16: int64 holds it
+        arr = arr.astype(np.int64)
     return _borrow(DenseTensor, arr)
 
 
@@ -1304,5 +1327,9 @@ cdef int _code_from_dldtype(DLDataType dtype) except -1:
             return FASTOP_INT64
         if dtype.code == kDLBool and dtype.bits == 8:
             return FASTOP_BOOL
+        if dtype.code == kDLFloat and dtype.bits == 16:
+            return FASTOP_FLOAT16
+        if dtype.code == kDLUInt and dtype.bits == 8:
+            return FASTOP_UINT8
     raise TypeError(f"from_dlpack: unsupported dtype (code {dtype.code}, {dtype.bits} bits, "
-                    f"{dtype.lanes} lanes); fastop supports bool, int32, int64, float32, float64")
+                    f"{dtype.lanes} lanes); fastop supports {', '.join(DTYPE_NAMES)}")

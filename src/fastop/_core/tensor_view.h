@@ -13,13 +13,19 @@
 /* room for a slice's (start, end, step) per dim plus flags */
 #define FASTOP_MAX_ATTR_INTS (4 * FASTOP_MAX_NDIM + 4)
 
+/* Codes below FASTOP_NUM_COMPUTE_DTYPES are the dtypes kernels compute in. float16 and
+ * uint8 are storage dtypes: tensors hold them and `cast` converts them; an op without a
+ * kernel for them computes in float32 (exact for every float16 and uint8 value). */
 typedef enum {
     FASTOP_BOOL = 0,
     FASTOP_INT32 = 1,
     FASTOP_INT64 = 2,
     FASTOP_FLOAT32 = 3,
     FASTOP_FLOAT64 = 4,
-    FASTOP_NUM_DTYPES = 5
+    FASTOP_NUM_COMPUTE_DTYPES = 5,
+    FASTOP_FLOAT16 = 5,
+    FASTOP_UINT8 = 6,
+    FASTOP_NUM_DTYPES = 7
 } fastop_dtype;
 
 typedef struct {

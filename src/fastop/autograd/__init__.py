@@ -11,9 +11,10 @@ from fastop.autograd._grad_mode import (enable_grad, is_grad_enabled, no_grad,
                                         set_grad_enabled)
 from fastop.autograd._graph import backward, grad
 from fastop.autograd.py_layer import PyLayer, PyLayerContext
+from fastop.autograd.saved_tensors_hooks import saved_tensors_hooks
 from fastop.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck
 from fastop.autograd.hooks import HookRemoveHelper, register_backward_end_hook
 
 __all__ = ["PyLayer", "PyLayerContext", "backward", "grad", "no_grad", "enable_grad",
-           "set_grad_enabled", "is_grad_enabled", "gradcheck", "gradgradcheck",
-           "GradcheckError", "register_backward_end_hook", "HookRemoveHelper"]
+           "set_grad_enabled", "is_grad_enabled", "saved_tensors_hooks", "gradcheck",
+           "gradgradcheck", "GradcheckError", "register_backward_end_hook", "HookRemoveHelper"]

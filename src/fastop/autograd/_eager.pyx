@@ -12,6 +12,8 @@ and methods, ``fastop.<fn>``, gradient rules, optimizer steps, indexing). One pa
    Tensors by the one scalar rule (:func:`fastop.ops._dispatch.group_dtype`), which may
    also cast a tensor of the op's dtype group (an int32 tensor times 2.5 computes in
    float32; the cast is an op of its own, so gradients flow through it);
+   A tensor of a storage dtype (float16, uint8) that the op has no kernel for is cast
+   to float32 first (also recorded);
 3. **kernel** — the plan's kernel for the dispatch input's dtype: a Cython kernel runs
    through ``CKernel.run`` (views included), a Python kernel through the memoized
    ``PythonKernel`` whose results the C checker wraps straight into Tensors;
@@ -20,8 +22,8 @@ and methods, ``fastop.<fn>``, gradient rules, optimizer steps, indexing). One pa
 from cpython.float cimport PyFloat_CheckExact
 from cpython.long cimport PyLong_Check, PyLong_CheckExact, PyLong_AsLongLongAndOverflow
 from fastop._core.storage cimport (DenseTensor, fastop_attrs, check_initialised, FASTOP_BOOL,
-                                   FASTOP_INT32,
-                                   FASTOP_INT64, FASTOP_FLOAT32, FASTOP_FLOAT64)
+                                   FASTOP_INT32, FASTOP_INT64, FASTOP_FLOAT32, FASTOP_FLOAT64,
+                                   FASTOP_NUM_COMPUTE_DTYPES)
 from fastop._core.kernel cimport CKernel
 from fastop._tensor cimport Tensor, as_tensor, scalar_tensor, wrap_dense
 from fastop.ops._dispatch cimport (OpBase, CallPlan, AttrsMemo, plan_of, run_kernel,
@@ -36,7 +38,7 @@ from fastop.ops._registry import registry
 
 __all__ = ["eager_call"]
 
-_DTYPE_NAMES = ("bool", "int32", "int64", "float32", "float64")
+from fastop._core.storage import DTYPE_NAMES as _DTYPE_NAMES
 cdef int MAX_INPUTS = 64
 
 
@@ -103,8 +105,10 @@ cdef bint _all_tensors(CallPlan plan, tuple inputs) noexcept:
             return False
         if (<DenseTensor>x).view.data == NULL and (<DenseTensor>x).view.size:
             return False                      # uninitialised: _as_tensors explains
+        d = (<Tensor>x).view.dtype
+        if d >= FASTOP_NUM_COMPUTE_DTYPES:
+            return False                      # a storage dtype: _as_tensors may cast it
         if i >= 64 or (plan.group_mask >> i) & 1:
-            d = (<Tensor>x).view.dtype
             if dtype >= 0 and d != dtype:
                 return False
             dtype = d
@@ -135,11 +139,10 @@ cdef tuple _as_tensors(CallPlan plan, tuple inputs):
             kinds[i] = KIND_ABSENT
         elif isinstance(x, DenseTensor):
             _check_initialised(op, i, <DenseTensor>x)
-            if not isinstance(x, Tensor):
-                converted[i] = wrap_dense(<DenseTensor>x)
-            kinds[i] = (<DenseTensor>x).view.dtype
+            converted[i] = _computable(plan, wrap_dense(<DenseTensor>x))
+            kinds[i] = (<DenseTensor>converted[i]).view.dtype
         elif i < 64 and (plan.variadic_mask >> i) & 1:
-            converted[i] = [_input_tensor(op, i, e, -1) for e in x]
+            converted[i] = [_computable(plan, _input_tensor(op, i, e, -1)) for e in x]
             kinds[i] = KIND_OTHER
         else:
             kinds[i] = scalar_kind(x)
@@ -149,7 +152,7 @@ cdef tuple _as_tensors(CallPlan plan, tuple inputs):
                 kinds[i] = _sequence_kind(op, i, x)   # scalars it holds
                 sequence[i] = True
             else:                                # an array: a tensor of its own dtype
-                converted[i] = _input_tensor(op, i, x, -1)
+                converted[i] = _computable(plan, _input_tensor(op, i, x, -1))
                 kinds[i] = (<Tensor>converted[i]).view.dtype
     target = group_dtype(plan, kinds, n, &cast_tensors)
     for i in range(n):
@@ -170,7 +173,7 @@ cdef tuple _as_tensors(CallPlan plan, tuple inputs):
 cdef inline bint _takes_dtype(object value, Tensor t) noexcept:
     """value is a Python float with a float tensor, or a Python int with a non-bool
     initialised tensor: the scalar takes the tensor's dtype, nothing is promoted."""
-    if t.view.data == NULL and t.view.size:
+    if (t.view.data == NULL and t.view.size) or t.view.dtype >= FASTOP_NUM_COMPUTE_DTYPES:
         return False
     if PyFloat_CheckExact(value):
         return t.view.dtype >= FASTOP_FLOAT32
@@ -236,6 +239,16 @@ cdef Tensor _scalar(object op, Py_ssize_t i, object value, int dtype):
                                 f"{value!r:.60}, which does not fit the "
                                 f"{_DTYPE_NAMES[dtype]} the op computes in")
     return scalar_tensor(value, dtype)
+
+
+cdef Tensor _computable(CallPlan plan, Tensor t):
+    """t, or t cast to float32 when it has a storage dtype (float16, uint8) that the op
+    has no kernel for: storage dtypes compute in float32, which holds their values
+    exactly."""
+    cdef int d = t.view.dtype
+    if d < FASTOP_NUM_COMPUTE_DTYPES or plan.kernels[d] is not None:
+        return t
+    return <Tensor>_cast(t, FASTOP_FLOAT32)
 
 
 cdef object _cast_op = None

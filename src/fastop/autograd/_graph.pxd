@@ -29,6 +29,12 @@ cdef tuple meta_of(object t)
 cdef bint grad_fits(object g, object x)
 cdef object check_grad(object g, object x, str who, object what)
 cdef unsigned long long versions(tuple saved, unsigned long long mask)
-cdef object modified_error(Node node)
+cdef object modified_error(Node node, unsigned long long now, unsigned long long then)
 cdef object released_error(Node node)
 cdef unsigned long long ALL_SAVED
+
+# saved_tensors_hooks (per thread): the innermost (pack, unpack) or None; packing and
+# unpacking the values a node saves
+cdef tuple saved_hooks()
+cdef tuple pack_saved(tuple values, object pack_hook)
+cdef tuple unpack_saved(tuple packed, object unpack_hook)

@@ -22,20 +22,26 @@ from cpython.pythread cimport (PyThread_type_lock, PyThread_allocate_lock,
 from cpython.ref cimport Py_REFCNT
 from libc.stddef cimport ptrdiff_t
 from fastop._core.storage cimport (DenseTensor, FASTOP_FLOAT32, FASTOP_FLOAT64,
-                                   FASTOP_MAX_NDIM, memory_root)
+                                   FASTOP_FLOAT16, FASTOP_MAX_NDIM,
+                                   FASTOP_NUM_COMPUTE_DTYPES, memory_root)
 from fastop._tensor cimport (Tensor, add_tensors, as_tensor, full_tensor, view_of)
 from fastop.ops._dispatch cimport CallPlan, run_kernel, swap_mode_override
 from fastop.autograd._grad_mode cimport grad_enabled, swap_grad_enabled
 
+import threading
+import warnings
+
 import numpy as np
 
 from fastop.ops._registry import add_note, apply_grad_rule
+from fastop.ops.builtin._table import B
 
-__all__ = ["backward", "grad", "Node"]
+__all__ = ["backward", "grad", "Node", "push_saved_hooks", "pop_saved_hooks"]
 
 
 cdef bint is_float(DenseTensor t) noexcept:
-    return t.view.dtype == FASTOP_FLOAT32 or t.view.dtype == FASTOP_FLOAT64
+    return t.view.dtype == FASTOP_FLOAT32 or t.view.dtype == FASTOP_FLOAT64 \
+        or t.view.dtype == FASTOP_FLOAT16
 
 
 # --------------------------------------------------------------------------- nodes
@@ -138,12 +144,106 @@ cdef unsigned long long versions(tuple saved, unsigned long long mask):
     return total
 
 
-cdef object modified_error(Node node):
+cdef object modified_error(Node node, unsigned long long now, unsigned long long then):
     return RuntimeError(
         f"backward through {node.label()}: a tensor it saved for the gradient was "
         f"modified in place after the forward pass (set_value, item assignment, an "
-        f"optimizer step or out=), so the gradient would be wrong; modify it after "
-        f"backward, or modify a copy")
+        f"optimizer step, out=, or a PyLayer returning its input), so the gradient "
+        f"would be wrong; modify it after backward, or modify a copy (in-place versions "
+        f"of the saved tensors: received tensor_version:{now} != "
+        f"wrapper_version_snapshot:{then})")
+
+
+# --------------------------------------------------------------------------- saved hooks
+
+# saved_tensors_hooks: per thread, like grad mode. The C counter makes the check on every
+# recorded op one thread-local read; the hooks themselves live in a threading.local.
+cdef extern from *:
+    """
+    static _Thread_local int fastop_saved_hooks_depth = 0;
+    """
+    int _hooks_depth "fastop_saved_hooks_depth"
+
+_hooks = threading.local()
+
+
+def push_saved_hooks(pack_hook, unpack_hook) -> None:
+    """Make (pack_hook, unpack_hook) this thread's innermost saved-tensor hooks."""
+    global _hooks_depth
+    stack = getattr(_hooks, "stack", None)
+    if stack is None:
+        stack = _hooks.stack = []
+    stack.append((pack_hook, unpack_hook))
+    _hooks_depth = len(stack)
+
+
+def pop_saved_hooks() -> None:
+    """Drop this thread's innermost saved-tensor hooks."""
+    global _hooks_depth
+    stack = getattr(_hooks, "stack", None)
+    if not stack:
+        raise RuntimeError("saved_tensors_hooks: exited more often than entered on this "
+                           "thread")
+    stack.pop()
+    _hooks_depth = len(stack)
+
+
+cdef tuple saved_hooks():
+    """This thread's innermost (pack_hook, unpack_hook), or None."""
+    if not _hooks_depth:
+        return None
+    return _hooks.stack[len(_hooks.stack) - 1]
+
+
+cdef class _Packed:
+    """What a pack hook returned for one saved tensor (told apart from other saved
+    values, which are kept as they are)."""
+    cdef object value
+
+
+cdef object _pack_one(object value, object pack_hook):
+    cdef _Packed p
+    if isinstance(value, Tensor):
+        p = _Packed.__new__(_Packed)
+        p.value = pack_hook(value)
+        return p
+    if isinstance(value, (list, tuple)):
+        return type(value)([_pack_one(e, pack_hook) for e in value])
+    return value
+
+
+cdef tuple pack_saved(tuple values, object pack_hook):
+    """values with each Tensor (also inside lists/tuples) replaced by what pack_hook
+    returns for it; the hook runs without recording."""
+    cdef bint prev = swap_grad_enabled(False)
+    try:
+        return tuple([_pack_one(v, pack_hook) for v in values])
+    finally:
+        swap_grad_enabled(prev)
+
+
+cdef object _unpack_one(object value, object unpack_hook):
+    if isinstance(value, _Packed):
+        t = unpack_hook((<_Packed>value).value)
+        if isinstance(t, Tensor):
+            return t
+        if isinstance(t, DenseTensor):
+            return view_of(<DenseTensor>t)
+        raise TypeError(f"saved_tensors_hooks: unpack_hook must return a Tensor, got "
+                        f"{type(t).__name__}")
+    if isinstance(value, (list, tuple)):
+        return type(value)([_unpack_one(e, unpack_hook) for e in value])
+    return value
+
+
+cdef tuple unpack_saved(tuple packed, object unpack_hook):
+    """The saved values back from pack_saved's result (the hook runs without
+    recording)."""
+    cdef bint prev = swap_grad_enabled(False)
+    try:
+        return tuple([_unpack_one(v, unpack_hook) for v in packed])
+    finally:
+        swap_grad_enabled(prev)
 
 
 cdef class OpNode(Node):
@@ -156,6 +256,7 @@ cdef class OpNode(Node):
     cdef unsigned long long saved_versions   # ... and versions() of those when recorded
     cdef tuple layout             # per declared input: tensor count if variadic, else -1
     cdef tuple out_meta           # (shape, dtype) per output, for zero-filling missing grads
+    cdef object unpack_hook       # saved_tensors_hooks: `saved` holds what packing made
 
     cdef str label(self):
         return f"op '{self.plan.op.name}'"
@@ -168,17 +269,22 @@ cdef class OpNode(Node):
         cdef CallPlan plan = self.plan
         cdef Py_ssize_t k
         cdef Tensor v
-        if self.version_mask and \
-                versions(self.saved, self.version_mask) != self.saved_versions:
-            raise modified_error(self)
+        cdef unsigned long long now
+        if self.version_mask:
+            now = versions(self.saved, self.version_mask)
+            if now != self.saved_versions:
+                raise modified_error(self, now, self.saved_versions)
+        cdef tuple saved = self.saved if self.unpack_hook is None \
+            else unpack_saved(self.saved, self.unpack_hook)
         if not create_graph and plan.backward is not None and self._kernel_path(grads):
-            return self._flatten(self._backward_kernel(grads))
+            return self._flatten(self._backward_kernel(saved, grads))
         if self.rule.materialize_grads:
             for k in range(self.n_out):
                 if grads[k] is None:
                     grads[k] = zeros_like_meta(self.out_meta[k])
-        needed = list(self.saved)
-        if create_graph:   # saved outputs rejoin the graph so the rule is differentiable
+        needed = list(saved)
+        if create_graph and self.unpack_hook is None:
+            # saved outputs rejoin the graph so the rule is differentiable
             for k, (is_out, idx) in enumerate(plan.needs):
                 if is_out:
                     v = view_of(<DenseTensor>needed[k])
@@ -213,12 +319,12 @@ cdef class OpNode(Node):
                 grads[k] = zeros_like_meta(self.out_meta[k])
         return True
 
-    cdef tuple _backward_kernel(self, list grads):
+    cdef tuple _backward_kernel(self, tuple saved, list grads):
         """A kernel rule, run as its backward op's kernel (no graph is built): the
         gradients of the declared inputs (None for those that take none)."""
         cdef CallPlan plan = self.plan
         cdef CallPlan back = plan.backward
-        cdef tuple args = tuple([self.saved[k] if src == 0 else grads[k]
+        cdef tuple args = tuple([saved[k] if src == 0 else grads[k]
                                  for src, k in plan.backward_args])
         try:
             outs = run_kernel(back, args, self.attrs,
@@ -396,7 +502,12 @@ cdef tuple _make_node(CallPlan plan, object rule, tuple inputs, tuple outputs, d
     node.n_out = n_out
     node.saved = tuple([outputs[idx] if is_out else inputs[idx]
                         for is_out, idx in plan.needs]) if plan.needs else ()
-    if plan.check_versions:
+    hooks = saved_hooks()
+    if hooks is not None:       # the hooks own what is kept: no version to check
+        if node.saved:
+            node.saved = pack_saved(node.saved, hooks[0])
+            node.unpack_hook = hooks[1]
+    elif plan.check_versions:
         node.version_mask = _version_mask(plan, next_, layout)
         if node.version_mask:
             node.saved_versions = versions(node.saved, node.version_mask)
@@ -427,7 +538,16 @@ backward_end_hooks = _end_hooks
 
 
 cdef inline object _acc(object a, object b):
-    return b if a is None else add_tensors(<Tensor>a, <Tensor>b)
+    return b if a is None else _sum_grads(<Tensor>a, <Tensor>b)
+
+
+cdef Tensor _sum_grads(Tensor a, Tensor b):
+    """a + b in their dtype: a sum of float16 gradients is computed in float32 (a storage
+    dtype) and cast back, so a tensor's gradient keeps its dtype."""
+    cdef Tensor s = add_tensors(a, b)
+    if a.view.dtype >= FASTOP_NUM_COMPUTE_DTYPES and s.view.dtype != a.view.dtype:
+        s = <Tensor>B.cast(s, dtype=a.dtype)
+    return s
 
 
 cdef inline void _visit(Node n, Py_ssize_t epoch, list stack, Py_ssize_t* top,
@@ -516,7 +636,7 @@ cdef class _Walk:
                 if t._grad is None:
                     t._grad = _own(g, walk_refs, self.create_graph)
                 else:
-                    t._grad = add_tensors(<Tensor>t._grad, g)
+                    t._grad = _sum_grads(<Tensor>t._grad, g)
             finally:
                 PyThread_release_lock(_leaf_lock)
 
@@ -636,9 +756,15 @@ cdef list _walk(tuple outputs, list grads, bint retain_graph, bint create_graph,
     for i in range(len(outputs)):
         t = _require_tensor(outputs[i], "outputs")
         if not t.requires_grad:
-            raise RuntimeError(f"backward: output {i} (shape {t.shape}) has "
-                               f"stop_gradient=True, so no gradient flows from it; set "
-                               f"stop_gradient=False on the inputs that need gradients")
+            message = (f"output {i} (shape {t.shape}) has stop_gradient=True, so no "
+                       f"gradient flows from it; set stop_gradient=False on the inputs "
+                       f"that need gradients")
+            if inputs is not None:
+                raise RuntimeError(f"fastop.grad: {message}")
+            # PaddlePaddle skips such an output silently; a warning says why no .grad
+            # appears (stacklevel 1: Cython adds no frame, so it names the caller's line)
+            warnings.warn(f"backward: nothing to do: {message}", UserWarning, stacklevel=1)
+            continue
         g = _root_grad(t, grads[i], i)
         if t._node is None:                       # a leaf: its own gradient
             walk.deliver_leaf(t, g if grads[i] is None or create_graph else <Tensor>g.copy(),

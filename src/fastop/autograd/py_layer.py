@@ -29,7 +29,16 @@ from typing import Any
 
 from fastop.autograd import _py_layer
 
-__all__ = ["PyLayer", "PyLayerContext"]
+__all__ = ["PyLayer", "PyLayerContext", "BackwardNotImplementedError"]
+
+
+class BackwardNotImplementedError(NotImplementedError, OSError):
+    """Backward through a PyLayer that defines no ``backward``.
+
+    A NotImplementedError, and an OSError too: PaddlePaddle reports any failure of a
+    PyLayer's backward as its ``External`` error, which Python sees as OSError, so code
+    written for either framework catches it.
+    """
 
 
 class PyLayerContext(_py_layer.PyLayerNode):
@@ -45,10 +54,15 @@ class PyLayerContext(_py_layer.PyLayerNode):
       for backward; avoid storing forward's outputs there (use save_for_backward).
     * ``ctx.mark_non_differentiable(*outputs)`` — in ``forward``, for returned tensors
       without gradient (indices, masks): they get ``stop_gradient=True``.
+    * ``ctx.mark_not_inplace(*inputs)`` — in ``forward``, for inputs it returns
+      unmodified (otherwise returning an input counts as modifying it in place).
     * ``ctx.set_materialize_grads(False)`` — in ``forward``: backward then receives
       None (instead of zeros) for outputs that got no gradient.
-    * ``ctx.needs_input_grad`` — a tuple of bools, one per Tensor input of forward
-      (positional, then keyword): skip computing gradients nobody needs.
+    * ``ctx.set_grad_in_dtype_consistent(False)`` — in ``forward``: backward receives
+      gradients in the dtype they were computed in, not cast to the outputs' dtypes.
+    * ``ctx.needs_input_grad`` — a tuple of bools, one per input slot of forward (a
+      Tensor argument, or a list/tuple argument holding Tensors; positional, then
+      keyword): skip computing gradients nobody needs.
     """
 
 
@@ -59,14 +73,23 @@ class PyLayer:
 
     1. ``forward(ctx, *args, **kwargs)`` and ``backward(ctx, *grads)`` are static
        methods; the first argument is a :class:`PyLayerContext`. forward runs without
-       recording ops; it takes any arguments (Tensors, callables, numbers, keywords)
-       and returns a Tensor or a tuple/list with at least one Tensor.
-    2. ``backward`` receives one gradient per output of forward and returns one
-       gradient per Tensor input of forward (positional Tensors, then keyword ones):
-       a Tensor of the input's shape and dtype, or None for no gradient. A wrong count,
-       shape or dtype raises an error naming the PyLayer.
+       recording ops; it takes any arguments (Tensors, lists of Tensors, callables,
+       numbers, keywords) and returns a Tensor or a tuple/list with at least one Tensor
+       (else ValueError). Every Tensor output carries a gradient, whatever its dtype,
+       unless marked non-differentiable.
+    2. ``backward`` receives one gradient per Tensor output of forward (a list of them
+       for an output that is a list of Tensors) and returns one entry per input slot
+       of forward — a Tensor argument, or a list/tuple argument holding Tensors
+       (positional, then keyword) — as a tuple (a lone entry may be returned bare): a
+       Tensor of the input's shape, or None for no gradient; a list of them for a list
+       slot. Entries may be left off at the end for inputs that need no gradient. A
+       gradient in another dtype than its input's is cast to it. Too many entries,
+       a missing one, a value that is not a Tensor, or a wrong shape raise ValueError
+       naming the PyLayer.
     3. An exception raised in forward or backward propagates unchanged, with a note
        naming the PyLayer.
+    4. A forward that returns an input Tensor itself modifies it in place (see
+       :meth:`PyLayerContext.mark_not_inplace`).
 
     If ``backward`` uses fastop ops, ``fastop.grad(..., create_graph=True)`` records it,
     so the PyLayer can be differentiated twice.
@@ -78,8 +101,8 @@ class PyLayer:
 
     @staticmethod
     def backward(ctx: PyLayerContext, *grads: Any) -> Any:
-        raise NotImplementedError("a PyLayer subclass must define a static "
-                                  "backward(ctx, *grads)")
+        raise BackwardNotImplementedError("a PyLayer subclass must define a static "
+                                          "backward(ctx, *grads) to be differentiated")
 
     apply = classmethod(_py_layer.apply_py_layer)
 

@@ -15,10 +15,10 @@ from fastop.io.dataset import IterableDataset, Subset, TensorDataset
 __all__ = ["MapFetcher", "IterableFetcher", "make_fetcher", "direct_fields", "map_leaves",
            "converter_for", "tensor_of_fresh_array", "batch_tensor"]
 
-# Arrays of these dtypes become Tensors without a copy; others are converted (uint8 and
-# int16 to int64, float16 to float32), as fastop.to_tensor converts them.
-_SHARED_DTYPES = frozenset(np.dtype(t) for t in
-                           (np.bool_, np.int32, np.int64, np.float32, np.float64))
+# Arrays of these dtypes (fastop's) become Tensors without a copy; others are converted
+# (int8, int16, uint16, ... to int64), as fastop.to_tensor converts them.
+_SHARED_DTYPES = frozenset(np.dtype(t) for t in (np.bool_, np.int32, np.int64, np.float32,
+                                                  np.float64, np.float16, np.uint8))
 
 
 def _unchanged(value: Any) -> Any:

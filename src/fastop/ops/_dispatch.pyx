@@ -38,7 +38,7 @@ __all__ = ["OpBase", "CallPlan", "current_mode", "set_mode", "mode_guard",
            "set_static_dispatcher", "bump_registry_version", "registry_version",
            "promotion", "kind_of", "invoke", "same_shape"]
 
-_DTYPE_NAMES = ("bool", "int32", "int64", "float32", "float64")
+from fastop._core.storage import DTYPE_NAMES as _DTYPE_NAMES
 
 
 # --------------------------------------------------------------------------- mode

@@ -23,6 +23,13 @@ from fastop.static.parameters import create_global_var, create_parameter
 from fastop.static.backward import append_backward, gradients
 from fastop.static.executor import Executor, Scope, global_scope, scope_guard
 from fastop.static import nn
+from fastop.static.framework import add_variable_methods as _add_variable_methods
+from fastop.tensor._common import TENSOR_METHODS as _TENSOR_METHODS
+from fastop.tensor.manipulation import cast as _cast
+
+# Variables have the methods eager Tensors have as tensor functions, and astype/cast
+# (C methods of Tensor)
+_add_variable_methods({**_TENSOR_METHODS, "astype": _cast, "cast": _cast})
 
 # Saving and loading, imported on first use (1-2 ms of `import fastop` that a script
 # which never saves a Program does not need): name -> its module

@@ -15,12 +15,13 @@ unknown until a feed, such as the batch). Example::
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from fastop._core.storage import DenseTensor, DType, as_dtype
+from fastop._core.storage import DTYPE_NAMES, DenseTensor, DType, as_dtype, float32
 from fastop.ops import OpDef, TensorMeta, registry
 from fastop.ops import _indexing
 from fastop.ops._dispatch import kind_of, mode_guard, promotion, set_static_dispatcher
@@ -29,7 +30,7 @@ from fastop.ops.builtin._table import B
 
 __all__ = ["Variable", "Operator", "Block", "Program", "default_main_program",
            "default_startup_program", "program_guard", "data", "unique_name",
-           "layer_name_guard", "static_mode_guard"]
+           "layer_name_guard", "static_mode_guard", "add_variable_methods"]
 
 _name_counters: dict[str, Iterator[int]] = {}
 
@@ -79,7 +80,9 @@ def _shape_str(shape: Sequence[int | None]) -> str:
 class Variable:
     """A named value of a Program: shape (None for unknown dims), dtype and flags.
 
-    Arithmetic operators and fastop functions on Variables append operators.
+    Arithmetic operators, fastop functions on Variables and the methods eager Tensors
+    have as tensor functions (``v.argmax(axis=1)``, ``v.clip(0, 1)``, ``v.astype(...)``:
+    see :func:`add_variable_methods`) append operators.
     """
 
     __array_ufunc__ = None  # numpy arrays and scalars defer to our reflected operators
@@ -170,20 +173,25 @@ class Variable:
         with mode_guard("static"):
             return _indexing.getitem(self, key)
 
-    def sum(self, axis: Any = None, keepdim: bool = False) -> Variable:
-        return self._unary("sum", axis=axis, keepdim=keepdim)
 
-    def mean(self, axis: Any = None, keepdim: bool = False) -> Variable:
-        return self._unary("mean", axis=axis, keepdim=keepdim)
+def _static_method(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` (a tensor function) as a Variable method that appends its ops whatever the
+    thread's mode (a Program can be built under program_guard in eager mode)."""
+    @functools.wraps(fn)
+    def method(self: Variable, *args: Any, **kwargs: Any) -> Any:
+        with mode_guard("static"):
+            return fn(self, *args, **kwargs)
+    return method
 
-    def reshape(self, shape: Sequence[int]) -> Variable:
-        return self._unary("reshape", shape=list(shape))
 
-    def transpose(self, perm: Sequence[int]) -> Variable:
-        return self._unary("transpose", perm=list(perm))
-
-    def astype(self, dtype: Any) -> Variable:
-        return self._unary("cast", dtype=as_dtype(dtype))
+def add_variable_methods(methods: dict[str, Callable[..., Any]]) -> None:
+    """Make tensor functions Variable methods, as they are eager Tensor methods
+    (``v.argmax(1)`` is ``fastop.argmax(v, 1)``): the functions dispatch by mode, so
+    the method is the function run in static mode."""
+    for name, fn in methods.items():
+        if not callable(fn):
+            raise TypeError(f"add_variable_methods: {name} is not callable")
+        setattr(Variable, name, _static_method(fn))
 
 
 class Operator:
@@ -355,14 +363,15 @@ class Block:
             if x is None or spec.variadic:
                 kinds.append(None)
                 values.append(x if x is None else
-                              [self._own_input(op, spec.name, v) for v in x])
+                              [self._computable(op, self._own_input(op, spec.name, v))
+                               for v in x])
                 continue
             kind = kind_of(x)
             if kind is None and isinstance(x, (list, tuple)):
                 array = np.asarray(x)
                 kind = {"f": "float", "b": "bool"}.get(array.dtype.kind, "int")
             if kind is None:
-                x = self._own_input(op, spec.name, x)
+                x = self._computable(op, self._own_input(op, spec.name, x))
                 kinds.append(x.dtype.code)
             else:
                 kinds.append(kind)
@@ -379,6 +388,14 @@ class Block:
                     x = B.cast(x, dtype=_DTYPES[target])
             ins.append(x)
         return ins
+
+    def _computable(self, op: Any, x: Variable) -> Variable:
+        """x, or x cast to float32 when it has a storage dtype (float16, uint8) that the
+        op has no kernel for — as eager mode does."""
+        if not x.dtype.is_storage_only or op.plan.kernels[x.dtype.code] is not None:
+            return x
+        with mode_guard("static"):
+            return B.cast(x, dtype=float32)
 
     def _own_input(self, op: Any, name: str, x: Any) -> Variable:
         """A tensor input as a Variable of this block (an array becomes a constant)."""
@@ -398,7 +415,7 @@ def _meta(x: Any) -> Any:
     return None if x is None else TensorMeta(x.shape, x.dtype)
 
 
-_DTYPES = ("bool", "int32", "int64", "float32", "float64")
+_DTYPES = DTYPE_NAMES
 _NATURAL = {"float": 3, "int": 2, "bool": 0}     # a scalar's dtype code outside a group
 
 

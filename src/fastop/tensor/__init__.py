@@ -12,7 +12,8 @@ For another layer that needs trainable tensors (parameters): make them with
 place with ``Tensor.set_value(array)``.
 """
 from fastop import autograd as _autograd  # noqa: F401  (the eager dispatcher)
-from fastop._tensor import Tensor, add_methods
+from fastop._tensor import Tensor
+from fastop.tensor._common import tensor_methods
 from fastop.autograd import enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
 from fastop.tensor import manipulation as _manipulation, math as _math
 from fastop.tensor.creation import *  # noqa: F401,F403
@@ -31,7 +32,7 @@ __all__ = ["Tensor", *_creation_all, *_math_all, *_manipulation_all, *_logic_all
            "grad"]
 
 # Tensor methods: the functions themselves (Paddle's tensor_method_func)
-add_methods({name: getattr(module, name) for module, names in (
+tensor_methods({name: getattr(module, name) for module, names in (
     (_math, ("tanh", "exp", "log", "sqrt", "square", "abs", "relu", "sigmoid", "matmul",
              "add", "subtract", "multiply", "divide", "pow", "neg", "mean", "sum", "max")),
     (_manipulation, ("reshape", "transpose", "concat")),

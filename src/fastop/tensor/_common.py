@@ -1,16 +1,28 @@
-"""What the tensor-function modules share: shape arguments."""
+"""What the tensor-function modules share: shape arguments, and binding the functions
+as methods."""
 from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
-from typing import Any, Union
+from typing import Any, Callable, Union
 
 import numpy as np
 
 from fastop._core.storage import as_dtype
-from fastop._tensor import Tensor
+from fastop._tensor import Tensor, add_methods
 
 ShapeLike = Union[int, Sequence[int], Tensor]
+
+# Every tensor function bound as a Tensor method, by method name: static mode binds the
+# same ones as Variable methods (fastop.static.framework.add_variable_methods).
+TENSOR_METHODS: dict[str, Callable[..., Any]] = {}
+
+
+def tensor_methods(methods: dict[str, Callable[..., Any]]) -> None:
+    """Make tensor functions methods of eager Tensors (and, through TENSOR_METHODS, of
+    static Variables), as PaddlePaddle binds its tensor functions."""
+    add_methods(methods)
+    TENSOR_METHODS.update(methods)
 
 
 def shape_list(shape: Any, what: str = "shape") -> list[int]:

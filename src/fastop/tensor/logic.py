@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from fastop._tensor import Tensor, add_methods
+from fastop._tensor import Tensor
+from fastop.tensor._common import tensor_methods
 from fastop.ops._registry import registry
 
 __all__ = ["equal", "not_equal", "greater_than", "greater_equal", "less_than",
@@ -83,4 +84,4 @@ def logical_not(x: Tensor, out: Any = None, name: str | None = None) -> Tensor:
     return _ops["logical_not"](x)
 
 
-add_methods({name: globals()[name] for name in __all__})
+tensor_methods({name: globals()[name] for name in __all__})

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from fastop._core.storage import as_dtype
-from fastop._tensor import Tensor, add_methods
+from fastop._tensor import Tensor
 from fastop.ops.builtin._table import B
-from fastop.tensor._common import ShapeLike, shape_list
+from fastop.tensor._common import ShapeLike, shape_list, tensor_methods
 
 __all__ = ["reshape", "transpose", "concat",
            # stacking, splitting, squeezing, gathering, casting (section at the end)
@@ -166,6 +166,6 @@ def clone(x: Tensor, name: str | None = None) -> Tensor:
     return B.cast(x, dtype=as_dtype(x.dtype))
 
 
-add_methods({"split": split, "chunk": chunk, "squeeze": squeeze, "unsqueeze": unsqueeze,
+tensor_methods({"split": split, "chunk": chunk, "squeeze": squeeze, "unsqueeze": unsqueeze,
              "gather": gather, "take_along_axis": take_along_axis, "flatten": flatten,
              "clone": clone})

@@ -8,7 +8,8 @@ import numbers
 from typing import Any
 
 from fastop._core.storage import as_dtype
-from fastop._tensor import Tensor, add_methods, to_tensor
+from fastop._tensor import Tensor, to_tensor
+from fastop.tensor._common import tensor_methods
 from fastop.ops._dispatch import current_mode
 from fastop.ops.builtin._table import B
 
@@ -224,6 +225,6 @@ def numel(x: Tensor, name: str | None = None) -> Tensor:
     return B.sum(B.cast(B.full_like(x, fill_value=1), dtype=as_dtype("int64")))
 
 
-add_methods({"min": min, "prod": prod, "cumsum": cumsum, "clip": clip, "maximum": maximum,
+tensor_methods({"min": min, "prod": prod, "cumsum": cumsum, "clip": clip, "maximum": maximum,
              "minimum": minimum, "isnan": isnan, "isinf": isinf, "isfinite": isfinite,
              "all": all, "any": any, "numel": numel})

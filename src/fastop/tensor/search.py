@@ -15,7 +15,8 @@ import numbers
 from typing import Any
 
 from fastop._core.storage import as_dtype
-from fastop._tensor import Tensor, add_methods
+from fastop._tensor import Tensor
+from fastop.tensor._common import tensor_methods
 from fastop.ops._registry import registry
 
 __all__ = ["argmax", "argmin", "topk", "where", "nonzero"]
@@ -111,5 +112,5 @@ def nonzero(x: Tensor, as_tuple: bool = False) -> Any:
                  for d in range(len(x.shape)))
 
 
-add_methods({"argmax": argmax, "argmin": argmin, "topk": topk, "where": where,
+tensor_methods({"argmax": argmax, "argmin": argmin, "topk": topk, "where": where,
              "nonzero": nonzero})
