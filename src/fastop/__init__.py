@@ -29,9 +29,9 @@ _load_plugins()
 bool = bool_  # PaddlePaddle spells it fastop.bool
 
 # Imported on first use, to keep `import fastop` fast (zipfile + tempfile: ~15 ms;
-# the io, metric and testing packages, which a script may not use).
+# the io, metric, testing and profiler modules, which a script may not use).
 _LAZY = {"save": "fastop.serialization", "load": "fastop.serialization"}
-_LAZY_SUBMODULES = {"io", "metric", "testing"}
+_LAZY_SUBMODULES = {"io", "metric", "testing", "profiler"}
 
 
 def __getattr__(name: str):
@@ -48,7 +48,7 @@ def __dir__():
     return sorted({*globals(), *_LAZY, *_LAZY_SUBMODULES})
 
 __all__ = ["hookimpl", "ops", "autograd", "static", "nn", "optimizer", "plugins", "io",
-           "metric", "testing", "save", "load",
+           "metric", "testing", "profiler", "save", "load",
            "DType", "bool", "float32", "float64", "int32", "int64", "set_num_threads",
            "get_num_threads", "empty_cache", "CPUPlace", "enable_static", "disable_static",
            "in_dynamic_mode", "__version__", *_tensor_all]

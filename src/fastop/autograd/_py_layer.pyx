@@ -5,6 +5,8 @@
 outputs to one node whose backward is ``cls.backward``. Seed 004's rules: backward gets
 one gradient per *Tensor* output of forward (``return y1, 1, y2, None`` gives
 ``backward(ctx, dy1, dy2)``) and returns one gradient per Tensor input.
+The profiler's hook: ``apply`` records the forward call (the backward walk records the
+backward).
 """
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
@@ -15,6 +17,9 @@ from fastop.autograd._grad_mode cimport grad_enabled, swap_grad_enabled
 from fastop.autograd._graph cimport (Node, is_float, zeros_like_meta, meta_of, grad_fits,
                                      check_grad, versions, modified_error, released_error,
                                      ALL_SAVED)
+
+from fastop._core.profiling cimport EVENT_PYLAYER, now_ns, profiling_flag, record
+from libc.stdint cimport int64_t
 
 from fastop.ops._registry import add_note
 
@@ -35,6 +40,9 @@ cdef class PyLayerNode(Node):
 
     cdef str label(self):
         return f"PyLayer '{self.cls.__name__}'"
+
+    cdef object origin(self):
+        return self.cls
 
     cdef void release(self):
         Node.release(self)
@@ -134,10 +142,23 @@ def set_context_type(type cls) -> None:
     _context_type = cls
 
 
+cdef const int* _profiling = profiling_flag()
+
+
 def apply_py_layer(cls, *args, **kwargs):
     """Run ``cls.forward(ctx, *args, **kwargs)`` without recording, then record one node
     whose backward is ``cls.backward``. Tensor arguments (positional, then keyword) are
     the inputs that receive gradients."""
+    if not _profiling[0]:
+        return _apply(cls, args, kwargs)
+    cdef int64_t start = now_ns()
+    try:
+        return _apply(cls, args, kwargs)
+    finally:
+        record(cls, EVENT_PYLAYER, start, args)
+
+
+cdef object _apply(cls, tuple args, dict kwargs):
     cdef list inputs = []
     cdef bint need = False
     for a in args:
