@@ -359,7 +359,9 @@ class Profiler:
     ``record_shapes``: record the inputs' shapes and dtypes (the ``shape`` grouping and
     the trace's arguments need them).
 
-    One profiler records at a time (starting a second while one records is an error).
+    Profilers nest: one started while another records sees the calls of its own time
+    window, the other sees them too (a script with a profiler of its own can run under
+    ``python -m fastop profile``).
     """
 
     def __init__(self, *, targets: Iterable[ProfilerTarget] | None = None,
@@ -389,7 +391,9 @@ class Profiler:
         self._running = False
         self._recording = False
         self._step_start = 0
-        self._trace: _recorder.Trace | None = None
+        self._trace: _recorder.Trace | None = None      # the last recorded period's:
+        self._window = (0, 0)                           # its events in [since, until]
+        self._recording_trace: _recorder.Trace | None = None
         self._events: list[ProfilerEvent] | None = None
 
     # -- the schedule ---------------------------------------------------------------
@@ -451,11 +455,8 @@ class Profiler:
         return state in (ProfilerState.RECORD, ProfilerState.RECORD_AND_RETURN)
 
     def _begin(self) -> None:
-        try:
-            _recorder.start(self.record_shapes)
-        except RuntimeError:
-            raise RuntimeError("fastop.profiler: another Profiler is recording; one "
-                               "profiler records at a time (stop the other first)") from None
+        self._since = _recorder.now()
+        self._recording_trace = _recorder.start(self.record_shapes)
         self._recording = True
 
     def _end_step(self) -> None:
@@ -463,7 +464,9 @@ class Profiler:
             _recorder.record_range(self.step_num, _KINDS["step"], self._step_start)
 
     def _finish(self, ready: bool) -> None:
-        self._trace = _recorder.stop()
+        _recorder.stop()
+        self._trace, self._recording_trace = self._recording_trace, None
+        self._window = (self._since, _recorder.now())
         self._events = None
         self._recording = False
         if ready and self.on_trace_ready is not None:
@@ -477,11 +480,13 @@ class Profiler:
             return []
         if self._events is None:
             resolver = _Resolver()
-            self._events = _nest([resolver.event(*e) for e in self._trace.events()])
+            self._events = _nest([resolver.event(*e)
+                                  for e in self._trace.events(*self._window)])
         return self._events
 
     def threads(self) -> list[tuple[int, int, str]]:
-        """Per thread index of the events: (ident, native thread id, name)."""
+        """Per thread index of the events (``ProfilerEvent.thread``): (ident, native
+        thread id, name)."""
         return list(self._trace.threads) if self._trace is not None else []
 
     def summary(self, sorted_by: SortedKeys | str = SortedKeys.CPUTotal,
@@ -520,7 +525,8 @@ class Profiler:
         threads = self.threads()
         parts = [_headline(events, threads, time_unit)]
         if thread_sep:
-            for index, (_, native, name) in enumerate(threads):
+            for index in sorted({e.thread for e in events}):
+                _, native, name = threads[index]
                 mine = [e for e in events if e.thread == index]
                 parts.append(f"\nthread {name} (tid {native}):\n"
                              + _table(mine, key, group_by, time_unit, op_detail, row_limit))
@@ -556,8 +562,7 @@ class Profiler:
             raise
 
     def __repr__(self) -> str:
-        recorded = f", {len(self._trace)} events" if self._trace is not None else ""
-        return f"<Profiler {self.current_state.name.lower()}, step {self.step_num}{recorded}>"
+        return f"<Profiler {self.current_state.name.lower()}, step {self.step_num}>"
 
 
 # ----------------------------------------------------------------------------- the summary
@@ -611,8 +616,13 @@ def _detail(e: ProfilerEvent) -> str:
 
 
 def _short_path(path: str) -> str:
+    """`path` relative to the working directory when under it, else to the sys.path
+    entry holding it (``fastop_vision/_kernels.py``)."""
     relative = os.path.relpath(path)
-    return path if relative.startswith("..") else relative
+    if not relative.startswith(".."):
+        return relative
+    roots = [os.path.abspath(p) for p in sys.path if p and path.startswith(os.path.abspath(p))]
+    return os.path.relpath(path, max(roots, key=len)) if roots else path
 
 
 def _group_key(e: ProfilerEvent, group_by: str) -> str:
@@ -677,9 +687,10 @@ def _headline(events: list[ProfilerEvent], threads: list[tuple[int, int, str]],
     python = sum(e.self_ns for e in events if e.python is not None)
     ops = sum(1 for e in events if e.category in ("op", "static op"))
     scale = _TIME_UNITS[time_unit]
-    names = ", ".join(name for _, _, name in threads)
+    used = sorted({e.thread for e in events})
+    names = ", ".join(threads[i][2] for i in used)
     return (f"fastop profiler: {recorded / scale:.3f} {time_unit} recorded on "
-            f"{len(threads)} thread{'s' if len(threads) != 1 else ''} ({names}), "
+            f"{len(used)} thread{'s' if len(used) != 1 else ''} ({names}), "
             f"{len(events)} events, {ops} op calls; {python / scale:.3f} {time_unit} "
             f"({100 * python / (recorded or 1):.1f} %) in Python kernels")
 
@@ -695,7 +706,8 @@ def chrome_trace(events: list[ProfilerEvent], threads: list[tuple[int, int, str]
         {"name": "process_name", "ph": "M", "ts": 0, "dur": 0, "pid": pid, "tid": 0,
          "args": {"name": f"fastop ({os.path.basename(sys.argv[0]) or 'python'})"}}]
     tids = [native for _, native, _ in threads]
-    for index, (_, native, name) in enumerate(threads):
+    for index in sorted({e.thread for e in events}):
+        _, native, name = threads[index]
         out.append({"name": "thread_name", "ph": "M", "ts": 0, "dur": 0, "pid": pid,
                     "tid": native, "args": {"name": name}})
         out.append({"name": "thread_sort_index", "ph": "M", "ts": 0, "dur": 0, "pid": pid,

@@ -18,13 +18,15 @@ class Trace:
     @property
     def record_shapes(self) -> bool: ...
     def __len__(self) -> int: ...
-    def events(self) -> list[tuple[int, Any, int, int, int, tuple | None]]:
-        """``(kind, what, start_ns, end_ns, thread_index, inputs)`` per event."""
+    def events(self, since: int = 0, until: int = ...
+               ) -> list[tuple[int, Any, int, int, int, tuple | None]]:
+        """``(kind, what, start_ns, end_ns, thread_index, inputs)`` per event that began
+        at or after `since` and ended by `until`."""
 
-def start(record_shapes: bool = True) -> None:
-    """Start a session: every hook records into a new :class:`Trace`."""
-def stop() -> Trace:
-    """End the session; its :class:`Trace`."""
+def start(record_shapes: bool = True) -> Trace:
+    """Record into a new :class:`Trace`, or join the session recording (they nest)."""
+def stop() -> None:
+    """The end of one start's recording; the last one ends the session."""
 def is_active() -> bool: ...
 def now() -> int:
     """The recorder's clock in nanoseconds (CLOCK_MONOTONIC)."""

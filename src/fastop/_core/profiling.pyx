@@ -13,13 +13,17 @@ of int64 words — to arrays that grow by doubling: no Python object is made per
 :class:`Trace` owns one session's events; :mod:`fastop.profiler` decodes them once, when
 they are read.
 
+Sessions nest: :func:`start` while a session records joins it (a script using a
+:class:`~fastop.profiler.Profiler` run under ``python -m fastop profile``); it ends when
+every :func:`start` has had its :func:`stop`. Each user reads its own time window.
+
 All of this runs with the GIL held (the build is not free-threaded): appends from
 several threads are serialized by it, and nothing between reserving an event and
 filling it can let another thread run.
 """
 from cpython.mem cimport PyMem_Realloc, PyMem_Free
 from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, INT64_MAX
 from fastop._core.storage cimport DenseTensor, fastop_view, FASTOP_NUM_DTYPES
 
 import threading
@@ -62,6 +66,7 @@ cdef extern from *:
 
 cdef int _active = 0          # the flag the hooks check
 cdef Trace _trace = None      # where events go while _active
+cdef int _users = 0           # starts not yet stopped (sessions nest)
 cdef long long _sessions = 0
 
 
@@ -157,17 +162,19 @@ cdef class Trace:
         self.threads.append((t.ident, threading.get_native_id(), t.name))
         return len(self.threads) - 1
 
-    def events(self) -> list:
-        """Every event, in the order recorded (by end time per thread), as
-        ``(kind, what, start_ns, end_ns, thread_index, inputs)``: `inputs` None when not
-        recorded, else a tuple per input of ``(dtype_code, shape_tuple)`` for a tensor,
-        None for an absent input, ``(-1, None)`` for a non-tensor, or a list of those
-        (a list input)."""
+    def events(self, int64_t since=0, int64_t until=INT64_MAX) -> list:
+        """The events that began at or after `since` and ended by `until`, in the order
+        recorded (by end time per thread), as ``(kind, what, start_ns, end_ns,
+        thread_index, inputs)``: `inputs` None when not recorded, else a tuple per
+        input of ``(dtype_code, shape_tuple)`` for a tensor, None for an absent input,
+        ``(-1, None)`` for a non-tensor, or a list of those (a list input)."""
         cdef Py_ssize_t i, pos
         cdef Event* e
         result = []
         for i in range(self.n):
             e = &self.buf[i]
+            if e.start < since or e.end > until:
+                continue
             inputs = None
             if e.shapes >= 0:
                 pos = e.shapes
@@ -287,31 +294,33 @@ cdef int record_views(object what, int kind, int64_t start, fastop_view** views,
 
 # --------------------------------------------------------------------------- Python API
 
-def start(bint record_shapes=True) -> None:
-    """Start a session: from now on every hook records into a new :class:`Trace`."""
-    global _trace, _active, _sessions
-    if _active:
-        raise RuntimeError("fastop.profiler: a profiling session is already recording; "
-                           "stop it (Profiler.stop) before starting another")
-    cdef Trace trace = Trace.__new__(Trace)
-    _sessions += 1
-    trace.session = _sessions
-    trace.record_shapes = record_shapes
-    trace.started = now_ns()
-    _trace = trace
-    _active = 1
-
-
-def stop() -> Trace:
-    """End the session; its :class:`Trace`."""
-    global _trace, _active
-    if not _active:
-        raise RuntimeError("fastop.profiler: no profiling session is recording")
+def start(bint record_shapes=True) -> Trace:
+    """Record: from now on every hook records into a :class:`Trace` — a new one, or the
+    one of the session already recording (sessions nest), which is returned."""
+    global _trace, _active, _sessions, _users
     cdef Trace trace = _trace
-    _active = 0
-    _trace = None
-    trace.stopped = now_ns()
+    if trace is None:
+        trace = Trace.__new__(Trace)
+        _sessions += 1
+        trace.session = _sessions
+        trace.started = now_ns()
+        _trace = trace
+    trace.record_shapes = trace.record_shapes or record_shapes
+    _users += 1
+    _active = 1
     return trace
+
+
+def stop() -> None:
+    """The end of one :func:`start`'s recording; the last one ends the session."""
+    global _trace, _active, _users
+    if not _users:
+        raise RuntimeError("fastop.profiler: no profiling session is recording")
+    _users -= 1
+    if _users == 0:
+        _active = 0
+        _trace.stopped = now_ns()
+        _trace = None
 
 
 def is_active() -> bool:
