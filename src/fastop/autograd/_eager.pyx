@@ -47,8 +47,13 @@ cdef const int* _profiling = profiling_flag()
 cdef object dispatch_eager(OpBase op, tuple args, dict kwargs):
     """Run an op call now: bind, convert inputs, run the kernel, record a node; one
     output, or a tuple of them. The profiler's hook: one check of its flag per call."""
-    if not _profiling[0]:
-        return _run(op, args, kwargs)
+    if _profiling[0]:
+        return _profiled(op, args, kwargs)
+    return _run(op, args, kwargs)
+
+
+cdef object _profiled(OpBase op, tuple args, dict kwargs):
+    """_run, recorded as an event of `op` with its arguments' shapes."""
     cdef int64_t start = now_ns()
     try:
         return _run(op, args, kwargs)
