@@ -54,7 +54,8 @@ _CATEGORY = {_KINDS["op"]: "op", _KINDS["static_op"]: "static op",
              _KINDS["pylayer"]: "PyLayer", _KINDS["node"]: "backward node",
              _KINDS["backward"]: "autograd", _KINDS["run"]: "static",
              _KINDS["user"]: "user", _KINDS["step"]: "step"}
-_DTYPE_NAMES = ("bool", "int32", "int64", "float32", "float64")
+_DTYPE_NAMES = ("bool", "int32", "int64", "float32", "float64")   # by dtype code
+_FLOAT32 = 3
 _TIME_UNITS = {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0}
 _NO_PLUGIN = "-"
 
@@ -277,7 +278,7 @@ def _dispatch_code(dispatch_input: int, inputs: tuple | None) -> int | None:
             e = e[0] if e else None
         if isinstance(e, tuple) and e[0] >= 0:
             return e[0]
-    return 3   # float32: an op without tensor inputs
+    return _FLOAT32          # an op without tensor inputs (a creation op)
 
 
 class _Resolver:
@@ -300,6 +301,8 @@ class _Resolver:
             else:                                # shapes not recorded: any Python one
                 kernel = next((k for k in kernels if k is not None
                                and not isinstance(k, CKernel)), None)
+            # a py_func op is shown by its label (py_func[fn]); the cache holds the op
+            # itself too, so the id in its key stays that op's
             self.cache[key] = (getattr(op, "label", None) or op.name, op.plugin,
                                _python_source(kernel), op)
         return self.cache[key][:3]
