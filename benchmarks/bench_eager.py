@@ -1,7 +1,10 @@
 """Eager mode on the paths users take: op dispatch, autograd, Python ops.
 
 * ``x = x + 1`` repeated 100 times on a (4,) float32 tensor: the per-op cost of the
-  operator path, without and with autograd (``stop_gradient=False``).
+  operator path, without and with autograd (``stop_gradient=False``); and the same with
+  the profiler off and on (group ``profiler``: each call of the "on" row is one
+  profiling session of its 100 ops, started and stopped, so nothing records between
+  samples; the start and stop are in the figure).
 * The rows the dispatch-spine issue asks for, measured as its check measures them, on
   (2, 3) float32 unless named: a registry Python-kernel op (``bench::identity``, whose
   kernel returns its input, against the kernel called alone and a ``torch.library``
@@ -105,6 +108,26 @@ def _chain(x):
     for _ in range(CHAIN):
         x = x + 1
     return x
+
+
+def _register_profiler(suite):
+    from fastop.profiler import Profiler
+    torch = suite.torch
+    a = np.ones(4, dtype=np.float32)
+    plain = fastop.to_tensor(a)
+    t_plain = torch.from_numpy(a.copy()) if torch else None
+    prof = Profiler()
+
+    def profiled():
+        with prof:
+            _chain(plain)
+    for state, fn, target in (
+            ("off", lambda: _chain(plain),
+             "≤ 2 % over a build without the hook (docs/profiling.md)"),
+            ("on", profiled, "≤ 1 µs/op over the profiler-off row")):
+        suite.add("profiler", f"x+1 chain x{CHAIN} (4,) f32, profiler {state}", fastop=fn,
+                  numpy=lambda: _chain(a), torch=(lambda: _chain(t_plain)) if torch else None,
+                  target=target)
 
 
 def _register_chain(suite):
@@ -229,6 +252,7 @@ def _register_cross_entropy(suite):
 
 def register(suite):
     _register_chain(suite)
+    _register_profiler(suite)
     _register_spine(suite)
     _register_cross_entropy(suite)
     add_mlp_case(suite, "eager", "MLP 784-256-256-10 train step b64 SGD, clear_grad() f32",

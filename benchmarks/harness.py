@@ -268,7 +268,11 @@ def _run_worker(threads: int, config: dict[str, Any]
 def run(args: Any) -> int:
     """``fastop bench`` with the options cli.py parsed; the exit code."""
     if args.summarize:
-        print(format_report([_load_report(path) for path in args.summarize]), end="")
+        suites = [_load_report(path) for path in args.summarize]
+        print(format_report(suites), end="")
+        if args.plot:        # the medians over the runs: a steadier picture than one run
+            plot(suites, args.plot)
+            print(f"fastop bench: wrote {args.plot}", file=sys.stderr)
         return 0
     directory = Path(args.dir).resolve()
     if not any(directory.glob("bench_*.py")):

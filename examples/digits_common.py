@@ -1,4 +1,5 @@
-"""What the two digits examples share: the data, the mini-batches and the progress display.
+"""What the digits examples share: the data, the mini-batches, the progress display, and
+the eager examples' training loop (profiled) and checkpoint round trip.
 
 The data is scikit-learn's bundled digits set (1797 grayscale 8x8 images of the digits
 0-9, no download), pixels scaled to [0, 1], split 75/25 into training and held-out
@@ -7,17 +8,30 @@ images with every digit in the same proportion in both.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 from typing import Callable, Iterable
 
 import numpy as np
 
+import fastop
+from fastop import nn
+from fastop.profiler import Profiler
 
-def parse_args(doc: str, argv: list[str] | None) -> argparse.Namespace:
-    """The examples' options: ``--epochs N`` and ``--quiet``."""
+
+def parse_args(doc: str, argv: list[str] | None, epochs: int = 15,
+               profiled: bool = False) -> argparse.Namespace:
+    """The examples' options: ``--epochs N``, ``--quiet``, and for the profiled (eager)
+    examples ``--trace FILE``."""
     parser = argparse.ArgumentParser(description=doc.split("\n")[0])
-    parser.add_argument("--epochs", type=int, default=15, help="passes over the data (15)")
+    parser.add_argument("--epochs", type=int, default=epochs,
+                        help=f"passes over the data ({epochs})")
     parser.add_argument("--quiet", action="store_true", help="only the final lines")
+    if profiled:
+        parser.add_argument("--trace", metavar="FILE.json",
+                            help="write the training's profile as a Chrome trace (open it "
+                                 "in ui.perfetto.dev)")
     return parser.parse_args(argv)
 
 
@@ -55,3 +69,51 @@ def track(items: list, desc: str,
         from tqdm import tqdm
         bar = items = tqdm(items, desc=desc, unit="batch", leave=False)
     return items, finish
+
+
+def accuracy(model: nn.Layer, x: np.ndarray, y: np.ndarray) -> float:
+    """The share of images `model` (eager) classifies right."""
+    with fastop.no_grad():
+        logits = model(fastop.to_tensor(x)).numpy()
+    return float(np.mean(logits.argmax(axis=1) == y))
+
+
+def train_eager(model: nn.Layer, data: tuple, args: argparse.Namespace,
+                learning_rate: float, batch_size: int = 32) -> Profiler:
+    """Train with softmax cross-entropy and Adam, one line per epoch (with a tqdm bar on
+    a terminal), under the profiler: each mini-batch is a ``ProfileStep``. Returns the
+    profiler, stopped (its summary says where the time went)."""
+    x_train, y_train, x_test, y_test = data
+    loss_fn = nn.CrossEntropyLoss()
+    opt = fastop.optimizer.Adam(learning_rate=learning_rate, parameters=model.parameters())
+    rng = np.random.default_rng(0)
+    with Profiler() as prof:
+        for epoch in range(1, args.epochs + 1):
+            steps, finish = track(batches(len(x_train), batch_size, rng),
+                                  f"epoch {epoch}/{args.epochs}", args.quiet)
+            losses = []
+            for rows in steps:
+                x, y = fastop.to_tensor(x_train[rows]), fastop.to_tensor(y_train[rows])
+                loss = loss_fn(model(x), y)
+                loss.backward()
+                opt.step()
+                opt.clear_grad()
+                losses.append(float(loss))
+                prof.step()
+            finish(f"loss {np.mean(losses):.4f}, held-out accuracy "
+                   f"{accuracy(model, x_test, y_test):.1%}")
+    if args.trace:
+        prof.export_chrome_tracing(args.trace)
+    return prof
+
+
+def reloaded_accuracy(model: nn.Layer, make_model: Callable[[], nn.Layer],
+                      x_test: np.ndarray, y_test: np.ndarray) -> tuple[float, float]:
+    """Save `model`'s state dict with ``fastop.save``, load it into a fresh
+    ``make_model()``; the held-out accuracy of both."""
+    with tempfile.TemporaryDirectory() as tmp:
+        checkpoint = os.path.join(tmp, "digits.fastop")
+        fastop.save(model.state_dict(), checkpoint)
+        reloaded = make_model()
+        reloaded.set_state_dict(fastop.load(checkpoint))
+    return accuracy(model, x_test, y_test), accuracy(reloaded, x_test, y_test)

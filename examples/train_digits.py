@@ -1,26 +1,25 @@
-"""Train a small network to read handwritten digits, in eager mode.
+"""Train a small network to read handwritten digits, in eager mode, and see where the
+time goes.
 
 An MLP (64 -> 128 -> 128 -> 10) on scikit-learn's bundled digits (1797 8x8 images),
 with swish activations from the ``fastop-activations`` plugin (Python/numpy kernels
 found through the op registry: ``fastop.ops.activations.swish``), softmax
-cross-entropy, and Adam. After training it saves a checkpoint with ``fastop.save``,
-loads it into a fresh model and checks that model on the held-out images.
+cross-entropy, and Adam. Training runs under ``fastop.profiler.Profiler``; after it, the
+model is saved with ``fastop.save``, loaded into a fresh model and checked on the
+held-out images, and the profiler's summary shows the time per op: the plugin's numpy
+kernels next to fastop's own.
 
     make demo                                        # builds, installs, runs this
-    python examples/train_digits.py [--epochs N] [--quiet]
+    python examples/train_digits.py [--epochs N] [--quiet] [--trace FILE.json]
 """
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
-
-import numpy as np
 
 import fastop
 from fastop import nn
 
-from digits_common import batches, load_digits_split, parse_args, track
+from digits_common import load_digits_split, parse_args, reloaded_accuracy, train_eager
 
 
 class MLP(nn.Layer):
@@ -37,33 +36,8 @@ class MLP(nn.Layer):
         return self.out(swish(self.fc2(swish(self.fc1(x)))))
 
 
-def accuracy(model: nn.Layer, x: np.ndarray, y: np.ndarray) -> float:
-    with fastop.no_grad():
-        logits = model(fastop.to_tensor(x)).numpy()
-    return float(np.mean(logits.argmax(axis=1) == y))
-
-
-def train(model, data, epochs: int, quiet: bool) -> None:
-    x_train, y_train, x_test, y_test = data
-    loss_fn = nn.CrossEntropyLoss()
-    opt = fastop.optimizer.Adam(learning_rate=0.003, parameters=model.parameters())
-    rng = np.random.default_rng(0)
-    for epoch in range(1, epochs + 1):
-        steps, finish = track(batches(len(x_train), 32, rng), f"epoch {epoch}/{epochs}", quiet)
-        losses = []
-        for rows in steps:
-            x, y = fastop.to_tensor(x_train[rows]), fastop.to_tensor(y_train[rows])
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            opt.step()
-            opt.clear_grad()
-            losses.append(float(loss))
-        finish(f"loss {np.mean(losses):.4f}, held-out accuracy "
-               f"{accuracy(model, x_test, y_test):.1%}")
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(__doc__, argv)
+    args = parse_args(__doc__, argv, profiled=True)
 
     fastop.seed(0)
     data = load_digits_split()
@@ -71,19 +45,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"fastop {fastop.__version__}: MLP 64-128-128-10 (swish from fastop-activations) "
           f"on {len(data[0])} training and {len(x_test)} held-out digits, Adam")
     model = MLP()
-    train(model, data, args.epochs, args.quiet)
-
-    with tempfile.TemporaryDirectory() as tmp:
-        checkpoint = os.path.join(tmp, "digits_mlp.fastop")
-        fastop.save(model.state_dict(), checkpoint)
-        reloaded = MLP()
-        reloaded.set_state_dict(fastop.load(checkpoint))
-    trained, restored = accuracy(model, x_test, y_test), accuracy(reloaded, x_test, y_test)
+    prof = train_eager(model, data, args, learning_rate=0.003)
+    trained, restored = reloaded_accuracy(model, MLP, x_test, y_test)
     print(f"held-out accuracy {trained:.1%}; the checkpoint loaded into a fresh model: "
           f"{restored:.1%}")
 
-    # -- where the time went: the place for the profiler's summary (fastop.profiler) --
-
+    # -- where the time went: the profiler's summary, the ops taking the most self time
+    if not args.quiet:
+        print()
+        prof.summary(sorted_by="self", row_limit=10)
     return 0 if restored == trained else 1
 
 

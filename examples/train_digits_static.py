@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import warnings
 
 import numpy as np
 
@@ -91,8 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     trained = accuracy(exe, infer, logits.name, x_test, y_test)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "digits_static")
-        static.save(infer, path)
-        # the program calls this script's swish: loading imports only modules we allow
+        with warnings.catch_warnings():
+            # save warns that loading needs this script's module allowed: we allow it below
+            warnings.filterwarnings("ignore", "static.save: the program calls Python")
+            static.save(infer, path)
         reloaded = static.load_program(path, allowed_modules=["__main__"])
         scope = static.Scope()
         static.load(reloaded, path, exe, scope=scope)

@@ -328,6 +328,11 @@ def test_bench_summarize_reads_json_reports_and_rejects_others(tmp_path):
     assert proc.returncode == 0
     assert cells(proc.stdout.splitlines()[-1])[:7] == ["g", "case", "1", "1 ms", "3 ms", "—",
                                                        "3.00×"]
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "medians.png"
+    report(2e-3, 3e-3).dump(str(tmp_path / "run2.json"))
+    proc = run_bench("--summarize", good, tmp_path / "run2.json", "--plot", png)
+    assert proc.returncode == 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     bad = tmp_path / "other.json"
     bad.write_text(json.dumps({"hello": 1}))
     proc = run_bench("--summarize", good, bad)

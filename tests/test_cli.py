@@ -1,9 +1,11 @@
-"""``python -m fastop``: --version, ``ops`` (listing and plugin attribution), ``bench``."""
+"""``python -m fastop``: --version, ``ops`` (listing and plugin attribution), ``bench``,
+``profile``."""
 import json
 import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -179,3 +181,96 @@ def test_ops_listing_into_a_closed_pipe_exits_quietly():
     stderr = proc.stderr.read().decode()
     proc.wait(timeout=60)
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr
+
+
+# -- profile ---------------------------------------------------------------------------
+PROFILED_SCRIPT = """
+import sys
+import fastop
+print("argv", sys.argv[1:])
+x = fastop.ones([3])
+for _ in range(int(sys.argv[1])):
+    x = fastop.tanh(x)
+sys.exit(int(sys.argv[2]))
+"""
+
+
+def run_profile(*argv):
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(fastop.__file__)))
+    return subprocess.run([sys.executable, "-m", "fastop", "profile", *argv],
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_profile_runs_the_script_and_prints_the_time_per_op(tmp_path):
+    script = tmp_path / "work.py"
+    script.write_text(PROFILED_SCRIPT)
+    trace = tmp_path / "trace.json"
+    proc = run_profile(str(script), "7", "3", "--out", str(trace), "--sort", "calls")
+    assert proc.returncode == 3, proc.stderr            # the script's exit code
+    out = proc.stdout
+    assert out.startswith("argv ['7', '3']\n")         # the script's own argv
+    row = next(line for line in out.splitlines() if line.startswith("fastop::tanh"))
+    assert row.split()[1] == "7"
+    assert "fastop profiler: " in out and f"trace written to {trace}" in proc.stderr
+    names = [e["name"] for e in json.loads(trace.read_text())["traceEvents"]]
+    assert names.count("fastop::tanh") == 7
+
+
+def test_profile_options_before_the_script_and_arguments_after_a_double_dash(tmp_path):
+    script = tmp_path / "work.py"
+    script.write_text(PROFILED_SCRIPT.replace("sys.exit(int(sys.argv[2]))", ""))
+    proc = run_profile("--group", "plugin", str(script), "2", "--", "--out", "x")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("argv ['2', '--out', 'x']\n")
+    assert "\nPlugin " in proc.stdout and not (tmp_path / "x").exists()
+
+
+def test_profile_splits_its_options_from_the_scripts():
+    split = cli._split_profile_argv
+    assert split(["--epochs", "3", "--out", "t.json", "--rows=5", "-q"]) == \
+        (["--out", "t.json", "--rows=5"], ["--epochs", "3", "-q"])
+    assert split(["a", "--", "--out", "b"]) == ([], ["a", "--out", "b"])
+
+
+def test_profile_reports_a_failing_script_and_still_summarizes(tmp_path):
+    script = tmp_path / "fails.py"
+    script.write_text("import fastop\nfastop.tanh(fastop.ones([2]))\nraise KeyError('boom')\n")
+    proc = run_profile(str(script))
+    assert proc.returncode == 1
+    assert "KeyError: 'boom'" in proc.stderr and "fastop::tanh" in proc.stdout
+
+
+def test_profile_usage_errors(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "profile", str(tmp_path / "missing.py"))
+    assert code == 2 and "no such script" in err
+    with pytest.raises(SystemExit) as info:
+        cli.main(["profile", str(tmp_path / "missing.py"), "--sort", "fastest"])
+    assert info.value.code == 2
+    assert "invalid choice: 'fastest'" in capsys.readouterr().err
+
+
+def test_profile_on_the_cnn_example_names_the_vision_plugin(tmp_path):
+    pytest.importorskip("fastop_vision")
+    pytest.importorskip("sklearn")
+    example = Path(__file__).resolve().parents[1] / "examples" / "train_digits_cnn.py"
+    if not example.is_file():
+        pytest.skip("no examples/ next to tests/")
+    proc = run_profile(str(example), "--epochs", "1", "--quiet", "--group", "plugin",
+                       "--out", str(tmp_path / "cnn.json"))
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines()
+            if line.split()[:1] in (["fastop-vision"], ["fastop"])}
+    assert float(rows["fastop-vision"][-1]) > 90          # its kernels are numpy code
+    assert (tmp_path / "cnn.json").stat().st_size > 0
+
+
+def test_profile_does_not_import_the_benchmark_harness(tmp_path):
+    script = tmp_path / "s.py"
+    script.write_text("import fastop\nfastop.tanh(fastop.ones([2]))\n")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(fastop.__file__)))
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "fastop", "profile",
+                           str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
+    assert "fastop.profiler" in imported
+    assert not {"fastop_bench_harness", "pyperf", "tqdm", "matplotlib"} & imported

@@ -1,7 +1,9 @@
 """The training examples in examples/ run to completion (fewer epochs than their default,
 a lower accuracy bar), print plain lines when their output is not a terminal and a tqdm
-progress bar when it is."""
+progress bar when it is; the eager ones end with the profiler's summary and write its
+trace with --trace."""
 import fcntl
+import json
 import os
 import pty
 import re
@@ -19,13 +21,16 @@ pytest.importorskip("tqdm")
 if not EXAMPLES.is_dir():
     pytest.skip("no examples/ next to tests/", allow_module_level=True)
 
-SCRIPTS = ["train_digits.py", "train_digits_static.py"]
+# each script, and the op its summary must show (the static example prints none)
+SCRIPTS = {"train_digits.py": "activations::swish", "train_digits_cnn.py": "vision::conv2d",
+           "train_digits_static.py": None}
+PROFILED = [script for script, op in SCRIPTS.items() if op]
 
 
 def final_accuracies(output: str) -> list[float]:
-    """The trained and the reloaded model's held-out accuracy, from the last line."""
-    last = output.strip().splitlines()[-1]
-    return [float(p) / 100 for p in re.findall(r"(\d+\.\d)%", last)]
+    """The trained and the reloaded model's held-out accuracy, from their line."""
+    line = next(line for line in output.splitlines() if line.startswith("held-out accuracy"))
+    return [float(p) / 100 for p in re.findall(r"(\d+\.\d)%", line)]
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -39,6 +44,21 @@ def test_example_trains_saves_and_reloads(script):
     trained, reloaded = final_accuracies(proc.stdout)
     assert trained >= 0.9 and reloaded == trained
     assert "Warning" not in proc.stderr
+    if SCRIPTS[script]:       # where the time went: the summary, with the plugin's op
+        summary = proc.stdout[proc.stdout.index("fastop profiler: "):]
+        rows = [line.split()[0] for line in summary.splitlines()[3:] if line.strip()]
+        assert SCRIPTS[script] in rows
+
+
+@pytest.mark.parametrize("script", PROFILED)
+def test_example_writes_the_training_trace(script, tmp_path):
+    trace = tmp_path / "trace.json"
+    proc = subprocess.run([sys.executable, script, "--epochs", "1", "--quiet", "--trace",
+                           str(trace)], cwd=EXAMPLES, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    names = {e["name"] for e in json.loads(trace.read_text())["traceEvents"]}
+    assert {SCRIPTS[script], "backward", "ProfileStep#0", "fastop::adam_update"} <= names
 
 
 @pytest.mark.parametrize("script", SCRIPTS)

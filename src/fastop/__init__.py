@@ -40,11 +40,11 @@ finally:
 bool = bool_  # PaddlePaddle spells it fastop.bool
 
 # Imported on first use, to keep `import fastop` fast (zipfile + tempfile: ~15 ms;
-# the io, metric and testing packages, which a script may not use; fastop.distributed:
-# a few ms, and MPI itself only under an MPI launcher).
+# the io, metric, testing and profiler modules, which a script may not use;
+# fastop.distributed: a few ms, and MPI itself only under an MPI launcher).
 _LAZY = {"save": "fastop.serialization", "load": "fastop.serialization",
          "DataParallel": "fastop.distributed"}
-_LAZY_SUBMODULES = {"io", "metric", "testing", "distributed"}
+_LAZY_SUBMODULES = {"io", "metric", "testing", "profiler", "distributed"}
 
 
 def __getattr__(name: str):
@@ -61,8 +61,8 @@ def __dir__():
     return sorted({*globals(), *_LAZY, *_LAZY_SUBMODULES})
 
 __all__ = ["hookimpl", "ops", "autograd", "static", "nn", "optimizer", "regularizer",
-           "plugins", "io", "metric", "testing", "distributed", "save", "load", "DataParallel",
-           "DType", "bool", "float16", "float32", "float64", "uint8", "int32", "int64",
-           "ParamAttr", "set_num_threads",
+           "plugins", "io", "metric", "testing", "profiler", "distributed", "save", "load",
+           "DataParallel", "DType", "bool", "float16", "float32", "float64", "uint8", "int32",
+           "int64", "ParamAttr", "set_num_threads",
            "get_num_threads", "empty_cache", "CPUPlace", "enable_static", "disable_static",
            "in_dynamic_mode", "__version__", *_tensor_all]

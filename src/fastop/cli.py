@@ -4,7 +4,9 @@ Commands (one ``add_parser`` and one handler each in :func:`build_parser`):
   ``bench``  run the benchmarks of a source checkout's ``benchmarks/`` against numpy and
              PyTorch (the harness, ``benchmarks/harness.py``, is imported only here);
   ``ops``    list every registered op: its plugin (distribution) and version, inputs,
-             outputs, attributes with defaults, dtypes, and its gradient rule.
+             outputs, attributes with defaults, dtypes, and its gradient rule;
+  ``profile`` run a script under :class:`fastop.profiler.Profiler` and print where the
+             time went (optionally writing the Chrome trace).
 """
 from __future__ import annotations
 
@@ -148,6 +150,92 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return fail(str(exc))
 
 
+def _add_profile_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", metavar="TRACE.json",
+                        help="also write the Chrome trace (open it in ui.perfetto.dev or "
+                             "chrome://tracing)")
+    parser.add_argument("--sort", choices=("total", "self", "calls", "mean", "max", "min"),
+                        default="total", help="order of the rows (default: total)")
+    parser.add_argument("--group", choices=("op", "plugin", "shape"), default="op",
+                        help="a row per op, per plugin, or per op and input shapes")
+    parser.add_argument("--rows", type=int, metavar="N", help="only the first N rows")
+
+
+_PROFILE_OPTIONS = ("--out", "--sort", "--group", "--rows")
+
+
+def _split_profile_argv(rest: list[str]) -> tuple[list[str], list[str]]:
+    """The script's arguments and the profile options among them: ``--out``, ``--sort``,
+    ``--group``, ``--rows`` (with their values) are profile's, anywhere before a ``--``;
+    everything else, and everything after ``--``, is the script's, in order."""
+    own, script = [], []
+    i = 0
+    while i < len(rest):
+        token = rest[i]
+        if token == "--":
+            script += rest[i + 1:]
+            break
+        if token in _PROFILE_OPTIONS:
+            own += rest[i:i + 2]
+            i += 2
+            continue
+        (own if token.split("=", 1)[0] in _PROFILE_OPTIONS else script).append(token)
+        i += 1
+    return own, script
+
+
+def _run_script(path: str, argv: list[str]) -> int:
+    """Run `path` as ``python path argv...`` would (``__main__``, its own sys.argv, its
+    directory first on sys.path); its exit code."""
+    import runpy
+    import traceback
+    saved_argv, saved_path = sys.argv, sys.path[0]
+    sys.argv, sys.path[0] = [path, *argv], os.path.dirname(os.path.abspath(path))
+    try:
+        runpy.run_path(path, run_name="__main__")
+        return 0
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        print(exc.code, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("fastop profile: interrupted; the profile so far:", file=sys.stderr)
+        return 130
+    except BaseException:      # the script's own error: its traceback, then the profile
+        traceback.print_exc()
+        return 1
+    finally:
+        sys.argv, sys.path[0] = saved_argv, saved_path
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    """``fastop profile script.py [args]``: the script runs under the profiler; then the
+    summary (and ``--out``: the trace). Profile options may also follow the script."""
+    from fastop.profiler import Profiler
+    own, script_argv = _split_profile_argv(args.script_args)
+    parser = argparse.ArgumentParser(prog="fastop profile", allow_abbrev=False)
+    _add_profile_options(parser)
+    parser.parse_args(own, namespace=args)
+    if not os.path.isfile(args.script):
+        print(f"fastop profile: error: no such script: {args.script!r}", file=sys.stderr)
+        return 2
+    prof = Profiler()
+    prof.start()
+    try:
+        code = _run_script(args.script, script_argv)
+    finally:
+        prof.stop()
+    sys.stdout.flush()
+    print()
+    prof.summary(sorted_by=args.sort, group_by=args.group, row_limit=args.rows)
+    if args.out:
+        prof.export_chrome_tracing(args.out)
+        print(f"fastop profile: trace written to {args.out} (open it in "
+              f"https://ui.perfetto.dev or chrome://tracing)", file=sys.stderr)
+    return code
+
+
 def _thread_counts(text: str) -> list[int]:
     counts = [int(p) for p in text.split(",") if p.strip().isdigit()]
     if not counts or len(counts) != len(text.split(",")) or min(counts) < 1:
@@ -163,7 +251,8 @@ def _add_bench_arguments(bench: argparse.ArgumentParser) -> None:
     bench.add_argument("--markdown", metavar="FILE",
                        help="also write the table in Markdown (for docs/PERFORMANCE.md)")
     bench.add_argument("--plot", metavar="FILE.png",
-                       help="also draw the ratios per case (needs matplotlib)")
+                       help="also draw the ratios per case (needs matplotlib; with "
+                            "--summarize: their medians over the runs)")
     bench.add_argument("--threads", type=_thread_counts, default=[1, 2], metavar="N,M",
                        help="thread counts, one process each (default: 1,2)")
     bench.add_argument("--filter", metavar="SUBSTR",
@@ -193,6 +282,17 @@ def build_parser() -> argparse.ArgumentParser:
     ops.add_argument("--namespace", metavar="NS", help="only ops of this namespace")
     ops.add_argument("--json", action="store_true", help="machine-readable output")
     ops.set_defaults(handler=cmd_ops)
+
+    profile = commands.add_parser(
+        "profile", help="run a Python script under the profiler",
+        description="Run SCRIPT (as `python SCRIPT ARGS...` would) under "
+                    "fastop.profiler.Profiler, then print the time per op. The options "
+                    "may also come after the script; arguments after `--` all go to it.")
+    _add_profile_options(profile)
+    profile.add_argument("script", metavar="SCRIPT", help="the Python script to run")
+    profile.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
+                         help="its arguments")
+    profile.set_defaults(handler=cmd_profile)
     return parser
 
 

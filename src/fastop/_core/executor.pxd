@@ -2,6 +2,7 @@
 # end (fastop.static.executor) builds a Plan from a Program; Plan.run is the loop.
 from fastop._core.storage cimport fastop_view, fastop_attrs, DenseTensor
 from fastop._core.kernel cimport infer_fn, kernel_fn, MAX_OPERANDS
+from libc.stdint cimport int64_t
 
 # How an op is run: a Cython kernel called through its C pointers, a Python callable, or
 # a view kernel (CKernel.is_view) that points its output into its first input's memory.
@@ -56,6 +57,7 @@ cdef class Plan:
     cdef list py_calls            # per op: the Python callable (OP_PY) or the CKernel
     cdef list py_ins              # per Python or view op: tuple of input slots (-1: None)
     cdef list py_outs             # per Python or view op: tuple of output slots
+    cdef list op_defs             # per op: what the profiler names it by (an OpDef, or None)
     cdef dict consts              # const slot -> its bound DenseTensor
     cdef list feed_slots          # [(name, slot)]; planned[slot]: the fed dtype/shape
     cdef list persist_slots       # [(name, slot, must_exist)]
@@ -76,6 +78,9 @@ cdef class Plan:
     cdef int _kernel_error(self, int i, int status, fastop_view** ins) except -1
     cdef list _fetch(self)
     cdef int _run_py(self, int i) except -1
+    cdef int _run_op(self, int i) except -1
+    cdef int _run_profiled(self, int i) except -1
+    cdef int _record_op(self, int i, int64_t start) except -1
     cdef int _run_view(self, int i) except -1
     cdef int _provide(self, int s, const fastop_view* meta) except -1
     cdef DenseTensor _wrap(self, int s)

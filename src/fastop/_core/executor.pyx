@@ -28,6 +28,9 @@ size) gets its own buffer for that run and the arena is laid out again afterward
 
 A Plan runs one run at a time (its slots are that run's state): a second thread runs a
 :meth:`Plan.clone`, and :class:`FastPath` takes an idle plan of the front end's pool.
+
+The profiler's hook: a run checks its flag once; a profiled run records each op record
+(named by the op definition the front end gave it) and the run itself.
 """
 from cpython.mem cimport PyMem_Malloc, PyMem_Realloc, PyMem_Free
 from libc.stddef cimport ptrdiff_t
@@ -41,7 +44,10 @@ from fastop._core.storage cimport (DenseTensor, fastop_view, fastop_attrs, FASTO
                                    view_set_contiguous_strides, dtype_from_code,
                                    view_same_meta, view_shape, view_is_contiguous,
                                    ndarray_of)
-from fastop._core.kernel cimport CKernel, PythonKernel, K_OK, K_ERR_LAYOUT
+from fastop._core.kernel cimport CKernel, PythonKernel, K_OK, K_ERR_LAYOUT, MAX_OPERANDS
+from fastop._core.profiling cimport (EVENT_RUN, EVENT_STATIC_OP, now_ns, profiling_flag,
+                                     record, record_views)
+from libc.stdint cimport int64_t
 
 import numpy as np
 
@@ -56,6 +62,7 @@ SLOT_KINDS = {"arena": SLOT_ARENA, "fresh": SLOT_FRESH, "external": SLOT_EXTERNA
               "view": SLOT_VIEW}
 
 cdef Py_ssize_t ALIGN = 64
+cdef const int* _profiling = profiling_flag()
 
 
 cdef inline bint _declared(fastop_view* value, fastop_view* declared) noexcept:
@@ -114,6 +121,7 @@ cdef class Plan:
         self.py_calls = []
         self.py_ins = []
         self.py_outs = []
+        self.op_defs = []
         self.consts = {}
         self.feed_slots = []
         self.persist_slots = []
@@ -177,9 +185,11 @@ cdef class Plan:
             self.last_use[s] = self.n_ops
         return rec
 
-    def add_ckernel(self, CKernel kernel, int dtype, list ins, list outs, dict attrs) -> None:
+    def add_ckernel(self, CKernel kernel, int dtype, list ins, list outs, dict attrs,
+                    op=None) -> None:
         """Append a call of `kernel`'s function for dtype code `dtype`; a view kernel's
-        output slot (of kind view) then views its first input's memory."""
+        output slot (of kind view) then views its first input's memory. `op`: the op
+        definition the profiler names the record by."""
         if dtype < 0 or dtype >= FASTOP_NUM_DTYPES or kernel.fns[dtype] is NULL \
                 or kernel.infer is NULL:
             raise ValueError(f"{kernel.name}: no C function for dtype code {dtype}")
@@ -199,19 +209,22 @@ cdef class Plan:
         self.py_calls.append(kernel)
         self.py_ins.append(tuple(ins) if kernel.is_view else None)
         self.py_outs.append(tuple(outs) if kernel.is_view else None)
+        self.op_defs.append(op)
         self.n_ops += 1
 
-    def add_python(self, fn, list ins, list outs) -> None:
+    def add_python(self, fn, list ins, list outs, op=None) -> None:
         """Append a Python op: ``fn(*tensors)`` returns one DenseTensor per output. A
         :class:`~fastop._core.kernel.PythonKernel` is called directly from C (its results
         checked and wrapped by the one C result checker).
 
-        `ins` may hold -1 for an absent input (passed as None).
+        `ins` may hold -1 for an absent input (passed as None). `op`: the op definition
+        the profiler names the record by.
         """
         self._new_record(OP_PY, ins, outs, "Python op")
         self.py_calls.append(fn)
         self.py_ins.append(tuple(ins))
         self.py_outs.append(tuple(outs))
+        self.op_defs.append(op)
         self.n_ops += 1
 
     def python_calls(self) -> list:
@@ -269,7 +282,7 @@ cdef class Plan:
         memcpy(c.first_def, self.first_def, n * sizeof(int))
         memcpy(c.last_use, self.last_use, n * sizeof(int))
         c.py_calls, c.py_ins = list(self.py_calls), list(self.py_ins)
-        c.py_outs = list(self.py_outs)
+        c.py_outs, c.op_defs = list(self.py_outs), list(self.op_defs)
         for s, value in self.consts.items():
             c.set_const(s, value)
         c.feed_slots = list(self.feed_slots)
@@ -296,7 +309,8 @@ cdef class Plan:
         return self._run(feeds, scope, True)
 
     cdef object _run(self, dict feeds, dict scope, bint check):
-        cdef int i, s
+        cdef int i
+        cdef int64_t start = now_ns() if _profiling[0] else 0   # the profiler's hook
         if self.running:
             raise RuntimeError("a Python op ran the program it belongs to (re-entrant "
                                "Executor.run with the same program and signature)")
@@ -312,24 +326,61 @@ cdef class Plan:
                 return None
             for i in range(self.n_ops):
                 self.current_op = i
-                if self.ops[i].kind == OP_C:
-                    self._run_c(i)
-                elif self.ops[i].kind == OP_VIEW:
-                    self._run_view(i)
+                if start:
+                    self._run_profiled(i)
                 else:
-                    self._run_py(i)
-                if not self.traced:         # tracing: free temporaries as they die
-                    for s in <list>self.release_at[i]:
-                        self.objs[s] = None
+                    self._run_op(i)
             self.current_op = -1
             result = self._fetch()
             if not self.traced or self.stale:
                 self._lay_out_arena()
+            if start:
+                record("Executor.run", EVENT_RUN, start, None)
             return result
         finally:
             self._release()
             self.scope = None
             self.running = False
+
+    cdef int _run_op(self, int i) except -1:
+        cdef int s
+        if self.ops[i].kind == OP_C:
+            self._run_c(i)
+        elif self.ops[i].kind == OP_VIEW:
+            self._run_view(i)
+        else:
+            self._run_py(i)
+        if not self.traced:                 # tracing: free temporaries as they die
+            for s in <list>self.release_at[i]:
+                self.objs[s] = None
+        return 0
+
+    cdef int _run_profiled(self, int i) except -1:
+        """_run_op, recorded as an event of the record's op with its inputs' views."""
+        cdef int64_t start = now_ns()
+        try:
+            self._run_op(i)
+        finally:
+            self._record_op(i, start)
+        return 0
+
+    cdef int _record_op(self, int i, int64_t start) except -1:
+        cdef OpRecord* rec = &self.ops[i]
+        cdef fastop_view* ins[MAX_OPERANDS]
+        cdef int j, n = 0, s
+        if rec.kind == OP_C:
+            for j in range(rec.n_in):
+                ins[j] = &self.views[rec.ins[j]] if rec.ins[j] >= 0 else NULL
+            n = rec.n_in
+        else:
+            for s in <tuple>self.py_ins[i]:
+                if n == MAX_OPERANDS:
+                    break
+                ins[n] = &self.views[s] if s >= 0 else NULL
+                n += 1
+        op = self.op_defs[i]
+        record_views(self.py_calls[i] if op is None else op, EVENT_STATIC_OP, start, ins, n)
+        return 0
 
     cdef bint _bind(self, dict feeds, bint check) except -1:
         """Bind feeds and persistables to their slots. With `check`, return False (binding

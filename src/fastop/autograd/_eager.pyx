@@ -31,6 +31,8 @@ from fastop.ops._dispatch cimport (OpBase, CallPlan, AttrsMemo, plan_of, run_ker
                                    KIND_ABSENT, KIND_BOOL, KIND_INT, KIND_FLOAT, KIND_OTHER)
 from fastop.autograd._grad_mode cimport grad_enabled
 from fastop.autograd._graph cimport record_op
+from fastop._core.profiling cimport EVENT_OP, now_ns, profiling_flag, record
+from libc.stdint cimport int64_t
 
 import numpy as np
 
@@ -42,9 +44,27 @@ from fastop._core.storage import DTYPE_NAMES as _DTYPE_NAMES
 cdef int MAX_INPUTS = 64
 
 
+cdef const int* _profiling = profiling_flag()
+
+
 cdef object dispatch_eager(OpBase op, tuple args, dict kwargs):
     """Run an op call now: bind, convert inputs, run the kernel, record a node; one
-    output, or a tuple of them."""
+    output, or a tuple of them. The profiler's hook: one check of its flag per call."""
+    if _profiling[0]:
+        return _profiled(op, args, kwargs)
+    return _run(op, args, kwargs)
+
+
+cdef object _profiled(OpBase op, tuple args, dict kwargs):
+    """_run, recorded as an event of `op` with its arguments' shapes."""
+    cdef int64_t start = now_ns()
+    try:
+        return _run(op, args, kwargs)
+    finally:
+        record(op, EVENT_OP, start, args)
+
+
+cdef inline object _run(OpBase op, tuple args, dict kwargs):
     cdef CallPlan plan = plan_of(op)
     cdef tuple inputs = args
     cdef dict attrs = None

@@ -16,6 +16,7 @@ cdef class Node:
     cdef list run(self, list grads, bint create_graph)
     cdef void release(self)
     cdef str label(self)
+    cdef object origin(self)      # what it is the gradient of (an OpDef, a PyLayer class)
 
 
 cdef tuple record_op(CallPlan plan, tuple inputs, tuple outputs, dict attrs)

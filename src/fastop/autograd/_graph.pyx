@@ -15,6 +15,9 @@ when higher-order gradients are wanted; a rule that is one backward op (``grad_o
 that op's kernel directly when no graph is being built. A leaf's ``.grad`` is
 accumulated under a lock, so threads running backward into shared parameters lose no
 update.
+
+The profiler's hooks (one flag check each): the walk itself (a ``backward``/``grad``
+event), each node it runs (nested under it), and a kernel rule's backward op.
 """
 from cpython.pythread cimport (PyThread_type_lock, PyThread_allocate_lock,
                                PyThread_acquire_lock, PyThread_release_lock, WAIT_LOCK,
@@ -27,6 +30,9 @@ from fastop._core.storage cimport (DenseTensor, FASTOP_FLOAT32, FASTOP_FLOAT64,
 from fastop._tensor cimport (Tensor, add_tensors, as_tensor, full_tensor, view_of)
 from fastop.ops._dispatch cimport CallPlan, run_kernel, swap_mode_override
 from fastop.autograd._grad_mode cimport grad_enabled, swap_grad_enabled
+from fastop._core.profiling cimport (EVENT_BACKWARD, EVENT_NODE, EVENT_OP, now_ns,
+                                     profiling_flag, record)
+from libc.stdint cimport int64_t
 
 import threading
 import warnings
@@ -60,6 +66,9 @@ cdef class Node:
 
     cdef str label(self):
         return type(self).__name__
+
+    cdef object origin(self):
+        return type(self)
 
     def __repr__(self):
         return f"<{self.label()} node>"
@@ -261,6 +270,9 @@ cdef class OpNode(Node):
     cdef str label(self):
         return f"op '{self.plan.op.name}'"
 
+    cdef object origin(self):
+        return self.plan.op
+
     cdef void release(self):
         Node.release(self)
         self.saved = None
@@ -326,6 +338,7 @@ cdef class OpNode(Node):
         cdef CallPlan back = plan.backward
         cdef tuple args = tuple([saved[k] if src == 0 else grads[k]
                                  for src, k in plan.backward_args])
+        cdef int64_t start = now_ns() if _profiling[0] else 0   # the profiler's hook
         try:
             outs = run_kernel(back, args, self.attrs,
                               &back.packed_defaults if back.defaults_packed
@@ -333,6 +346,8 @@ cdef class OpNode(Node):
         except BaseException as exc:
             add_note(exc, f"raised in the gradient rule of {self.label()}")
             raise
+        if start:
+            record(back.op, EVENT_OP, start, args)
         cdef Py_ssize_t i, j = 0, n = len(plan.diff)
         if n == 1:
             return (outs[0],) if plan.diff[0] else (None,)
@@ -529,6 +544,7 @@ cdef tuple _make_node(CallPlan plan, object rule, tuple inputs, tuple outputs, d
 
 # --------------------------------------------------------------------------- backward
 
+cdef const int* _profiling = profiling_flag()
 cdef Py_ssize_t _epoch = 0
 cdef int _walks = 0         # backward walks in progress (one inside a PyLayer's backward)
 # key -> fn, called in order after each outermost backward pass (not fastop.grad); filled
@@ -663,6 +679,7 @@ cdef list run_backward(tuple outputs, list grads, bint retain_graph, bint create
     """Backpropagate grads from outputs; with `inputs`, return their gradients instead of
     accumulating into leaves' ``.grad``."""
     global _walks
+    cdef int64_t start = now_ns() if _profiling[0] else 0   # the profiler's hook
     cdef list outer = [] if _walks else None
     cdef list result
     _walks += 1
@@ -675,6 +692,8 @@ cdef list run_backward(tuple outputs, list grads, bint retain_graph, bint create
         _walks -= 1
         if outer is not None:
             _restore(outer)
+        if start:
+            record("backward" if inputs is None else "grad", EVENT_BACKWARD, start, outputs)
     if _end_hooks and inputs is None and outer is None:
         for hook in tuple(_end_hooks.values()):
             hook()
@@ -810,7 +829,8 @@ cdef list _walk(tuple outputs, list grads, bint retain_graph, bint create_graph,
                 if x is not None:
                     if n.released:
                         raise released_error(n)
-                    in_grads = n.run(node_grads, create_graph)
+                    in_grads = _profiled_run(n, node_grads, create_graph) \
+                        if _profiling[0] else n.run(node_grads, create_graph)
                     break
             edges = n.next or ()
             if not retain_graph:
@@ -843,6 +863,15 @@ cdef list _walk(tuple outputs, list grads, bint retain_graph, bint create_graph,
                     f"fastop.grad: input {p} (shape {inputs[p].shape}) was not used to "
                     f"compute the outputs; pass allow_unused=True to get None for it")
     return walk.captured
+
+
+cdef list _profiled_run(Node n, list grads, bint create_graph):
+    """n.run, recorded as a node event (its inputs: the gradients it receives)."""
+    cdef int64_t start = now_ns()
+    try:
+        return n.run(grads, create_graph)
+    finally:
+        record(n.origin(), EVENT_NODE, start, grads)
 
 
 cdef Tensor _require_tensor(object value, str what):

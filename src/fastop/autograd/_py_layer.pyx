@@ -19,6 +19,9 @@ outputs to one node whose backward is ``cls.backward``. PaddlePaddle's rules:
 
 fastop's graph holds tensors (not gradient nodes) as edges, so an output is always a new
 Tensor object: for an in-place output, one over the input's memory.
+
+The profiler's hook: ``apply`` records the forward call (the backward walk records the
+backward).
 """
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
@@ -31,6 +34,9 @@ from fastop.autograd._graph cimport (Node, zeros_like_meta, meta_of, grad_fits, 
                                      pack_saved, unpack_saved, ALL_SAVED)
 
 import numpy as np
+
+from fastop._core.profiling cimport EVENT_PYLAYER, now_ns, profiling_flag, record
+from libc.stdint cimport int64_t
 
 from fastop.ops._registry import add_note
 from fastop.ops.builtin._table import B
@@ -57,6 +63,9 @@ cdef class PyLayerNode(Node):
 
     cdef str label(self):
         return f"PyLayer '{self.cls.__name__}'"
+
+    cdef object origin(self):
+        return self.cls
 
     cdef void release(self):
         Node.release(self)
@@ -267,10 +276,23 @@ def set_context_type(type cls) -> None:
     _context_type = cls
 
 
+cdef const int* _profiling = profiling_flag()
+
+
 def apply_py_layer(cls, *args, **kwargs):
     """Run ``cls.forward(ctx, *args, **kwargs)`` without recording, then record one node
     whose backward is ``cls.backward``. Tensor arguments (positional, then keyword), and
     the Tensors in list/tuple arguments, are the inputs that receive gradients."""
+    if not _profiling[0]:
+        return _apply(cls, args, kwargs)
+    cdef int64_t start = now_ns()
+    try:
+        return _apply(cls, args, kwargs)
+    finally:
+        record(cls, EVENT_PYLAYER, start, args)
+
+
+cdef object _apply(cls, tuple args, dict kwargs):
     cdef list inputs = []
     cdef bint need = False
     cdef bint lists = False

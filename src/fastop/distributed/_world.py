@@ -170,6 +170,10 @@ def _install_excepthook(w: World) -> None:
             previous(exc_type, exc, tb)
             sys.stderr.flush()
             sys.stdout.flush()
+            # The launcher forwards this rank's output through its proxies, which the
+            # abort kills: under load they dropped the traceback's last lines (its
+            # message). A moment's grace lets them pass it on; the job ends anyway.
+            time.sleep(0.25)
         finally:
             w.comm.Abort(1)
     sys.excepthook = _abort_on_uncaught_exception

@@ -542,16 +542,16 @@ def _compile(program: Program, feeds: dict[str, Any],
         choice = lowered[k]
         if views[k] is not None and kinds[slot[op.outputs[0].name]] == "view":
             plan.add_ckernel(views[k][0], views[k][1], [slot[v.name] for v in ins_of[i]],
-                             outs, op.attrs)
+                             outs, op.attrs, op.opdef)
             continue
         if choice is not None:      # an absent optional input is slot -1 (a NULL view)
             plan.add_ckernel(choice[0], choice[1],
                              [-1 if v is None else slot[v.name] for v in _flat_inputs(op)],
-                             outs, op.attrs)
+                             outs, op.attrs, op.opdef)
             continue
         ins = [-1 if v is None else slot[v.name] for v in _flat_inputs(op)]
         call = _python_call(op)
-        plan.add_python(_Copying(call) if k in copies else call, ins, outs)
+        plan.add_python(_Copying(call) if k in copies else call, ins, outs, op.opdef)
     plan.set_io([(name, slot[name], value) for name, value in feeds.items()],
                 persists, [slot[n] for n in fetch_names])
     return _Compiled(plan, program, order)

@@ -17,8 +17,8 @@ attribute) is a reference to code: importing its module runs that module, so
 ``mypkg.ops``, not ``mypkg_extra``) or ``trust_code=True`` (any module), as
 ``torch.load(weights_only=True)`` and ``trust_remote_code`` do. Every reference in the
 file is checked before any is imported, and an allowed module gives only the functions
-it defines (not what it imported, nor dunder attributes). The refusal names the
-function and the ``allowed_modules`` that loads it.
+it defines (not what it imported, nor dunder attributes). Saving a program that refers
+to Python functions warns, naming them and the ``allowed_modules`` that loads it back.
 
 An op loaded by :func:`fastop.plugins.load_directory` also records where it came from
 (``source``: its directory and module). Loading the program imports that module only
@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
@@ -542,10 +543,8 @@ def save(program: Program, model_path: str, scope: Scope | None = None) -> None:
     """Write ``model_path.program.json`` and ``model_path.params.npz`` (every
     persistable variable of `program` that has a value in `scope`).
 
-    A program that calls Python functions (py_func) saves their ``module:qualname``;
-    loading it back needs their modules allowed (``load_program(path,
-    allowed_modules=[...])``), which the load error names. Saving does not warn: a
-    warning on every correct save would be noise."""
+    A program that calls Python functions (py_func) warns: loading it back needs their
+    modules allowed (``load_program(path, allowed_modules=[...])``)."""
     import json
     scope = global_scope() if scope is None else scope
     data = program_to_dict(program)
@@ -554,6 +553,17 @@ def save(program: Program, model_path: str, scope: Scope | None = None) -> None:
               for v in program.list_vars() if v.persistable and v.name in scope}
     atomic_write(model_path + ".program.json", lambda f: f.write(text.encode()))
     atomic_write(model_path + ".params.npz", lambda f: np.savez(f, **values))
+    refs = list(dict.fromkeys(ref for ref, _, _ in _code_refs(data)))
+    refs += list(dict.fromkeys(f"{r['source']['module']} (from {r['source']['directory']})"
+                               for r in data["ops"] if r.get("source")))
+    if refs:
+        modules = list(dict.fromkeys(ref.partition(":")[0].partition(" ")[0]
+                                     for ref in refs))
+        warnings.warn(f"static.save: the program calls Python functions "
+                      f"{', '.join(map(repr, refs))}; loading it imports their modules, "
+                      f"which load_program does only when allowed: "
+                      f"static.load_program(path, allowed_modules={modules!r})",
+                      UserWarning, stacklevel=2)
 
 
 def load_program(model_path: str, *, allowed_modules: Sequence[str] | None = None,

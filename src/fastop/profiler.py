@@ -1,0 +1,741 @@
+"""Where the time goes: fastop's profiler (PaddlePaddle's ``paddle.profiler``).
+
+Every op call goes through one dispatch entry (eager) or one run loop (static), and
+that is where the profiler looks: while a :class:`Profiler` records, each op call —
+built-in, plugin op, py_func, a PyLayer's forward and backward, the nodes of a backward
+pass (nested under their ``backward()`` call), optimizer updates — becomes an event with
+its op, start and end (``CLOCK_MONOTONIC``), thread, and its inputs' shapes and dtypes.
+The recorder is C (:mod:`fastop._core.profiling`): off, it costs one flag check per op;
+on, well under a microsecond per op. Events are decoded here, once, when read.
+
+* :meth:`Profiler.summary` prints a table per op (or per plugin, or per input shape):
+  calls, total and self time, mean, max, share of the time, and the share spent in
+  Python kernels (the numpy code of plugin ops and py_func, PyLayer bodies);
+* :meth:`Profiler.export_chrome_tracing` writes the Trace Event Format that
+  chrome://tracing and https://ui.perfetto.dev open: one track per thread, nested calls
+  stacked;
+* :class:`RecordEvent` (also :func:`record_function`) marks your own ranges, as a
+  context manager or a decorator.
+
+Paddle's scheduling works as in Paddle: ``scheduler=(2, 5)`` or :func:`make_scheduler`,
+``Profiler.step()`` once per iteration (each step is a ``ProfileStep#N`` range), and
+``on_trace_ready`` (e.g. :func:`export_chrome_tracing`) called when a recording period
+ends. Unlike Paddle, nothing is written unless asked (no default ``./profiler_log/``)
+and input shapes are recorded by default (they are cheap here).
+
+    with fastop.profiler.Profiler() as prof:
+        train_one_epoch()
+    prof.summary(sorted_by="self", group_by="op")
+    prof.export_chrome_tracing("trace.json")
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import enum
+import inspect
+import json
+import os
+import socket
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable, Iterable
+from typing import Any, TextIO
+
+from fastop._core import profiling as _recorder
+from fastop._core.kernel import CKernel
+
+__all__ = ["Profiler", "ProfilerState", "ProfilerTarget", "SortedKeys", "RecordEvent",
+           "record_function", "make_scheduler", "export_chrome_tracing", "ProfilerEvent"]
+
+_KINDS = _recorder.EVENT_KINDS
+_CATEGORY = {_KINDS["op"]: "op", _KINDS["static_op"]: "static op",
+             _KINDS["pylayer"]: "PyLayer", _KINDS["node"]: "backward node",
+             _KINDS["backward"]: "autograd", _KINDS["run"]: "static",
+             _KINDS["user"]: "user", _KINDS["step"]: "step"}
+_DTYPE_NAMES = ("bool", "int32", "int64", "float32", "float64")   # by dtype code
+_FLOAT32 = 3
+_TIME_UNITS = {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0}
+_NO_PLUGIN = "-"
+
+
+# ----------------------------------------------------------------------------- states
+
+class ProfilerState(enum.Enum):
+    """Where a :class:`Profiler` is in its schedule (Paddle's states): CLOSED and READY
+    record nothing; RECORD records; RECORD_AND_RETURN is the last recorded step of a
+    period, after which ``on_trace_ready`` is called."""
+    CLOSED = 0
+    READY = 1
+    RECORD = 2
+    RECORD_AND_RETURN = 3
+
+
+class ProfilerTarget(enum.Enum):
+    """Devices to profile. fastop runs on the CPU only: GPU is refused with a warning."""
+    CPU = 0
+    GPU = 1
+
+
+class SortedKeys(enum.Enum):
+    """Paddle's sort keys for :meth:`Profiler.summary` (the GPU ones do not apply)."""
+    CPUTotal = "total"
+    CPUAvg = "mean"
+    CPUMax = "max"
+    CPUMin = "min"
+    GPUTotal = "gpu_total"
+    GPUAvg = "gpu_mean"
+    GPUMax = "gpu_max"
+    GPUMin = "gpu_min"
+
+
+_SORT_KEYS = ("total", "self", "calls", "mean", "max", "min")
+_GROUPS = ("op", "plugin", "shape")
+
+
+def make_scheduler(*, closed: int, ready: int, record: int, repeat: int = 0,
+                   skip_first: int = 0) -> Callable[[int], ProfilerState]:
+    """A schedule (Paddle's): after `skip_first` steps, cycles of `closed` steps not
+    recorded, `ready` steps not recorded, `record` steps recorded (the last one
+    RECORD_AND_RETURN), `repeat` times (0: until the profiler stops)."""
+    if min(closed, ready, repeat, skip_first) < 0 or record < 1:
+        raise ValueError(f"make_scheduler: closed, ready, repeat and skip_first must be "
+                         f">= 0 and record >= 1, got closed={closed}, ready={ready}, "
+                         f"record={record}, repeat={repeat}, skip_first={skip_first}")
+    period = closed + ready + record
+
+    def schedule(step: int) -> ProfilerState:
+        if step < skip_first:
+            return ProfilerState.CLOSED
+        cycle, at = divmod(step - skip_first, period)
+        if repeat > 0 and cycle >= repeat:
+            return ProfilerState.CLOSED
+        if at < closed + ready:
+            return ProfilerState.CLOSED if at < closed else ProfilerState.READY
+        return ProfilerState.RECORD_AND_RETURN if at == period - 1 else ProfilerState.RECORD
+    return schedule
+
+
+def _always_record(step: int) -> ProfilerState:
+    return ProfilerState.RECORD
+
+
+def _range_scheduler(scheduler: Any) -> Callable[[int], ProfilerState]:
+    """Paddle's ``scheduler=(start_batch, end_batch)``: record steps [start, end)."""
+    if len(scheduler) != 2 or not all(isinstance(s, int) for s in scheduler) \
+            or not 0 <= scheduler[0] < scheduler[1]:
+        raise ValueError(f"Profiler: scheduler=(start_batch, end_batch) with "
+                         f"0 <= start_batch < end_batch, got {scheduler!r}")
+    start, end = scheduler
+    return make_scheduler(closed=max(start - 1, 0), ready=1 if start else 0,
+                          record=end - start, repeat=1)
+
+
+def export_chrome_tracing(dir_name: str, worker_name: str | None = None
+                          ) -> Callable[[Profiler], None]:
+    """An ``on_trace_ready`` callback (Paddle's): each recorded period is written to
+    ``dir_name/<worker_name>_time_<timestamp>.fastop_trace.json`` (worker_name defaults
+    to ``host_<hostname>pid_<pid>``)."""
+    os.makedirs(dir_name, exist_ok=True)
+
+    def write(prof: Profiler) -> None:
+        worker = worker_name or f"host_{socket.gethostname()}pid_{os.getpid()}"
+        stamp = datetime.datetime.now().strftime("%Y_%m_%d_%H_%M_%S_%f")
+        prof.export_chrome_tracing(os.path.join(
+            dir_name, f"{worker}_time_{stamp}.fastop_trace.json"))
+    return write
+
+
+# ----------------------------------------------------------------------------- user ranges
+
+class RecordEvent(contextlib.ContextDecorator):
+    """A range of your own in the profile (Paddle's ``RecordEvent``, PyTorch's
+    ``record_function``): ``with RecordEvent("data"): ...``, ``@RecordEvent("loss")``
+    on a function, or ``begin()`` / ``end()``. Records only while a profiler records;
+    otherwise it costs a flag check."""
+
+    def __init__(self, name: str) -> None:
+        self.name = str(name)
+        self._start: int | None = None
+
+    def begin(self) -> None:
+        """Start the range now."""
+        self._start = _recorder.now() if _recorder.is_active() else None
+
+    def end(self) -> None:
+        """End the range now (nothing if it was not begun while recording)."""
+        if self._start is not None:
+            _recorder.record_range(self.name, _KINDS["user"], self._start)
+            self._start = None
+
+    def __enter__(self) -> RecordEvent:
+        self.begin()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> bool:
+        self.end()
+        return False
+
+    def _recreate_cm(self) -> RecordEvent:
+        # as a decorator: each call (recursive, or on another thread) its own range
+        return type(self)(self.name)
+
+    def __repr__(self) -> str:
+        return f"RecordEvent({self.name!r})"
+
+
+record_function = RecordEvent
+
+
+# ----------------------------------------------------------------------------- events
+
+class ProfilerEvent:
+    """One recorded call: its name and category, start/end in ns (``CLOCK_MONOTONIC``),
+    thread, inputs (per input ``(dtype, shape)``, None, ``"scalar"`` or a list of those;
+    None when shapes were not recorded), the op or PyLayer it ran (`source`), its
+    plugin, the Python function that ran for it (``"module:qualname"``, file, line) if
+    any, and — once nested — its parent event, depth and self time."""
+
+    __slots__ = ("name", "category", "start_ns", "end_ns", "thread", "inputs", "source",
+                 "plugin", "python", "parent", "depth", "self_ns")
+
+    def __init__(self, name: str, category: str, start_ns: int, end_ns: int, thread: int,
+                 inputs: tuple | None, source: Any, plugin: str,
+                 python: tuple[str, str | None, int | None] | None) -> None:
+        self.name, self.category = name, category
+        self.start_ns, self.end_ns, self.thread = start_ns, end_ns, thread
+        self.inputs, self.source, self.plugin, self.python = inputs, source, plugin, python
+        self.parent: ProfilerEvent | None = None
+        self.depth = 0
+        self.self_ns = self.duration_ns
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+    @property
+    def group_name(self) -> str:
+        """The name events are grouped under (every ProfileStep#N is ``ProfileStep``)."""
+        return "ProfileStep" if self.category == "step" else self.name
+
+    def shapes_text(self) -> str:
+        """The input shapes as text, e.g. ``[[32, 64], scalar]`` ("" if not recorded)."""
+        return "" if self.inputs is None else \
+            "[" + ", ".join(_entry_text(e) for e in self.inputs) + "]"
+
+    def __repr__(self) -> str:
+        return (f"<ProfilerEvent {self.name} ({self.category}) "
+                f"{self.duration_ns / 1e3:.1f} us on thread {self.thread}>")
+
+
+def _entry_text(entry: Any) -> str:
+    if entry is None:
+        return "None"
+    if isinstance(entry, list):
+        return "[" + ", ".join(_entry_text(e) for e in entry) + "]"
+    if entry == "scalar":
+        return "scalar"
+    return str(list(entry[1]))
+
+
+def _decode_inputs(inputs: tuple | None) -> tuple | None:
+    """The recorder's entries as (dtype name, shape) / None / "scalar" / lists."""
+    if inputs is None:
+        return None
+
+    def entry(e: Any) -> Any:
+        if e is None:
+            return None
+        if isinstance(e, list):
+            return [entry(x) for x in e]
+        return "scalar" if e[0] < 0 else (_DTYPE_NAMES[e[0]], e[1])
+    return tuple(entry(e) for e in inputs)
+
+
+def _python_source(fn: Any) -> tuple[str, str | None, int | None] | None:
+    """("module:qualname", file, first line) of a Python function (unwrapped)."""
+    if fn is None or isinstance(fn, CKernel):
+        return None
+    fn = inspect.unwrap(fn)
+    code = getattr(fn, "__code__", None)
+    module = getattr(fn, "__module__", None) or "?"
+    qualname = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    return (f"{module}:{qualname}", code.co_filename if code else None,
+            code.co_firstlineno if code else None)
+
+
+def _dispatch_code(dispatch_input: int, inputs: tuple | None) -> int | None:
+    """The dtype code that selected the kernel (as eager dispatch picks it), or None
+    when the inputs were not recorded."""
+    if inputs is None:
+        return None
+    candidates = list(inputs)
+    if dispatch_input < len(candidates):
+        candidates.insert(0, candidates[dispatch_input])
+    for e in candidates:
+        if isinstance(e, list):
+            e = e[0] if e else None
+        if isinstance(e, tuple) and e[0] >= 0:
+            return e[0]
+    return _FLOAT32          # an op without tensor inputs (a creation op)
+
+
+class _Resolver:
+    """Names, plugins and Python functions of what the recorder saw (cached: a trace
+    holds the same few ops many times)."""
+
+    def __init__(self) -> None:
+        self.cache: dict[tuple, tuple] = {}
+
+    def op(self, op: Any, inputs: tuple | None) -> tuple[str, str, Any]:
+        if not hasattr(op, "plan"):              # a static record without its OpDef
+            return getattr(op, "name", type(op).__name__), _NO_PLUGIN, None
+        plan = op.plan
+        code = _dispatch_code(plan.dispatch_input, inputs)
+        key = (id(op), code)
+        if key not in self.cache:
+            kernels = plan.kernels
+            if code is not None:
+                kernel = kernels[code]
+            else:                                # shapes not recorded: any Python one
+                kernel = next((k for k in kernels if k is not None
+                               and not isinstance(k, CKernel)), None)
+            # a py_func op is shown by its label (py_func[fn]); the cache holds the op
+            # itself too, so the id in its key stays that op's
+            self.cache[key] = (getattr(op, "label", None) or op.name, op.plugin,
+                               _python_source(kernel), op)
+        return self.cache[key][:3]
+
+    def event(self, kind: int, what: Any, start: int, end: int, thread: int,
+              inputs: tuple | None) -> ProfilerEvent:
+        category = _CATEGORY[kind]
+        plugin, python = _NO_PLUGIN, None
+        if kind in (_KINDS["op"], _KINDS["static_op"]):
+            name, plugin, python = self.op(what, inputs)
+        elif kind in (_KINDS["pylayer"], _KINDS["node"]):
+            if isinstance(what, type):           # a PyLayer class
+                forward = kind == _KINDS["pylayer"]
+                name = f"{what.__name__}.{'forward' if forward else 'backward'}"
+                plugin = what.__module__
+                python = _python_source(getattr(what, "forward" if forward else "backward",
+                                                None))
+            else:                                # an op's node: the rule is framework code
+                name, plugin, _ = self.op(what, None)
+                name += ".backward"
+        elif kind == _KINDS["step"]:
+            name = f"ProfileStep#{what}"
+        else:
+            name = str(what)
+        return ProfilerEvent(name, category, start, end, thread, _decode_inputs(inputs),
+                             what, plugin, python)
+
+
+def _nest(events: list[ProfilerEvent]) -> list[ProfilerEvent]:
+    """Sort by thread and start, and set each event's parent, depth and self time: on
+    one thread calls nest, so an event's parent is the innermost earlier event still
+    open when it starts."""
+    events.sort(key=lambda e: (e.thread, e.start_ns, -e.end_ns))
+    stack: list[ProfilerEvent] = []
+    for e in events:
+        while stack and (stack[-1].thread != e.thread or stack[-1].end_ns < e.end_ns):
+            stack.pop()                          # closed before e, or another thread
+        if stack:
+            e.parent = stack[-1]
+            e.parent.self_ns -= e.duration_ns
+        e.depth = len(stack)
+        stack.append(e)
+    return events
+
+
+# ----------------------------------------------------------------------------- the profiler
+
+class Profiler:
+    """Record every op call while it runs: a context manager, or :meth:`start` /
+    :meth:`stop` (PaddlePaddle's ``paddle.profiler.Profiler``).
+
+    ``targets``: :class:`ProfilerTarget` list (CPU; GPU is refused with a warning).
+    ``scheduler``: None (record from start to stop), ``(start_batch, end_batch)`` (record
+    the steps in that range), or a function ``step -> ProfilerState`` such as
+    :func:`make_scheduler`; steps are counted by :meth:`step`. ``on_trace_ready``:
+    called with the profiler when a recording period ends (None: nothing is written).
+    ``record_shapes``: record the inputs' shapes and dtypes (the ``shape`` grouping and
+    the trace's arguments need them).
+
+    Profilers nest: one started while another records sees the calls of its own time
+    window, the other sees them too (a script with a profiler of its own can run under
+    ``python -m fastop profile``).
+    """
+
+    def __init__(self, *, targets: Iterable[ProfilerTarget] | None = None,
+                 scheduler: Callable[[int], ProfilerState] | tuple[int, int] | None = None,
+                 on_trace_ready: Callable[[Profiler], Any] | None = None,
+                 record_shapes: bool = True) -> None:
+        for target in targets or ():
+            if target is not ProfilerTarget.CPU:
+                warnings.warn(f"fastop.profiler: {target} is not supported; profiling the "
+                              f"CPU", stacklevel=2)
+        if scheduler is None:
+            self._scheduler = _always_record
+        elif callable(scheduler):
+            self._scheduler = scheduler
+        elif isinstance(scheduler, (tuple, list)):
+            self._scheduler = _range_scheduler(scheduler)
+        else:
+            raise TypeError(f"Profiler: scheduler must be None, (start_batch, end_batch) or "
+                            f"a function of the step number, got {type(scheduler).__name__}")
+        if on_trace_ready is not None and not callable(on_trace_ready):
+            raise TypeError(f"Profiler: on_trace_ready must be callable, got "
+                            f"{type(on_trace_ready).__name__}")
+        self.on_trace_ready = on_trace_ready
+        self.record_shapes = bool(record_shapes)
+        self.step_num = 0
+        self.current_state = ProfilerState.CLOSED
+        self._running = False
+        self._recording = False
+        self._step_start = 0
+        self._trace: _recorder.Trace | None = None      # the last recorded period's:
+        self._window = (0, 0)                           # its events in [since, until]
+        self._recording_trace: _recorder.Trace | None = None
+        self._events: list[ProfilerEvent] | None = None
+
+    # -- the schedule ---------------------------------------------------------------
+    def __enter__(self) -> Profiler:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Enter step 0 and record if the schedule says so."""
+        if self._running:
+            raise RuntimeError("Profiler.start: this profiler is already running")
+        self.step_num = 0
+        self.current_state = self._state(0)
+        if self._records(self.current_state):
+            self._begin()
+        self._running = True
+        self._step_start = _recorder.now()
+
+    def step(self) -> None:
+        """Mark the end of one iteration (a ``ProfileStep#N`` range) and move the schedule
+        on: a period that ends hands its data to ``on_trace_ready``."""
+        if not self._running:
+            raise RuntimeError("Profiler.step: the profiler is not running; call start() "
+                               "first (or use it as a context manager)")
+        self._end_step()
+        previous = self.current_state
+        self.step_num += 1
+        self.current_state = self._state(self.step_num)
+        if self._recording and (previous is ProfilerState.RECORD_AND_RETURN
+                                or not self._records(self.current_state)):
+            self._finish(ready=previous is ProfilerState.RECORD_AND_RETURN)
+        if not self._recording and self._records(self.current_state):
+            self._begin()
+        self._step_start = _recorder.now()
+
+    def stop(self) -> None:
+        """Stop; the data of a recording period is kept and handed to
+        ``on_trace_ready``."""
+        if not self._running:
+            raise RuntimeError("Profiler.stop: the profiler is not running")
+        self._end_step()
+        self._running = False
+        self.current_state = ProfilerState.CLOSED
+        if self._recording:
+            self._finish(ready=True)
+
+    def _state(self, step: int) -> ProfilerState:
+        state = self._scheduler(step)
+        if not isinstance(state, ProfilerState):
+            raise TypeError(f"Profiler: the scheduler returned {state!r} for step {step}, "
+                            f"expected a ProfilerState")
+        return state
+
+    @staticmethod
+    def _records(state: ProfilerState) -> bool:
+        return state in (ProfilerState.RECORD, ProfilerState.RECORD_AND_RETURN)
+
+    def _begin(self) -> None:
+        self._since = _recorder.now()
+        self._recording_trace = _recorder.start(self.record_shapes)
+        self._recording = True
+
+    def _end_step(self) -> None:
+        if self._recording:
+            _recorder.record_range(self.step_num, _KINDS["step"], self._step_start)
+
+    def _finish(self, ready: bool) -> None:
+        _recorder.stop()
+        self._trace, self._recording_trace = self._recording_trace, None
+        self._window = (self._since, _recorder.now())
+        self._events = None
+        self._recording = False
+        if ready and self.on_trace_ready is not None:
+            self.on_trace_ready(self)
+
+    # -- reading ----------------------------------------------------------------------
+    def events(self) -> list[ProfilerEvent]:
+        """The last recorded period's events, by thread and start time, nested (each
+        knows its parent, depth and self time)."""
+        if self._trace is None:
+            return []
+        if self._events is None:
+            resolver = _Resolver()
+            self._events = _nest([resolver.event(*e)
+                                  for e in self._trace.events(*self._window)])
+        return self._events
+
+    def threads(self) -> list[tuple[int, int, str]]:
+        """Per thread index of the events (``ProfilerEvent.thread``): (ident, native
+        thread id, name)."""
+        return list(self._trace.threads) if self._trace is not None else []
+
+    def summary(self, sorted_by: SortedKeys | str = SortedKeys.CPUTotal,
+                op_detail: bool = True, thread_sep: bool = False, time_unit: str = "ms",
+                *, group_by: str = "op", row_limit: int | None = None,
+                sort_by: str | None = None, file: TextIO | None = None) -> None:
+        """Print the table of :meth:`summary_table` (to `file`, default stdout)."""
+        print(self.summary_table(sorted_by, op_detail, thread_sep, time_unit,
+                                 group_by=group_by, row_limit=row_limit, sort_by=sort_by),
+              file=file or sys.stdout)
+
+    def summary_table(self, sorted_by: SortedKeys | str = SortedKeys.CPUTotal,
+                      op_detail: bool = True, thread_sep: bool = False,
+                      time_unit: str = "ms", *, group_by: str = "op",
+                      row_limit: int | None = None, sort_by: str | None = None) -> str:
+        """The summary as text: a row per op (``group_by="op"``), per plugin
+        (``"plugin"``) or per op and input shapes (``"shape"``) with calls, total time,
+        self time (total minus the calls nested in it), mean, max, self time as a share
+        of all recorded time, and the share of the row's self time spent in Python
+        kernels. ``sorted_by`` (``sort_by``, PyTorch's spelling): "total", "self",
+        "calls", "mean", "max", "min" or a :class:`SortedKeys`; ``op_detail``: a line
+        under each op naming its plugin and Python function; ``thread_sep``: a table per
+        thread; ``time_unit``: "s", "ms", "us" or "ns"; ``row_limit``: the top rows only.
+        """
+        key = _sort_key(sort_by if sort_by is not None else sorted_by)
+        if group_by not in _GROUPS:
+            raise ValueError(f"Profiler.summary: group_by must be one of {_GROUPS}, got "
+                             f"{group_by!r}")
+        if time_unit not in _TIME_UNITS:
+            raise ValueError(f"Profiler.summary: time_unit must be one of "
+                             f"{tuple(_TIME_UNITS)}, got {time_unit!r}")
+        events = self.events()
+        if not events:
+            return ("fastop.profiler: nothing was recorded (no op ran while the profiler "
+                    "recorded, or it never recorded: see its scheduler)")
+        threads = self.threads()
+        parts = [_headline(events, threads, time_unit)]
+        if thread_sep:
+            for index in sorted({e.thread for e in events}):
+                _, native, name = threads[index]
+                mine = [e for e in events if e.thread == index]
+                parts.append(f"\nthread {name} (tid {native}):\n"
+                             + _table(mine, key, group_by, time_unit, op_detail, row_limit))
+        else:
+            parts.append(_table(events, key, group_by, time_unit, op_detail, row_limit))
+        return "\n".join(parts)
+
+    def export(self, path: str, format: str = "json") -> None:
+        """Write the trace (Paddle's ``export``): ``format="json"`` is the Chrome trace of
+        :meth:`export_chrome_tracing`, the only format fastop writes."""
+        if format != "json":
+            raise ValueError(f"Profiler.export: format must be 'json' (the Chrome trace "
+                             f"format), got {format!r}")
+        self.export_chrome_tracing(path)
+
+    def export_chrome_tracing(self, path: str) -> None:
+        """Write the events in the Trace Event Format (chrome://tracing, Perfetto): a
+        complete ("X") event per call with name, category, ts and dur in microseconds,
+        pid, tid and its inputs, plugin and Python function as args; a track per thread
+        named after it. Written atomically (a temporary file renamed)."""
+        if self._trace is None:
+            raise RuntimeError("Profiler.export_chrome_tracing: nothing was recorded yet")
+        document = chrome_trace(self.events(), self.threads())
+        directory = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".fastop_trace", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump(document, out, separators=(",", ":"))
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    def __repr__(self) -> str:
+        return f"<Profiler {self.current_state.name.lower()}, step {self.step_num}>"
+
+
+# ----------------------------------------------------------------------------- the summary
+
+def _sort_key(value: SortedKeys | str) -> str:
+    if isinstance(value, SortedKeys):
+        if value.value.startswith("gpu"):
+            raise ValueError(f"Profiler.summary: {value} sorts by GPU time; fastop runs on "
+                             f"the CPU (use {SortedKeys.CPUTotal} and the like)")
+        return value.value
+    if value not in _SORT_KEYS:
+        raise ValueError(f"Profiler.summary: sorted_by must be one of {_SORT_KEYS} or a "
+                         f"SortedKeys, got {value!r}")
+    return value
+
+
+class _Row:
+    __slots__ = ("name", "calls", "total", "self", "max", "min", "python", "detail")
+
+    def __init__(self, name: str, detail: str) -> None:
+        self.name, self.detail = name, detail
+        self.calls = self.total = self.self = self.max = self.python = 0
+        self.min = None
+
+    def add(self, e: ProfilerEvent, outermost: bool) -> None:
+        self.calls += 1
+        d = e.duration_ns
+        if outermost:          # a recursive call's time is inside its caller's already
+            self.total += d
+        self.self += e.self_ns
+        self.max = max(self.max, d)
+        self.min = d if self.min is None else min(self.min, d)
+        if e.python is not None:
+            self.python += e.self_ns
+
+    def value(self, key: str) -> float:
+        return {"total": self.total, "self": self.self, "calls": self.calls,
+                "mean": self.total / self.calls, "max": self.max, "min": self.min}[key]
+
+
+def _detail(e: ProfilerEvent) -> str:
+    """Where a row's op comes from, when not from fastop itself: its plugin (a
+    PyLayer's module) and the Python function that ran."""
+    parts = []
+    if e.plugin not in (_NO_PLUGIN, "fastop"):
+        parts.append(("module " if isinstance(e.source, type) else "plugin ") + e.plugin)
+    if e.python is not None:
+        where = f" ({_short_path(e.python[1])}:{e.python[2]})" if e.python[1] else ""
+        parts.append(f"Python {e.python[0]}{where}")
+    return "; ".join(parts)
+
+
+def _short_path(path: str) -> str:
+    """`path` relative to the working directory when under it, else to the sys.path
+    entry holding it (``fastop_vision/_kernels.py``)."""
+    relative = os.path.relpath(path)
+    if not relative.startswith(".."):
+        return relative
+    roots = [os.path.abspath(p) for p in sys.path if p and path.startswith(os.path.abspath(p))]
+    return os.path.relpath(path, max(roots, key=len)) if roots else path
+
+
+def _group_key(e: ProfilerEvent, group_by: str) -> str:
+    if group_by == "plugin":
+        return e.plugin
+    if group_by == "shape":
+        return f"{e.group_name} {e.shapes_text()}".rstrip()
+    return e.group_name
+
+
+def _is_outermost(e: ProfilerEvent, group_by: str) -> bool:
+    """No enclosing event of the same group (a recursive PyLayer, a py_func calling
+    ops of its own plugin): then its total counts."""
+    key, parent = _group_key(e, group_by), e.parent
+    while parent is not None:
+        if _group_key(parent, group_by) == key:
+            return False
+        parent = parent.parent
+    return True
+
+
+def _table(events: list[ProfilerEvent], key: str, group_by: str, time_unit: str,
+           op_detail: bool, row_limit: int | None) -> str:
+    rows: dict[str, _Row] = {}
+    for e in events:
+        k = _group_key(e, group_by)
+        row = rows.get(k)
+        if row is None:
+            row = rows[k] = _Row(k, _detail(e) if op_detail and group_by != "plugin" else "")
+        row.add(e, _is_outermost(e, group_by))
+    ordered = sorted(rows.values(), key=lambda r: r.value(key), reverse=True)
+    shown = ordered[:row_limit] if row_limit else ordered
+    recorded = sum(r.self for r in rows.values()) or 1
+    scale = _TIME_UNITS[time_unit]
+    title = {"op": "Name", "plugin": "Plugin", "shape": "Name and input shapes"}[group_by]
+    width = min(max([len(title)] + [len(r.name) for r in shown]), 60)
+    header = (f"{title:<{width}}  {'Calls':>7}  {'Total(' + time_unit + ')':>11}  "
+              f"{'Self(' + time_unit + ')':>11}  {'Mean(' + time_unit + ')':>11}  "
+              f"{'Max(' + time_unit + ')':>11}  {'Self %':>6}  {'Python %':>8}")
+    rule = "-" * len(header)
+    lines = [rule, header, rule]
+    for r in shown:
+        name = r.name if len(r.name) <= width else r.name[:width - 1] + "…"
+        lines.append(f"{name:<{width}}  {r.calls:>7}  {r.total / scale:>11.3f}  "
+                     f"{r.self / scale:>11.3f}  {r.total / r.calls / scale:>11.3f}  "
+                     f"{r.max / scale:>11.3f}  {100 * r.self / recorded:>6.1f}  "
+                     f"{100 * r.python / r.self if r.self else 0.0:>8.1f}")
+        if r.detail:
+            lines.append(f"    {r.detail}")
+    lines.append(rule)
+    if len(shown) < len(ordered):
+        lines.append(f"... {len(ordered) - len(shown)} more rows (row_limit={row_limit})")
+    lines.append("Self: total minus the calls nested in it; Self %: share of all recorded "
+                 "time; Python %: share of the\nrow's self time in Python kernels (plugin "
+                 "numpy kernels, py_func, PyLayer forward/backward).")
+    return "\n".join(lines)
+
+
+def _headline(events: list[ProfilerEvent], threads: list[tuple[int, int, str]],
+              time_unit: str) -> str:
+    recorded = sum(e.self_ns for e in events)
+    python = sum(e.self_ns for e in events if e.python is not None)
+    ops = sum(1 for e in events if e.category in ("op", "static op"))
+    scale = _TIME_UNITS[time_unit]
+    used = sorted({e.thread for e in events})
+    names = ", ".join(threads[i][2] for i in used)
+    return (f"fastop profiler: {recorded / scale:.3f} {time_unit} recorded on "
+            f"{len(used)} thread{'s' if len(used) != 1 else ''} ({names}), "
+            f"{len(events)} events, {ops} op calls; {python / scale:.3f} {time_unit} "
+            f"({100 * python / (recorded or 1):.1f} %) in Python kernels")
+
+
+# ----------------------------------------------------------------------------- Chrome trace
+
+def chrome_trace(events: list[ProfilerEvent], threads: list[tuple[int, int, str]]) -> dict:
+    """The Trace Event Format document of `events` (see
+    :meth:`Profiler.export_chrome_tracing`). Every event, metadata included, has name,
+    ph, ts, dur, pid and tid."""
+    pid = os.getpid()
+    out: list[dict[str, Any]] = [
+        {"name": "process_name", "ph": "M", "ts": 0, "dur": 0, "pid": pid, "tid": 0,
+         "args": {"name": f"fastop ({os.path.basename(sys.argv[0]) or 'python'})"}}]
+    tids = [native for _, native, _ in threads]
+    for index in sorted({e.thread for e in events}):
+        _, native, name = threads[index]
+        out.append({"name": "thread_name", "ph": "M", "ts": 0, "dur": 0, "pid": pid,
+                    "tid": native, "args": {"name": name}})
+        out.append({"name": "thread_sort_index", "ph": "M", "ts": 0, "dur": 0, "pid": pid,
+                    "tid": native, "args": {"sort_index": index}})
+    for e in events:
+        args: dict[str, Any] = {}
+        if e.inputs is not None:
+            args["input shapes"] = [_entry_json(x, shape=True) for x in e.inputs]
+            args["input dtypes"] = [_entry_json(x, shape=False) for x in e.inputs]
+        if e.plugin != _NO_PLUGIN:
+            args["plugin"] = e.plugin
+        if e.python is not None:
+            args["python"] = e.python[0]
+            if e.python[1]:
+                args["source"] = f"{e.python[1]}:{e.python[2]}"
+        out.append({"name": e.name, "cat": e.category, "ph": "X",
+                    "ts": round(e.start_ns / 1e3, 3), "dur": round(e.duration_ns / 1e3, 3),
+                    "pid": pid, "tid": tids[e.thread], "args": args})
+    return {"traceEvents": out, "displayTimeUnit": "ms",
+            "otherData": {"producer": "fastop.profiler", "clock": "CLOCK_MONOTONIC"}}
+
+
+def _entry_json(entry: Any, shape: bool) -> Any:
+    if entry is None or entry == "scalar":
+        return entry
+    if isinstance(entry, list):
+        return [_entry_json(x, shape) for x in entry]
+    return list(entry[1]) if shape else entry[0]
