@@ -9,6 +9,8 @@ from fastop.autograd._graph cimport Node
 cdef class Tensor(DenseTensor):
     cdef bint requires_grad       # the negation of `stop_gradient` (zero-init: False)
     cdef object _grad             # accumulated gradient (a Tensor) or None
+    cdef bint _grad_zeroed        # clear_grad() left zeros, not yet made (see clear_grad)
+    cdef readonly Py_ssize_t _grad_version  # +1 per gradient given (backward, .grad =)
     cdef Node _node               # the graph node that produced this tensor (None: a leaf)
     cdef int _out_index           # which output of `_node` this tensor is
     cdef public object name

@@ -12,6 +12,7 @@ _Operand = Tensor | DenseTensor | np.ndarray | float | int | bool
 
 class Tensor(DenseTensor):
     grad: Tensor | None
+    _grad_version: int   # how many gradients it was given (backward passes, .grad =)
     name: Any
     __array_ufunc__: None
     def __init__(self, data: Any, dtype: Any = None, stop_gradient: bool = True) -> None: ...

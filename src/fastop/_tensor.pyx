@@ -287,11 +287,16 @@ cdef class Tensor(DenseTensor):
     @property
     def grad(self):
         """The accumulated gradient (a Tensor of this tensor's shape and dtype), or None."""
+        if self._grad_zeroed:
+            self._grad = full_tensor(self.view.ndim, self.view.shape, self.view.dtype, 0.0)
+            self._grad_zeroed = False
         return self._grad
 
     @grad.setter
     def grad(self, value):
         cdef Tensor g
+        self._grad_zeroed = False
+        self._grad_version += 1
         if value is None:
             self._grad = None
             return
@@ -306,13 +311,13 @@ cdef class Tensor(DenseTensor):
         self._grad = g
 
     def clear_grad(self, bint set_to_zero=True):
-        """Reset ``.grad``: to a new zero tensor (``set_to_zero``, Paddle's default) or None."""
-        cdef Tensor g
-        if self._grad is not None and set_to_zero:
-            g = <Tensor>self._grad
-            self._grad = full_tensor(g.view.ndim, g.view.shape, g.view.dtype, 0.0)
-        else:
-            self._grad = None
+        """Reset ``.grad``: to zeros (``set_to_zero``, Paddle's default) or None.
+
+        The zeros are made when ``.grad`` is next read: a backward pass that comes first
+        gives the leaf its gradient as is, instead of adding it to zeros (a training
+        step's clear_grad + backward thereby saves a fill and an add per parameter)."""
+        self._grad_zeroed = set_to_zero and (self._grad is not None or self._grad_zeroed)
+        self._grad = None
 
     clear_gradient = clear_grad
 

@@ -273,6 +273,24 @@ def test_leaf_grads_accumulate_across_uses_and_backward_calls(ops):
     assert x.grad is None
 
 
+@pytest.mark.parametrize("read_zeros_first", [False, True])
+def test_backward_after_clear_grad_gives_the_gradient(ops, read_zeros_first):
+    # clear_grad makes its zeros when .grad is read; a backward pass that comes first
+    # gives the gradient as is — the same values either way
+    x = leaf(X)
+    ops.mul(x, x).backward()
+    x.clear_grad()
+    if read_zeros_first:
+        np.testing.assert_array_equal(x.grad.numpy(), np.zeros_like(X))
+    ops.scale(x, alpha=3.0).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full_like(X, 3.0))
+    ops.scale(x, alpha=1.0).backward()          # and accumulates from there
+    np.testing.assert_array_equal(x.grad.numpy(), np.full_like(X, 4.0))
+    x.clear_grad(set_to_zero=False)
+    x.clear_grad()                              # no gradient: stays None
+    assert x.grad is None
+
+
 def test_leaves_never_share_a_gradient_tensor(ops):
     # plus's rule returns the same dout for both inputs: each leaf must own its .grad.
     a, b = leaf(X), leaf(X)

@@ -195,6 +195,22 @@ def test_minimize_eager_runs_backward_unless_already_done(set_to_zero):
     before = layer.weight.numpy().copy()
     opt.minimize(layer(x).mean())               # cleared gradients are not reused
     np.testing.assert_allclose(before - layer.weight.numpy(), step, rtol=1e-6)
+    opt.clear_grad(set_to_zero)
+    [p.grad for p in layer.parameters()]        # reading the cleared gradients (zeros)
+    before = layer.weight.numpy().copy()
+    opt.minimize(layer(x).mean())               # is not a backward pass
+    np.testing.assert_allclose(before - layer.weight.numpy(), step, rtol=1e-6)
+
+
+def test_a_step_after_clear_grad_sees_zero_gradients():
+    # Momentum keeps moving on zero gradients: v = 0.9 v + 0; w -= lr * v
+    w = fastop.to_tensor(np.ones(3, "float32"), stop_gradient=False)
+    opt = optimizer.Momentum(learning_rate=0.1, momentum=0.9, parameters=[w])
+    (w * 2).sum().backward()
+    opt.step()                                  # v = 2, w = 1 - 0.2
+    opt.clear_grad()
+    opt.step()                                  # v = 1.8, w = 0.8 - 0.18
+    np.testing.assert_allclose(w.numpy(), np.full(3, 0.62), rtol=1e-6)
 
 
 @pytest.mark.parametrize("kwargs,error,match", [

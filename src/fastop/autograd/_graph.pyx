@@ -649,10 +649,12 @@ cdef class _Walk:
         else:
             _lock_leaves()
             try:
-                if t._grad is None:
+                if t._grad is None:         # (zeros left by clear_grad: not yet made)
                     t._grad = _own(g, walk_refs, self.create_graph)
+                    t._grad_zeroed = False
                 else:
                     t._grad = _sum_grads(<Tensor>t._grad, g)
+                t._grad_version += 1
             finally:
                 PyThread_release_lock(_leaf_lock)
 

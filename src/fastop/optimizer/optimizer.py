@@ -121,7 +121,7 @@ class Optimizer:
         else:
             self._parameter_list = self._checked_parameters(parameters)
         self._state: dict[int, dict[str, Any]] = {}
-        self._seen_grads: dict[int, Any] = {}
+        self._seen_grads: dict[int, int] = {}
         self._name = name or _unique_name(type(self).__name__.lower())
 
     def _checked_parameters(self, parameters: Any) -> list[Any]:
@@ -233,9 +233,10 @@ class Optimizer:
     clear_gradients = clear_grad
 
     def _remember_grads(self) -> None:
-        """Note the gradient objects now held, so minimize can tell whether a backward
-        produced new ones since."""
-        self._seen_grads = {id(p): p.grad for p in self._parameter_list}
+        """Note how many gradients each parameter has been given, so minimize can tell
+        whether a backward gave new ones since (reading ``.grad`` would make the zeros
+        clear_grad leaves for later)."""
+        self._seen_grads = {id(p): p._grad_version for p in self._parameter_list}
 
     def _eager_state(self, param: Any) -> dict[str, Any]:
         state = self._state.get(id(param))
@@ -290,7 +291,8 @@ class Optimizer:
         """Whether no backward has left new gradients for `params` since the last
         step/clear_grad (eager minimize then runs one)."""
         seen = self._seen_grads
-        return not any(p.grad is not None and p.grad is not seen.get(id(p)) for p in params)
+        return not any(p._grad_version != seen.get(id(p)) and p.grad is not None
+                       for p in params)
 
     def backward(self, loss: Any, startup_program: Any = None, parameters: Any = None,
                  no_grad_set: Any = None) -> list:
