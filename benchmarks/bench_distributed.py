@@ -6,9 +6,12 @@ As a script — the figures of the distributed issue, side by side in one run::
     OMP_NUM_THREADS=1 python benchmarks/bench_distributed.py [--repeats 5] [--steps 10]
 
 alternates, ``--repeats`` times, one process with one thread on the whole batch,
-``mpiexec -n 2`` ranks with one thread each on half of it (DataParallel), and two
+``mpiexec -n 2`` ranks with one thread each on half of it (DataParallel), two
 independent one-thread processes on half of it each at the same time (the ceiling the
-machine sets without communication), and reports the median step times, the speed-up
+machine sets without communication), and 2 ranks taking plain steps on half of it plus
+one bare mpi4py ``Allreduce`` of a buffer the size of all gradients per step (the limit
+of data parallelism here: the compute, and the one collective it cannot do without),
+and reports the median step times, the speed-ups
 (target ≥ 1.6×), the share of a rank's step spent
 averaging gradients — packing, all-reduce and unpacking, waits for the other rank
 included — (target ≤ 25 %), what DataParallel adds to a step in a world of one process
@@ -81,10 +84,11 @@ def register(suite) -> None:
 
 # -- the script ------------------------------------------------------------------------
 
-def worker(out: str, steps: int, batch: int) -> None:
+def worker(out: str, steps: int, batch: int, bare: bool) -> None:
     """One run (one process, or every rank of an mpiexec job): median step time and,
     with several ranks, median time of the gradient averaging (timed by backward-end
-    hooks registered around DataParallel's own); rank 0 writes them to `out`."""
+    hooks registered around DataParallel's own); rank 0 writes them to `out`. `bare`:
+    no DataParallel, one in-place mpi4py Allreduce of a gradient-sized buffer instead."""
     import fastop.distributed as dist
     from fastop.autograd import register_backward_end_hook
     dist.init_parallel_env()
@@ -92,7 +96,13 @@ def worker(out: str, steps: int, batch: int) -> None:
     net = mlp()
     marks = {}
     register_backward_end_hook(lambda: marks.__setitem__("start", time.perf_counter()))
-    model = fastop.DataParallel(net) if world > 1 else net
+    if bare and world > 1:
+        from mpi4py import MPI
+        flat = np.zeros(sum(int(np.prod(p.shape)) for p in net.parameters()), np.float32)
+        register_backward_end_hook(lambda: MPI.COMM_WORLD.Allreduce(MPI.IN_PLACE, flat))
+        model = net
+    else:
+        model = fastop.DataParallel(net) if world > 1 else net
     register_backward_end_hook(lambda: marks.__setitem__("end", time.perf_counter()))
     step = training_step(net, model, batch, rank, world)
     for _ in range(3):
@@ -156,7 +166,8 @@ def run_once(kind: str, steps: int) -> dict:
     """``one``: one process on the global batch; ``mpi``: 2 ranks under mpiexec;
     ``pair``: 2 independent processes at once, each on half the batch — the speed-up
     the machine allows without any communication (its other users, shared caches and
-    memory bandwidth set it)."""
+    memory bandwidth set it); ``bare``: 2 ranks, plain steps plus one bare Allreduce of
+    the gradients' size — the limit with the communication data parallelism needs."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "FASTOP_NUM_THREADS": "1",
            "OPENBLAS_NUM_THREADS": "1"}
     with tempfile.TemporaryDirectory() as tmp:
@@ -164,9 +175,10 @@ def run_once(kind: str, steps: int) -> dict:
         batch = GLOBAL_BATCH // 2 if kind == "pair" else GLOBAL_BATCH
         cmds = [[sys.executable, str(HERE), "--worker", out, "--steps", str(steps),
                  "--batch", str(batch)] for out in outs[:2 if kind == "pair" else 1]]
-        if kind == "mpi":
+        if kind in ("mpi", "bare"):
             mpiexec = Path(sys.executable).parent / "mpiexec"
-            cmds = [[str(mpiexec), "-n", "2", sys.executable, "-m", "mpi4py", *cmds[0][1:]]]
+            cmds = [[str(mpiexec), "-n", "2", sys.executable, "-m", "mpi4py", *cmds[0][1:],
+                     *(["--bare"] if kind == "bare" else [])]]
         procs = [subprocess.Popen(cmd, env=env) for cmd in cmds]
         if any(p.wait(timeout=600) for p in procs):
             raise RuntimeError(f"a {kind} run failed")
@@ -180,20 +192,23 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--worker", metavar="OUT", help=argparse.SUPPRESS)
     parser.add_argument("--batch", type=int, default=GLOBAL_BATCH, help=argparse.SUPPRESS)
+    parser.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, args.steps, args.batch)
+        worker(args.worker, args.steps, args.batch, args.bare)
         return 0
     load_before = os.getloadavg()
-    one, two, pair = [], [], []
+    one, two, pair, bare = [], [], [], []
     for _ in range(args.repeats):
         one.append(run_once("one", args.steps))
         two.append(run_once("mpi", args.steps))
         pair.append(run_once("pair", args.steps))
+        bare.append(run_once("bare", args.steps))
     load_after = os.getloadavg()
     t1 = statistics.median(r["step"] for r in one)
     t2 = statistics.median(r["step"] for r in two)
     ceiling = t1 / statistics.median(r["step"] for r in pair)
+    limit = t1 / statistics.median(r["step"] for r in bare)
     share = statistics.median(r["comm"] / r["step"] for r in two)
     speedups = sorted(a["step"] / b["step"] for a, b in zip(one, two))
     fastop.set_num_threads(1)
@@ -211,6 +226,9 @@ def main() -> int:
           f"(goal >= 1.6; per repeat {', '.join(f'{s:.2f}' for s in speedups)})")
     print(f"  2 independent processes on half the batch each, at once: speed-up "
           f"{ceiling:.2f}x (what the machine allows without communication)")
+    print(f"  2 ranks, plain steps + one bare Allreduce of all gradients: speed-up "
+          f"{limit:.2f}x (the limit with the communication needed); DataParallel reaches "
+          f"{100 * (t1 / t2) / limit:.1f} % of it")
     print(f"  gradient averaging share of a rank's step: {100 * share:.1f} % (goal <= 25 %)")
     for label, (fastest, median) in (("this step", overhead_big),
                                      ("a 784-256-256-10 batch-64 step", overhead_small)):
