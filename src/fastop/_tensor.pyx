@@ -288,8 +288,10 @@ cdef class Tensor(DenseTensor):
     def grad(self):
         """The accumulated gradient (a Tensor of this tensor's shape and dtype), or None."""
         if self._grad_zeroed:
-            self._grad = full_tensor(self.view.ndim, self.view.shape, self.view.dtype, 0.0)
-            self._grad_zeroed = False
+            zeros = full_tensor(self.view.ndim, self.view.shape, self.view.dtype, 0.0)
+            if self._grad_zeroed:   # still: a big fill lets another thread's backward in
+                self._grad = zeros
+                self._grad_zeroed = False
         return self._grad
 
     @grad.setter
