@@ -1,7 +1,6 @@
 """fastop.testing.opcheck: what each check passes and catches (a wrong meta, a wrong
 gradient, a rule reading a value it did not declare, an eager/static mismatch), and
 that the report and failures say which op, sample, check, input or output."""
-import time
 
 import numpy as np
 import pytest
@@ -216,14 +215,8 @@ def test_an_absent_optional_input_is_not_replaced_by_the_reads_check(registry):
         opcheck(op, [[X, X + 2]])
 
 
-def test_opcheck_of_an_elementwise_op_over_three_samples_takes_under_half_a_second():
-    """The budget that keeps a plugin's test suite quick: every check of
-    activations::user_relu_forward (a numpy op with a composite rule) over 3 samples.
-    Measured: 16-20 ms of CPU, 40-56 ms wall at load 7 on 2 cores. CPU time, which
-    other processes on the machine do not inflate as they do wall time."""
+def test_opcheck_runs_every_check_on_an_elementwise_op_over_three_samples():
+    """(What benchmarks/bench_plugins.py times: its target is under 0.5 s.)"""
     samples = [[X], [X.astype("float32")], [np.array([0.3, -1.2])]]
-    start = time.process_time()
     report = opcheck("activations::user_relu_forward", samples)
-    elapsed = time.process_time() - start
     assert report["gradient"] == report["double_grad"] == "ok"
-    assert elapsed < 0.5, f"opcheck took {elapsed:.3f} s of CPU"
