@@ -11,8 +11,9 @@
 # whose result depends on the position (random numbers by counter) computes the same
 # values whatever the layout and the number of threads.
 #
-# Used by activation.pyx and random.pyx. Outputs may be inputs themselves (the same
-# view: in place); a partial overlap is the caller's to avoid (CKernel.must_stage).
+# Used by elementwise.pyx (blocks_range, under its own threading), activation.pyx and
+# random.pyx (run_blocks). Outputs may be inputs themselves (the same view: in place);
+# a partial overlap is the caller's to avoid (CKernel.must_stage, or a private copy).
 from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
 from fastop._core.storage cimport fastop_view, itemsize_of, FASTOP_MAX_NDIM
@@ -22,7 +23,7 @@ from fastop._core.broadcast cimport (bcast_iter, bcast_iter_init, bcast_iter_see
                                      bcast_iter_run, bcast_iter_advance, BCAST_MAX_OPERANDS)
 
 cdef enum:
-    BLOCK_ELEMS = 256           # elements per gather buffer (x 8 bytes x 4 operands: 8 KB)
+    BLOCK_ELEMS = 512           # elements per gather buffer (x 8 bytes x 4 operands: 16 KB)
     PIECE_ALIGN = 16            # pieces start at multiples of this many elements
     BLOCK_PIECES_PER_THREAD = 4
     BLOCK_MAX_PIECES = 256
@@ -42,27 +43,47 @@ ctypedef struct BlockJob:
     int codes[BLOCK_MAX_PIECES]             # status of each piece
 
 
-cdef inline void _copy_strided(char* dst, ptrdiff_t dst_stride, const char* src,
-                               ptrdiff_t src_stride, ptrdiff_t n,
-                               ptrdiff_t itemsize) noexcept nogil:
+cdef inline void _gather(char* dst, const char* src, ptrdiff_t stride, ptrdiff_t n,
+                         ptrdiff_t itemsize) noexcept nogil:
+    """dst[i] = src[i * stride] for n elements (dst contiguous)."""
     cdef ptrdiff_t i
     if itemsize == 8:
         for i in range(n):
-            (<uint64_t*>(dst + i * dst_stride))[0] = (<const uint64_t*>(src + i * src_stride))[0]
+            (<uint64_t*>dst)[i] = (<const uint64_t*>(src + i * stride))[0]
     elif itemsize == 4:
         for i in range(n):
-            (<uint32_t*>(dst + i * dst_stride))[0] = (<const uint32_t*>(src + i * src_stride))[0]
+            (<uint32_t*>dst)[i] = (<const uint32_t*>(src + i * stride))[0]
     elif itemsize == 2:
         for i in range(n):
-            (<uint16_t*>(dst + i * dst_stride))[0] = (<const uint16_t*>(src + i * src_stride))[0]
+            (<uint16_t*>dst)[i] = (<const uint16_t*>(src + i * stride))[0]
     else:
         for i in range(n):
-            (<uint8_t*>(dst + i * dst_stride))[0] = (<const uint8_t*>(src + i * src_stride))[0]
+            (<uint8_t*>dst)[i] = (<const uint8_t*>(src + i * stride))[0]
 
 
-cdef inline int _blocks_range(BlockJob* j, ptrdiff_t start, ptrdiff_t stop) noexcept nogil:
-    """Compute elements [start, stop) in C order."""
-    cdef const bcast_iter* it = &j.it
+cdef inline void _scatter(char* dst, const char* src, ptrdiff_t stride, ptrdiff_t n,
+                          ptrdiff_t itemsize) noexcept nogil:
+    """dst[i * stride] = src[i] for n elements (src contiguous)."""
+    cdef ptrdiff_t i
+    if itemsize == 8:
+        for i in range(n):
+            (<uint64_t*>(dst + i * stride))[0] = (<const uint64_t*>src)[i]
+    elif itemsize == 4:
+        for i in range(n):
+            (<uint32_t*>(dst + i * stride))[0] = (<const uint32_t*>src)[i]
+    elif itemsize == 2:
+        for i in range(n):
+            (<uint16_t*>(dst + i * stride))[0] = (<const uint16_t*>src)[i]
+    else:
+        for i in range(n):
+            (<uint8_t*>(dst + i * stride))[0] = (<const uint8_t*>src)[i]
+
+
+cdef inline int blocks_range(block_fn fn, void* ctx, const bcast_iter* it,
+                             const ptrdiff_t* itemsizes, int n_out, ptrdiff_t start,
+                             ptrdiff_t stop) noexcept nogil:
+    """Compute elements [start, stop) in C order of the operands `it` walks (its first
+    `n_out` operands are the outputs, computed by `fn` from the rest)."""
     cdef ptrdiff_t index[FASTOP_MAX_NDIM]
     cdef ptrdiff_t first_index[FASTOP_MAX_NDIM]
     cdef char* ptrs[BCAST_MAX_OPERANDS]
@@ -73,20 +94,22 @@ cdef inline int _blocks_range(BlockJob* j, ptrdiff_t start, ptrdiff_t stop) noex
     cdef ptrdiff_t n, filled, done, pos = start
     cdef bint direct = True
     for op in range(it.nop):
-        if it.strides[op][last] != j.itemsizes[op]:
+        if it.strides[op][last] != itemsizes[op]:
             direct = False
         blocks[op] = <char*>buffers[op]
     bcast_iter_seek(it, start, index, ptrs)
     if direct:
+        # every operand has unit stride along runs: compute in place, run by run
         while pos < stop:
             n = min(bcast_iter_run(it, index), stop - pos)
-            status = j.fn(j.ctx, ptrs, n, pos)
+            status = fn(ctx, ptrs, n, pos)
             if status != K_OK:
                 return status
             bcast_iter_advance(it, n, index, ptrs)
             pos += n
         return K_OK
     while pos < stop:
+        # gather up to BLOCK_ELEMS elements (across runs) of every input, compute, scatter
         for op in range(it.nop):
             first_ptrs[op] = ptrs[op]
         for op in range(last + 1):
@@ -94,24 +117,24 @@ cdef inline int _blocks_range(BlockJob* j, ptrdiff_t start, ptrdiff_t stop) noex
         filled = 0
         while filled < BLOCK_ELEMS and pos + filled < stop:
             n = min(bcast_iter_run(it, index), BLOCK_ELEMS - filled, stop - pos - filled)
-            for op in range(j.n_out, it.nop):
-                _copy_strided(blocks[op] + filled * j.itemsizes[op], j.itemsizes[op], ptrs[op],
-                              it.strides[op][last], n, j.itemsizes[op])
+            for op in range(n_out, it.nop):
+                _gather(blocks[op] + filled * itemsizes[op], ptrs[op], it.strides[op][last],
+                        n, itemsizes[op])
             bcast_iter_advance(it, n, index, ptrs)
             filled += n
-        status = j.fn(j.ctx, blocks, filled, pos)
+        status = fn(ctx, blocks, filled, pos)
         if status != K_OK:
             return status
-        # walk the same elements again to scatter the outputs
+        # walk the same elements again to scatter the outputs (from where the gathering
+        # started; the walk ends where it ended)
         for op in range(last + 1):
             index[op] = first_index[op]
         done = 0
         while done < filled:
             n = min(bcast_iter_run(it, index), filled - done)
-            for op in range(j.n_out):
-                _copy_strided(first_ptrs[op], it.strides[op][last],
-                              blocks[op] + done * j.itemsizes[op], j.itemsizes[op], n,
-                              j.itemsizes[op])
+            for op in range(n_out):
+                _scatter(first_ptrs[op], blocks[op] + done * itemsizes[op],
+                         it.strides[op][last], n, itemsizes[op])
             bcast_iter_advance(it, n, index, first_ptrs)
             done += n
         pos += filled
@@ -122,8 +145,8 @@ cdef inline int _blocks_range(BlockJob* j, ptrdiff_t start, ptrdiff_t stop) noex
 
 cdef inline void _blocks_piece(void* job, int t) noexcept nogil:
     cdef BlockJob* j = <BlockJob*>job
-    j.codes[t] = _blocks_range(j, min(t * j.chunk, j.it.size),
-                               min((t + 1) * j.chunk, j.it.size))
+    j.codes[t] = blocks_range(j.fn, j.ctx, &j.it, j.itemsizes, j.n_out,
+                              min(t * j.chunk, j.it.size), min((t + 1) * j.chunk, j.it.size))
 
 
 cdef inline int run_blocks(block_fn fn, void* ctx, fastop_view** operands, int n_out,
@@ -143,7 +166,7 @@ cdef inline int run_blocks(block_fn fn, void* ctx, fastop_view** operands, int n
     if size >= threads_at and use_threads(size):
         nt = get_num_threads()
     if nt <= 1:
-        return _blocks_range(&job, 0, size)
+        return blocks_range(fn, ctx, &job.it, job.itemsizes, n_out, 0, size)
     npieces = min(nt * BLOCK_PIECES_PER_THREAD, BLOCK_MAX_PIECES)
     job.chunk = ((size + npieces - 1) // npieces + PIECE_ALIGN - 1) & ~(<ptrdiff_t>PIECE_ALIGN - 1)
     npieces = <int>((size + job.chunk - 1) // job.chunk)

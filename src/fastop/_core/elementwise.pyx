@@ -9,7 +9,8 @@ contiguous dims merged), so a contiguous same-shape call is a single run. A run 
 operands all have unit stride goes straight to a typed contiguous loop (fused types;
 exp/log/tanh/sigmoid/relu on floats call the SIMD functions of ``simd_math.h``);
 anything else (views, transposes, stride-0 broadcast inputs) is gathered into small
-per-thread buffers, computed by the same loop, and scattered back. Work above
+per-thread buffers, computed by the same loop, and scattered back (``blockwise.pxd``'s
+``blocks_range``, which activation.pyx and random.pyx use too). Work above
 ``use_threads`` (a cheap op needs 8x the elements of a transcendental one) is split
 into equal pieces that the calling thread and fastop's pool workers
 (``parallel.pyx``) take as they come; small calls never wake a thread. Float binary arithmetic and the backward kernels run on the vectorized loops
@@ -19,10 +20,10 @@ of ``simd_math.h`` too; results of 8 MB and more are streamed to memory.
 other way is copied first, so the result is always as if inputs were read before the
 output is written.
 """
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, INT32_MIN, INT32_MAX
+from libc.stdint cimport uint8_t, uint16_t, INT32_MIN, INT32_MAX
 from libc.stdlib cimport malloc, free
 from libc.math cimport fabs, sqrt as c_sqrt, pow as c_pow
-from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, FASTOP_BOOL,
+from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_BOOL,
                                    FASTOP_INT32, FASTOP_INT64, FASTOP_FLOAT32,
                                    FASTOP_FLOAT64, FASTOP_FLOAT16, FASTOP_UINT8,
                                    numeric_t, itemsize_of,
@@ -32,8 +33,8 @@ from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_BROADCAST, K
                                   K_ERR_VALUE, K_ERR_MEMORY, get_num_threads, use_threads)
 from fastop._core.parallel cimport parallel_run
 from fastop._core.broadcast cimport (bcast_iter, broadcast_shape, bcast_iter_init,
-                                     bcast_iter_seek, bcast_iter_run, bcast_iter_advance,
                                      BCAST_MAX_OPERANDS)
+from fastop._core.blockwise cimport block_fn, blocks_range
 
 from fastop._core.simd_math cimport *
 
@@ -74,7 +75,6 @@ ctypedef fused dst_t:
     double
 
 cdef enum:
-    BLOCK = 512             # elements per gather buffer (x 8 bytes x 4 operands: 16 KB)
     PIECES_PER_THREAD = 4   # threads take pieces dynamically: a busy core slows no one
     MAX_PIECES = 256
     # Op codes. Binary arithmetic uses simd_math.h's FASTOP_BIN_* codes; pow (libm,
@@ -110,8 +110,8 @@ ctypedef struct OpCtx:
     int out_dtype
     const fastop_attrs* attrs
 
-# Compute n elements of contiguous operands: p[0] the output, p[1 + i] input i.
-ctypedef int (*block_fn)(const OpCtx* c, char** p, ptrdiff_t n) noexcept nogil
+# Block functions (blockwise.pxd's block_fn) get an OpCtx as their context; p[0] is
+# the output, p[1 + i] input i; the elements' position (`start`) is not used here.
 
 
 # --------------------------------------------------------------------------- typed loops
@@ -293,7 +293,8 @@ cdef inline void _fill_loop(any_t* y, any_t value, ptrdiff_t n) noexcept nogil:
 
 # --------------------------------------------------------------------------- block functions
 
-cdef int _unary_block(const OpCtx* c, char** p, ptrdiff_t n) noexcept nogil:
+cdef int _unary_block(void* ctx, char** p, ptrdiff_t n, ptrdiff_t start) noexcept nogil:
+    cdef const OpCtx* c = <const OpCtx*>ctx
     if c.dtype == FASTOP_FLOAT32:
         _unary_loop(c.op, <const float*>p[1], <float*>p[0], n)
     elif c.dtype == FASTOP_FLOAT64:
@@ -305,7 +306,8 @@ cdef int _unary_block(const OpCtx* c, char** p, ptrdiff_t n) noexcept nogil:
     return K_OK
 
 
-cdef int _binary_block(const OpCtx* c, char** p, ptrdiff_t n) noexcept nogil:
+cdef int _binary_block(void* ctx, char** p, ptrdiff_t n, ptrdiff_t start) noexcept nogil:
+    cdef const OpCtx* c = <const OpCtx*>ctx
     if c.dtype == FASTOP_FLOAT32:
         return _binary_loop(c.op, <const float*>p[1], <const float*>p[2], <float*>p[0], n)
     if c.dtype == FASTOP_FLOAT64:
@@ -316,7 +318,8 @@ cdef int _binary_block(const OpCtx* c, char** p, ptrdiff_t n) noexcept nogil:
                         <long long*>p[0], n)
 
 
-cdef int _compare_block(const OpCtx* c, char** p, ptrdiff_t n) noexcept nogil:
+cdef int _compare_block(void* ctx, char** p, ptrdiff_t n, ptrdiff_t start) noexcept nogil:
+    cdef const OpCtx* c = <const OpCtx*>ctx
     cdef uint8_t* y = <uint8_t*>p[0]
     if c.dtype == FASTOP_BOOL:
         _compare_loop(c.op, <const uint8_t*>p[1], <const uint8_t*>p[2], y, n)
@@ -331,7 +334,8 @@ cdef int _compare_block(const OpCtx* c, char** p, ptrdiff_t n) noexcept nogil:
     return K_OK
 
 
-cdef int _where_block(const OpCtx* c, char** p, ptrdiff_t n) noexcept nogil:
+cdef int _where_block(void* ctx, char** p, ptrdiff_t n, ptrdiff_t start) noexcept nogil:
+    cdef const OpCtx* c = <const OpCtx*>ctx
     cdef const uint8_t* cond = <const uint8_t*>p[1]
     if c.dtype == FASTOP_BOOL:
         _where_loop(cond, <const uint8_t*>p[2], <const uint8_t*>p[3], <uint8_t*>p[0], n)
@@ -392,7 +396,8 @@ cdef void _cast_to_uint8(int src, const char* x, uint8_t* y, ptrdiff_t n) noexce
             y[i] = (<const uint8_t*>x)[i]
 
 
-cdef int _cast_block(const OpCtx* c, char** p, ptrdiff_t n) noexcept nogil:
+cdef int _cast_block(void* ctx, char** p, ptrdiff_t n, ptrdiff_t start) noexcept nogil:
+    cdef const OpCtx* c = <const OpCtx*>ctx
     if c.out_dtype == FASTOP_FLOAT16:
         _cast_to_half(c.dtype, p[1], <uint16_t*>p[0], n)
     elif c.out_dtype == FASTOP_UINT8:
@@ -410,7 +415,8 @@ cdef int _cast_block(const OpCtx* c, char** p, ptrdiff_t n) noexcept nogil:
     return K_OK
 
 
-cdef int _fill_block(const OpCtx* c, char** p, ptrdiff_t n) noexcept nogil:
+cdef int _fill_block(void* ctx, char** p, ptrdiff_t n, ptrdiff_t start) noexcept nogil:
+    cdef const OpCtx* c = <const OpCtx*>ctx
     # attrs: f[0] = the value; ints[0] = the value as an integer (exact for int64;
     # in range for the integer dtypes: _k_full_like)
     if c.dtype == FASTOP_BOOL:
@@ -427,113 +433,6 @@ cdef int _fill_block(const OpCtx* c, char** p, ptrdiff_t n) noexcept nogil:
 
 
 # --------------------------------------------------------------------------- the driver
-
-cdef inline void _gather(char* dst, const char* src, ptrdiff_t stride, ptrdiff_t n,
-                         ptrdiff_t itemsize) noexcept nogil:
-    """dst[i] = src[i * stride] for n elements (dst contiguous)."""
-    cdef ptrdiff_t i
-    if itemsize == 8:
-        for i in range(n):
-            (<uint64_t*>dst)[i] = (<const uint64_t*>(src + i * stride))[0]
-    elif itemsize == 4:
-        for i in range(n):
-            (<uint32_t*>dst)[i] = (<const uint32_t*>(src + i * stride))[0]
-    elif itemsize == 2:
-        for i in range(n):
-            (<uint16_t*>dst)[i] = (<const uint16_t*>(src + i * stride))[0]
-    else:
-        for i in range(n):
-            (<uint8_t*>dst)[i] = (<const uint8_t*>(src + i * stride))[0]
-
-
-cdef inline void _scatter(char* dst, const char* src, ptrdiff_t stride, ptrdiff_t n,
-                          ptrdiff_t itemsize) noexcept nogil:
-    """dst[i * stride] = src[i] for n elements (src contiguous)."""
-    cdef ptrdiff_t i
-    if itemsize == 8:
-        for i in range(n):
-            (<uint64_t*>(dst + i * stride))[0] = (<const uint64_t*>src)[i]
-    elif itemsize == 4:
-        for i in range(n):
-            (<uint32_t*>(dst + i * stride))[0] = (<const uint32_t*>src)[i]
-    elif itemsize == 2:
-        for i in range(n):
-            (<uint16_t*>(dst + i * stride))[0] = (<const uint16_t*>src)[i]
-    else:
-        for i in range(n):
-            (<uint8_t*>(dst + i * stride))[0] = (<const uint8_t*>src)[i]
-
-
-cdef int _run_range(block_fn fn, const OpCtx* c, const bcast_iter* it,
-                    const ptrdiff_t* itemsizes, ptrdiff_t start, ptrdiff_t stop) noexcept nogil:
-    """Compute output elements [start, stop) (C order)."""
-    cdef ptrdiff_t index[FASTOP_MAX_NDIM]
-    cdef ptrdiff_t saved_index[FASTOP_MAX_NDIM]
-    cdef char* ptrs[BCAST_MAX_OPERANDS]
-    cdef char* saved_ptrs[BCAST_MAX_OPERANDS]
-    cdef char* blocks[BCAST_MAX_OPERANDS]
-    cdef uint64_t buffers[BCAST_MAX_OPERANDS][BLOCK]
-    cdef int op, status, last = it.ndim - 1
-    cdef ptrdiff_t n, filled, done, pos = start
-    cdef bint direct = True
-    for op in range(it.nop):
-        if it.strides[op][last] != itemsizes[op]:
-            direct = False
-        blocks[op] = <char*>buffers[op]
-    bcast_iter_seek(it, start, index, ptrs)
-    if direct:
-        # every operand has unit stride along runs: compute in place, run by run
-        while pos < stop:
-            n = bcast_iter_run(it, index)
-            if n > stop - pos:
-                n = stop - pos
-            status = fn(c, ptrs, n)
-            if status != K_OK:
-                return status
-            bcast_iter_advance(it, n, index, ptrs)
-            pos += n
-        return K_OK
-    while pos < stop:
-        # gather up to BLOCK elements (across runs) of every input, compute, scatter
-        for op in range(it.nop):
-            saved_ptrs[op] = ptrs[op]
-        for op in range(last + 1):
-            saved_index[op] = index[op]
-        filled = 0
-        while filled < BLOCK and pos < stop:
-            n = bcast_iter_run(it, index)
-            if n > BLOCK - filled:
-                n = BLOCK - filled
-            if n > stop - pos:
-                n = stop - pos
-            for op in range(1, it.nop):
-                _gather(blocks[op] + filled * itemsizes[op], ptrs[op], it.strides[op][last],
-                        n, itemsizes[op])
-            bcast_iter_advance(it, n, index, ptrs)
-            filled += n
-            pos += n
-        status = fn(c, blocks, filled)
-        if status != K_OK:
-            return status
-        # walk the same elements again to scatter the output (this walk moves the
-        # input pointers too: keep where the gathering left them)
-        for op in range(it.nop):
-            saved_ptrs[op], ptrs[op] = ptrs[op], saved_ptrs[op]
-        for op in range(last + 1):
-            index[op] = saved_index[op]
-        done = 0
-        while done < filled:
-            n = bcast_iter_run(it, index)
-            if n > filled - done:
-                n = filled - done
-            _scatter(ptrs[0], blocks[0] + done * itemsizes[0], it.strides[0][last], n,
-                     itemsizes[0])
-            bcast_iter_advance(it, n, index, ptrs)
-            done += n
-        for op in range(1, it.nop):
-            ptrs[op] = saved_ptrs[op]
-    return K_OK
-
 
 cdef inline bint _same_view(const fastop_view* a, const fastop_view* b) noexcept nogil:
     cdef int i
@@ -573,7 +472,7 @@ cdef inline bint _overlaps(const fastop_view* a, const fastop_view* b) noexcept 
 
 ctypedef struct RangeJob:
     block_fn fn
-    const OpCtx* c
+    void* ctx                      # the OpCtx
     const bcast_iter* it
     const ptrdiff_t* itemsizes
     ptrdiff_t size, chunk          # output elements, elements per piece
@@ -583,8 +482,8 @@ ctypedef struct RangeJob:
 cdef void _range_piece(void* job, int t) noexcept nogil:
     """Piece t of a threaded _execute: output elements [t·chunk, (t+1)·chunk)."""
     cdef RangeJob* j = <RangeJob*>job
-    j.codes[t] = _run_range(j.fn, j.c, j.it, j.itemsizes, min(t * j.chunk, j.size),
-                            min((t + 1) * j.chunk, j.size))
+    j.codes[t] = blocks_range(j.fn, j.ctx, j.it, j.itemsizes, 1, min(t * j.chunk, j.size),
+                              min((t + 1) * j.chunk, j.size))
 
 
 cdef int _execute(block_fn fn, OpCtx* c, fastop_view** ins, int n_in, fastop_view* out,
@@ -624,7 +523,7 @@ cdef int _execute(block_fn fn, OpCtx* c, fastop_view** ins, int n_in, fastop_vie
         if use_threads(size >> cost_shift):
             nt = get_num_threads()
         if nt <= 1:
-            status = _run_range(fn, c, &it, itemsizes, 0, size)
+            status = blocks_range(fn, c, &it, itemsizes, 1, 0, size)
         else:
             # A few equal pieces per thread, taken as they come (fastop._core.parallel:
             # the caller starts at once, a worker slow to wake or busy elsewhere holds no
@@ -638,7 +537,7 @@ cdef int _execute(block_fn fn, OpCtx* c, fastop_view** ins, int n_in, fastop_vie
             npieces = min(npieces, MAX_PIECES)
             # multiples of 16 elements, so that pieces never share a cache line
             chunk = ((size + npieces - 1) // npieces + 15) & ~(<ptrdiff_t>15)
-            job.fn, job.c, job.it, job.itemsizes = fn, c, &it, itemsizes
+            job.fn, job.ctx, job.it, job.itemsizes = fn, c, &it, itemsizes
             job.size, job.chunk, job.codes = size, chunk, codes
             parallel_run(_range_piece, &job, npieces, nt)
             for t in range(npieces):

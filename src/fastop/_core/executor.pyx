@@ -42,7 +42,7 @@ from fastop._core.storage cimport (DenseTensor, fastop_view, fastop_attrs, FASTO
                                    as_dense,
                                    itemsize_of, view_copy, view_assign,
                                    view_set_contiguous_strides, dtype_from_code,
-                                   view_same_meta, view_shape, view_is_contiguous,
+                                   view_same_meta, view_fits_meta, view_shape, view_is_contiguous,
                                    ndarray_of)
 from fastop._core.kernel cimport CKernel, PythonKernel, K_OK, K_ERR_LAYOUT, MAX_OPERANDS
 from fastop._core.profiling cimport (EVENT_RUN, EVENT_STATIC_OP, now_ns, profiling_flag,
@@ -63,17 +63,6 @@ SLOT_KINDS = {"arena": SLOT_ARENA, "fresh": SLOT_FRESH, "external": SLOT_EXTERNA
 
 cdef Py_ssize_t ALIGN = 64
 cdef const int* _profiling = profiling_flag()
-
-
-cdef inline bint _declared(fastop_view* value, fastop_view* declared) noexcept:
-    """Whether `value` has the declared dtype, rank and every known (>= 0) dim."""
-    cdef int d
-    if value.dtype != declared.dtype or value.ndim != declared.ndim:
-        return False
-    for d in range(value.ndim):
-        if declared.shape[d] >= 0 and declared.shape[d] != value.shape[d]:
-            return False
-    return True
 
 
 cdef str _describe(fastop_view* v):
@@ -420,7 +409,7 @@ cdef class Plan:
                 self.views[s].ndim = -1
             else:
                 t = <DenseTensor?>value
-                if not _declared(&t.view, &self.planned[s]):
+                if not view_fits_meta(&t.view, &self.planned[s]):
                     raise ValueError(
                         f"persistable variable '{name}' holds {_describe(&t.view)} in the "
                         f"scope, but the program declares it "

@@ -17,7 +17,7 @@ from fastop._core.storage cimport (DenseTensor, DType, fastop_view, fastop_attrs
                                    FASTOP_MAX_NDIM, FASTOP_MAX_ATTR_INTS, FASTOP_BOOL,
                                    FASTOP_NUM_DTYPES, alloc_tensor, alloc_like,
                                    as_dense, dtype_from_code, dtype_code, itemsize_of,
-                                   view_same_meta, view_shape, view_copy, views_overlap,
+                                   view_same_meta, view_fits_meta, view_shape, view_copy, views_overlap,
                                    view_same_layout, bump_version, as_ndarray, shape_fits,
                                    wrap_ndarray, numpy_type_num, check_initialised)
 cimport numpy as cnp
@@ -553,16 +553,6 @@ cdef object view_owner(DenseTensor src):
 
 # --------------------------------------------------------------------------- Python kernels
 
-cdef inline bint _fits_meta(const fastop_view* have, const fastop_view* want) noexcept nogil:
-    """`have` has `want`'s dtype, ndim and every known dim (-1: unknown)."""
-    cdef int i
-    if have.dtype != want.dtype or have.ndim != want.ndim:
-        return False
-    for i in range(want.ndim):
-        if want.shape[i] >= 0 and have.shape[i] != want.shape[i]:
-            return False
-    return True
-
 
 cdef DenseTensor _checked(object value, const fastop_view* meta, type out_cls):
     """`value` as an `out_cls` tensor if it is an array or tensor fitting `meta`, else
@@ -583,7 +573,7 @@ cdef DenseTensor _checked(object value, const fastop_view* meta, type out_cls):
         return wrap_ndarray(out_cls, arr)
     if isinstance(value, DenseTensor):
         t = <DenseTensor>value
-        if not _fits_meta(&t.view, meta):
+        if not view_fits_meta(&t.view, meta):
             return None
         if type(t) is out_cls:
             return t

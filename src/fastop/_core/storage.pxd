@@ -58,6 +58,16 @@ cdef inline bint view_same_meta(const fastop_view* a, const fastop_view* b) noex
             return False
     return True
 
+cdef inline bint view_fits_meta(const fastop_view* have, const fastop_view* want) noexcept nogil:
+    """Whether `have` has `want`'s dtype, rank and every known dim (-1: unknown)."""
+    cdef int i
+    if have.dtype != want.dtype or have.ndim != want.ndim:
+        return False
+    for i in range(want.ndim):
+        if want.shape[i] >= 0 and have.shape[i] != want.shape[i]:
+            return False
+    return True
+
 cdef inline ptrdiff_t view_element_offset(const fastop_view* v, ptrdiff_t k) noexcept nogil:
     """Byte offset from v.data of v's k-th element in C order (any strides)."""
     cdef ptrdiff_t off = 0
