@@ -1,5 +1,6 @@
 # The kernel ABI: how a Cython kernel is described so that eager dispatch, the
 # static executor and the profiler can call it without Python in the loop.
+from libc.stddef cimport ptrdiff_t
 from fastop._core.storage cimport fastop_view, fastop_attrs, DenseTensor, FASTOP_NUM_DTYPES
 
 # Status codes returned by infer/kernel functions (0 = ok). CKernel turns them into
@@ -14,6 +15,12 @@ cdef enum:
     K_ERR_MEMORY = 6
     K_ERR_LAYOUT = 7        # a view kernel cannot view this layout of input 0 (a reshape
                             # of non-contiguous data): the caller passes a contiguous copy
+
+cdef inline int normalize_axis(ptrdiff_t axis, int ndim) noexcept nogil:
+    """`axis` in [-ndim, ndim) as a non-negative axis; -1 when it is out of range."""
+    if axis < 0:
+        axis += ndim
+    return <int>axis if 0 <= axis < ndim else -1
 
 # infer: fill out[i].dtype, .ndim, .shape from the inputs (data untouched). A dim of
 # -1 means "unknown" (static graphs before a feed); infer propagates it.

@@ -30,7 +30,8 @@ from libc.stdlib cimport malloc, calloc, free
 from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_FLOAT32, floating_t,
                                    itemsize_of, view_is_contiguous, view_element_offset)
 from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_ATTR, K_ERR_DTYPE,
-                                  K_ERR_SHAPE, K_ERR_MEMORY, get_num_threads, use_threads)
+                                  K_ERR_SHAPE, K_ERR_MEMORY, get_num_threads, use_threads,
+                                  normalize_axis)
 from fastop._core.parallel cimport parallel_run
 from fastop._core.kernel import int_attr
 
@@ -188,10 +189,7 @@ cdef inline fastop_view* _optional(fastop_view** ins, int n_in, int i) noexcept 
 
 cdef int _norm_axis(const fastop_attrs* a, int ndim) noexcept nogil:
     """begin_norm_axis normalized against ndim; -1 if it is not in [-ndim, ndim)."""
-    cdef ptrdiff_t b = a.ints[0] if a.n_ints > 0 else 1
-    if b < 0:
-        b += ndim
-    return <int>b if 0 <= b < ndim else -1
+    return normalize_axis(a.ints[0] if a.n_ints > 0 else 1, ndim)
 
 
 cdef ptrdiff_t _prod(const fastop_view* v, int lo, int hi) noexcept nogil:

@@ -26,7 +26,7 @@ from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, F
                                    FASTOP_INT64, FASTOP_FLOAT32, FASTOP_FLOAT64, numeric_t,
                                    itemsize_of)
 from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_ATTR, K_ERR_SHAPE,
-                                  get_num_threads, use_threads)
+                                  get_num_threads, use_threads, normalize_axis)
 from fastop._core.parallel cimport parallel_run
 from fastop._core.kernel import bool_attr, int_attr, ints_attr
 
@@ -494,13 +494,12 @@ cdef int _dispatch(int op, const fastop_view* x, fastop_view* out, const bint* r
 
 cdef int _axes_mask(const fastop_view* x, const fastop_attrs* a, bint* reduced) noexcept nogil:
     """reduced[d] for the axes in ints[1:] (all when none); K_ERR_ATTR if invalid."""
-    cdef int d, k
-    cdef ptrdiff_t ax
+    cdef int d, k, ax
     for d in range(x.ndim):
         reduced[d] = a.n_ints <= 1
     for k in range(1, a.n_ints):
-        ax = a.ints[k] + x.ndim if a.ints[k] < 0 else a.ints[k]
-        if ax < 0 or ax >= x.ndim or reduced[ax]:
+        ax = normalize_axis(a.ints[k], x.ndim)
+        if ax < 0 or reduced[ax]:
             return K_ERR_ATTR
         reduced[ax] = True
     return K_OK
@@ -637,11 +636,11 @@ cdef inline ptrdiff_t _run_argmax(const numeric_t* x, ptrdiff_t n, ptrdiff_t ste
 
 cdef int _argmax_axis(const fastop_attrs* a, int ndim) noexcept nogil:
     """The normalized axis, -1 for a flattened argmax, -2 if invalid."""
-    cdef ptrdiff_t ax
+    cdef int ax
     if a.n_ints < 3 or a.ints[1] == 0:
         return -1
-    ax = a.ints[2] + ndim if a.ints[2] < 0 else a.ints[2]
-    return <int>ax if 0 <= ax < ndim else -2
+    ax = normalize_axis(a.ints[2], ndim)
+    return ax if ax >= 0 else -2
 
 
 cdef int _infer_argmax(fastop_view** ins, int n_in, fastop_view* outs, int n_out,

@@ -17,7 +17,7 @@ from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, F
                                    dtype_from_code, shape_fits, view_element_offset)
 from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_ATTR, K_ERR_BROADCAST,
                                   K_ERR_DTYPE, K_ERR_SHAPE, K_ERR_VALUE, get_num_threads,
-                                  use_threads)
+                                  use_threads, normalize_axis)
 from fastop._core.parallel cimport parallel_run
 from fastop._core.kernel import int_attr, ints_attr
 
@@ -40,11 +40,9 @@ ctypedef struct Layout:
     const fastop_view* out
 
 
-cdef int _axis(const fastop_attrs* a, int ndim) noexcept nogil:
-    cdef ptrdiff_t ax = a.ints[0] if a.n_ints > 0 else 0
-    if ax < 0:
-        ax += ndim
-    return <int>ax if 0 <= ax < ndim else -1
+cdef inline int _axis(const fastop_attrs* a, int ndim) noexcept nogil:
+    """The `axis` attribute (default 0) against ndim; -1 when out of range."""
+    return normalize_axis(a.ints[0] if a.n_ints > 0 else 0, ndim)
 
 
 cdef int _infer_gather(fastop_view** ins, int n_in, fastop_view* outs, int n_out,

@@ -28,7 +28,7 @@ from libc.math cimport exp, log
 from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, FASTOP_INT32,
                                    FASTOP_INT64, FASTOP_FLOAT32, floating_t)
 from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_ATTR, K_ERR_DTYPE, K_ERR_SHAPE,
-                                  K_ERR_VALUE, get_num_threads, use_threads)
+                                  K_ERR_VALUE, get_num_threads, use_threads, normalize_axis)
 from fastop._core.parallel cimport parallel_run
 from fastop._core.kernel import int_attr
 
@@ -388,11 +388,7 @@ cdef int _launch(int mode, int axis, ptrdiff_t ignore_index, const fastop_view* 
 
 cdef int _norm_axis(const fastop_attrs* a, int ndim) noexcept nogil:
     """ints[0] normalized against ndim (a 0-d tensor takes axis 0 or -1); -1 if invalid."""
-    cdef ptrdiff_t ax = a.ints[0] if a.n_ints > 0 else -1
-    cdef int nd = ndim if ndim > 0 else 1
-    if ax < 0:
-        ax += nd
-    return <int>ax if 0 <= ax < nd else -1
+    return normalize_axis(a.ints[0] if a.n_ints > 0 else -1, ndim if ndim > 0 else 1)
 
 
 cdef int _same_shape(const fastop_view* a, const fastop_view* b) noexcept nogil:

@@ -29,7 +29,7 @@ from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM,
                                    FASTOP_MAX_ATTR_INTS, itemsize_of, view_is_contiguous,
                                    view_set_contiguous_strides)
 from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_ATTR, K_ERR_BROADCAST,
-                                  K_ERR_SHAPE, K_ERR_VALUE, K_ERR_LAYOUT)
+                                  K_ERR_SHAPE, K_ERR_VALUE, K_ERR_LAYOUT, normalize_axis)
 from fastop._core.kernel import ints_attr, int_attr
 
 __all__ = ["reshape", "transpose", "squeeze", "unsqueeze", "slice", "broadcast_to",
@@ -45,13 +45,6 @@ cdef inline void _set_size(fastop_view* v) noexcept nogil:
     for i in range(v.ndim):
         n *= v.shape[i]
     v.size = n
-
-
-cdef inline int _axis(ptrdiff_t a, int ndim) noexcept nogil:
-    """`a` in [-ndim, ndim) as a non-negative axis, else -1."""
-    if a < 0:
-        a += ndim
-    return <int>a if 0 <= a < ndim else -1
 
 
 # --------------------------------------------------------------------------- reshape
@@ -123,7 +116,7 @@ cdef int _infer_transpose(fastop_view** ins, int n_in, fastop_view* outs, int n_
     for i in range(x.ndim):
         seen[i] = False
     for i in range(x.ndim):
-        p = _axis(a.ints[i], x.ndim)
+        p = normalize_axis(a.ints[i], x.ndim)
         if p < 0 or seen[p]:
             return K_ERR_ATTR
         seen[p] = True
@@ -137,7 +130,7 @@ cdef int _transpose_view(fastop_view** ins, int n_in, fastop_view** outs, int n_
                          const fastop_attrs* a) noexcept nogil:
     cdef int i
     for i in range(ins[0].ndim):
-        outs[0].strides[i] = ins[0].strides[_axis(a.ints[i], ins[0].ndim)]
+        outs[0].strides[i] = ins[0].strides[normalize_axis(a.ints[i], ins[0].ndim)]
     outs[0].data = ins[0].data
     _set_size(outs[0])
     return K_OK
@@ -151,7 +144,7 @@ cdef int _squeezed(const fastop_view* x, const fastop_attrs* a, bint* drop) noex
     for i in range(x.ndim):
         drop[i] = a.n_ints == 0 and x.shape[i] == 1
     for i in range(a.n_ints):
-        ax = _axis(a.ints[i], x.ndim)
+        ax = normalize_axis(a.ints[i], x.ndim)
         if ax < 0:
             return K_ERR_ATTR
         drop[ax] = x.shape[ax] == 1
@@ -276,7 +269,7 @@ cdef int _check_slice(const fastop_view* x, const fastop_attrs* a) noexcept nogi
     if a.n_ints < 1 or (a.n_ints - 1) % 4:
         return K_ERR_ATTR
     for k in range(n):
-        ax = _axis(a.ints[1 + 4 * k], x.ndim)
+        ax = normalize_axis(a.ints[1 + 4 * k], x.ndim)
         if ax < 0 or a.ints[4 + 4 * k] == 0 or (seen >> ax) & 1:
             return K_ERR_ATTR
         seen |= 1u << ax
@@ -299,7 +292,7 @@ cdef int _infer_slice(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
     for i in range(x.ndim):
         shape[i] = x.shape[i]
     for k in range(n):
-        ax = _axis(a.ints[1 + 4 * k], x.ndim)
+        ax = normalize_axis(a.ints[1 + 4 * k], x.ndim)
         if (a.ints[0] >> k) & 1:
             dropped |= 1u << ax
         elif x.shape[ax] >= 0:
@@ -326,7 +319,7 @@ cdef int _slice_view(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
     for i in range(x.ndim):
         strides[i] = x.strides[i]
     for k in range(n):
-        ax = _axis(a.ints[1 + 4 * k], x.ndim)
+        ax = normalize_axis(a.ints[1 + 4 * k], x.ndim)
         step = a.ints[4 + 4 * k]
         _bounds(a.ints[2 + 4 * k], a.ints[3 + 4 * k], step, x.shape[ax], &first, &length)
         if (a.ints[0] >> k) & 1:
