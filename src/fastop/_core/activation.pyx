@@ -29,7 +29,7 @@ negative z too. Attributes: gelu ``ints = [approximate]``; leaky_relu ``f =
 [negative_slope]``; softplus ``f = [beta, threshold]``.
 """
 from libc.math cimport erf, exp, sqrt
-from fastop._core.storage cimport fastop_view, fastop_attrs, FASTOP_FLOAT32, floating_t
+from fastop._core.storage cimport fastop_view, fastop_attrs, FASTOP_FLOAT32, floating_t, view_copy_meta
 from fastop._core.kernel cimport CKernel, make_kernel, K_OK, K_ERR_SHAPE, K_ERR_DTYPE
 from fastop._core.blockwise cimport run_blocks
 from fastop._core.simd_math cimport (fastop_vexp_f32, fastop_vexp_f64, fastop_vlog_f32,
@@ -246,10 +246,7 @@ cdef int _infer_same(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
             if ins[0].shape[d] != ins[1].shape[d] and ins[0].shape[d] >= 0 \
                     and ins[1].shape[d] >= 0:
                 return K_ERR_SHAPE
-    outs[0].dtype = ins[0].dtype
-    outs[0].ndim = ins[0].ndim
-    for d in range(ins[0].ndim):
-        outs[0].shape[d] = ins[0].shape[d]
+    view_copy_meta(ins[0], &outs[0])
     return K_OK
 
 

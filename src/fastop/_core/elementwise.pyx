@@ -28,7 +28,8 @@ from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_BOOL,
                                    FASTOP_FLOAT64, FASTOP_FLOAT16, FASTOP_UINT8,
                                    numeric_t, itemsize_of,
                                    view_copy, view_set_contiguous_strides,
-                                   view_element_offset)
+                                   view_element_offset,
+                                   view_copy_meta)
 from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_BROADCAST, K_ERR_DTYPE,
                                   K_ERR_VALUE, K_ERR_MEMORY, get_num_threads, use_threads)
 from fastop._core.parallel cimport parallel_run
@@ -574,11 +575,7 @@ cdef inline int _compare(int op, fastop_view** ins, fastop_view* out) noexcept n
 cdef int _infer_same(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
                      const fastop_attrs* attrs) noexcept nogil:
     """Output: the input's shape and dtype."""
-    cdef int i
-    outs[0].dtype = ins[0].dtype
-    outs[0].ndim = ins[0].ndim
-    for i in range(ins[0].ndim):
-        outs[0].shape[i] = ins[0].shape[i]
+    view_copy_meta(ins[0], &outs[0])
     return K_OK
 
 

@@ -28,7 +28,8 @@ on timing). Attributes: ``ints = [begin_norm_axis]``, ``f = [epsilon]``.
 """
 from libc.stdlib cimport malloc, calloc, free
 from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_FLOAT32, floating_t,
-                                   itemsize_of, view_is_contiguous, view_element_offset)
+                                   itemsize_of, view_is_contiguous, view_element_offset,
+                                   view_copy_meta)
 from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_ATTR, K_ERR_DTYPE,
                                   K_ERR_SHAPE, K_ERR_MEMORY, get_num_threads, use_threads,
                                   normalize_axis)
@@ -218,14 +219,6 @@ cdef void _set_rows_meta(const fastop_view* x, int b, fastop_view* out) noexcept
         out.shape[d] = x.shape[d] if d < b else 1
 
 
-cdef void _copy_meta(const fastop_view* src, fastop_view* dst) noexcept nogil:
-    cdef int d
-    dst.dtype = src.dtype
-    dst.ndim = src.ndim
-    for d in range(src.ndim):
-        dst.shape[d] = src.shape[d]
-
-
 cdef int _check_param(const fastop_view* x, const fastop_view* p, ptrdiff_t n) noexcept nogil:
     if p == NULL:
         return K_OK
@@ -246,7 +239,7 @@ cdef int _infer_layer_norm(fastop_view** ins, int n_in, fastop_view* outs, int n
         status = _check_param(ins[0], _optional(ins, n_in, 2), n)
     if status != K_OK:
         return status
-    _copy_meta(ins[0], &outs[0])
+    view_copy_meta(ins[0], &outs[0])
     _set_rows_meta(ins[0], b, &outs[1])
     _set_rows_meta(ins[0], b, &outs[2])
     return K_OK
@@ -273,15 +266,15 @@ cdef int _infer_layer_norm_grad(fastop_view** ins, int n_in, fastop_view* outs, 
     for d in range(x.ndim):
         if ins[3].shape[d] != x.shape[d] and ins[3].shape[d] >= 0 and x.shape[d] >= 0:
             return K_ERR_SHAPE
-    _copy_meta(x, &outs[0])
+    view_copy_meta(x, &outs[0])
     if weight != NULL:
-        _copy_meta(weight, &outs[1])
+        view_copy_meta(weight, &outs[1])
     else:
         outs[1].dtype = x.dtype
         outs[1].ndim = x.ndim - b
         for d in range(b, x.ndim):
             outs[1].shape[d - b] = x.shape[d]
-    _copy_meta(&outs[1], &outs[2])
+    view_copy_meta(&outs[1], &outs[2])
     return K_OK
 
 

@@ -35,7 +35,8 @@ from libc.stdlib cimport malloc, free
 from fastop._core.storage cimport (fastop_view, fastop_attrs, floating_t, itemsize_of,
                                    view_copy, view_is_contiguous,
                                    view_set_contiguous_strides,
-                                   FASTOP_FLOAT32, FASTOP_FLOAT64)
+                                   FASTOP_FLOAT32, FASTOP_FLOAT64,
+                                   view_copy_meta)
 from fastop._core.kernel cimport (CKernel, make_kernel, get_num_threads, use_threads,
                                   K_OK, K_ERR_DTYPE, K_ERR_SHAPE, K_ERR_VALUE,
                                   K_ERR_MEMORY)
@@ -192,15 +193,6 @@ cdef inline void _write_scalar(fastop_view* v, double value) noexcept nogil:
         (<double*>v.data)[0] = value
 
 
-cdef inline void _copy_meta(const fastop_view* src, fastop_view* dst) noexcept nogil:
-    cdef int i
-    dst.dtype = src.dtype
-    dst.ndim = src.ndim
-    dst.size = src.size
-    for i in range(src.ndim):
-        dst.shape[i] = src.shape[i]
-
-
 cdef int _check_like_param(fastop_view** ins, int first, int last) noexcept nogil:
     """ins[first..last) must have param's (ins[0]) shape and dtype."""
     cdef int i
@@ -275,7 +267,7 @@ cdef int _sgd_infer(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
         return status
     if not (_is_scalar(ins[2]) and _scalar_or_absent(ins, n_in, 3)):
         return K_ERR_SHAPE
-    _copy_meta(ins[0], &outs[0])
+    view_copy_meta(ins[0], &outs[0])
     return K_OK
 
 
@@ -311,8 +303,8 @@ cdef int _momentum_infer(fastop_view** ins, int n_in, fastop_view* outs, int n_o
         return status
     if not (_is_scalar(ins[3]) and _scalar_or_absent(ins, n_in, 4)):
         return K_ERR_SHAPE
-    _copy_meta(ins[0], &outs[0])
-    _copy_meta(ins[2], &outs[1])
+    view_copy_meta(ins[0], &outs[0])
+    view_copy_meta(ins[2], &outs[1])
     return K_OK
 
 
@@ -342,11 +334,11 @@ cdef int _adam_infer(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
     if not (_is_scalar(ins[2]) and _is_scalar(ins[5]) and _is_scalar(ins[6])
             and _scalar_or_absent(ins, n_in, 7)):
         return K_ERR_SHAPE
-    _copy_meta(ins[0], &outs[0])
-    _copy_meta(ins[3], &outs[1])
-    _copy_meta(ins[4], &outs[2])
-    _copy_meta(ins[5], &outs[3])
-    _copy_meta(ins[6], &outs[4])
+    view_copy_meta(ins[0], &outs[0])
+    view_copy_meta(ins[3], &outs[1])
+    view_copy_meta(ins[4], &outs[2])
+    view_copy_meta(ins[5], &outs[3])
+    view_copy_meta(ins[6], &outs[4])
     return K_OK
 
 

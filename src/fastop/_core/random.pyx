@@ -22,7 +22,8 @@ import os
 
 from libc.stdint cimport uint8_t, uint64_t
 from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_BOOL, FASTOP_FLOAT32,
-                                   FASTOP_FLOAT64)
+                                   FASTOP_FLOAT64,
+                                   view_copy_meta)
 from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_DTYPE, K_ERR_SHAPE)
 from fastop._core.blockwise cimport run_blocks
 from fastop._core.kernel import int_attr
@@ -94,19 +95,12 @@ cdef int _masked_scale_block(void* ctx, char** p, ptrdiff_t n,
     return K_OK
 
 
-cdef void _copy_meta(const fastop_view* src, fastop_view* dst, int dtype) noexcept nogil:
-    cdef int d
-    dst.ndim = src.ndim
-    dst.dtype = dtype
-    for d in range(src.ndim):
-        dst.shape[d] = src.shape[d]
-
-
 cdef int _infer_dropout(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
                         const fastop_attrs* a) noexcept nogil:
     """x -> (out like x, mask: x's shape, bool)."""
-    _copy_meta(ins[0], &outs[0], ins[0].dtype)
-    _copy_meta(ins[0], &outs[1], FASTOP_BOOL)
+    view_copy_meta(ins[0], &outs[0])
+    view_copy_meta(ins[0], &outs[1])
+    outs[1].dtype = FASTOP_BOOL
     return K_OK
 
 
@@ -122,7 +116,7 @@ cdef int _infer_dropout_grad(fastop_view** ins, int n_in, fastop_view* outs, int
         if ins[0].shape[d] != ins[1].shape[d] and ins[0].shape[d] != -1 \
                 and ins[1].shape[d] != -1:
             return K_ERR_SHAPE
-    _copy_meta(ins[1], &outs[0], ins[1].dtype)
+    view_copy_meta(ins[1], &outs[0])
     return K_OK
 
 

@@ -14,7 +14,8 @@ from libc.string cimport memcpy, memset
 from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, FASTOP_INT32,
                                    FASTOP_INT64, FASTOP_FLOAT32, floating_t, itemsize_of,
                                    view_is_contiguous, view_shape, DenseTensor, as_dense,
-                                   dtype_from_code, shape_fits, view_element_offset)
+                                   dtype_from_code, shape_fits, view_element_offset,
+                                   view_copy_meta)
 from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_ATTR, K_ERR_BROADCAST,
                                   K_ERR_DTYPE, K_ERR_SHAPE, K_ERR_VALUE, get_num_threads,
                                   use_threads, normalize_axis)
@@ -86,10 +87,7 @@ cdef int _infer_gather_grad(fastop_view** ins, int n_in, fastop_view* outs, int 
         if expected.shape[d] != ins[2].shape[d] and expected.shape[d] != -1 \
                 and ins[2].shape[d] != -1:
             return K_ERR_SHAPE
-    outs[0].ndim = ins[0].ndim
-    outs[0].dtype = ins[0].dtype
-    for d in range(ins[0].ndim):
-        outs[0].shape[d] = ins[0].shape[d]
+    view_copy_meta(ins[0], &outs[0])
     return K_OK
 
 

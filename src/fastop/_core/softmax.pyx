@@ -26,7 +26,8 @@ softmax and log_softmax (and their grads), ``ints = [ignore_index]`` for cross-e
 """
 from libc.math cimport exp, log
 from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, FASTOP_INT32,
-                                   FASTOP_INT64, FASTOP_FLOAT32, floating_t)
+                                   FASTOP_INT64, FASTOP_FLOAT32, floating_t,
+                                   view_copy_meta)
 from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_ATTR, K_ERR_DTYPE, K_ERR_SHAPE,
                                   K_ERR_VALUE, get_num_threads, use_threads, normalize_axis)
 from fastop._core.parallel cimport parallel_run
@@ -401,19 +402,11 @@ cdef int _same_shape(const fastop_view* a, const fastop_view* b) noexcept nogil:
     return 1
 
 
-cdef void _copy_meta(const fastop_view* src, fastop_view* dst) noexcept nogil:
-    cdef int d
-    dst.ndim = src.ndim
-    dst.dtype = src.dtype
-    for d in range(src.ndim):
-        dst.shape[d] = src.shape[d]
-
-
 cdef int _infer_unary(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
                       const fastop_attrs* a) noexcept nogil:
     if _norm_axis(a, ins[0].ndim) < 0:
         return K_ERR_ATTR
-    _copy_meta(ins[0], &outs[0])
+    view_copy_meta(ins[0], &outs[0])
     return K_OK
 
 
@@ -426,7 +419,7 @@ cdef int _infer_grad(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
         return K_ERR_DTYPE
     if not _same_shape(ins[0], ins[1]):
         return K_ERR_SHAPE
-    _copy_meta(ins[0], &outs[0])
+    view_copy_meta(ins[0], &outs[0])
     return K_OK
 
 
@@ -482,9 +475,9 @@ cdef int _infer_ce(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
         return K_ERR_DTYPE
     if logits.ndim < 1 or not _check_rows(logits, label, True):
         return K_ERR_SHAPE
-    _copy_meta(logits, &outs[0])
+    view_copy_meta(logits, &outs[0])
     outs[0].shape[logits.ndim - 1] = 1
-    _copy_meta(logits, &outs[1])
+    view_copy_meta(logits, &outs[1])
     return K_OK
 
 
@@ -499,7 +492,7 @@ cdef int _infer_ce_grad(fastop_view** ins, int n_in, fastop_view* outs, int n_ou
         return K_ERR_DTYPE
     if sm.ndim < 1 or not _check_rows(sm, label, True) or not _check_rows(sm, ins[2], False):
         return K_ERR_SHAPE
-    _copy_meta(sm, &outs[0])
+    view_copy_meta(sm, &outs[0])
     return K_OK
 
 

@@ -58,6 +58,15 @@ cdef inline bint view_same_meta(const fastop_view* a, const fastop_view* b) noex
             return False
     return True
 
+cdef inline void view_copy_meta(const fastop_view* src, fastop_view* dst) noexcept nogil:
+    """dst takes src's dtype, shape and size (an infer function's "like its input")."""
+    cdef int i
+    dst.dtype = src.dtype
+    dst.ndim = src.ndim
+    dst.size = src.size
+    for i in range(src.ndim):
+        dst.shape[i] = src.shape[i]
+
 cdef inline bint view_fits_meta(const fastop_view* have, const fastop_view* want) noexcept nogil:
     """Whether `have` has `want`'s dtype, rank and every known dim (-1: unknown)."""
     cdef int i
