@@ -13,12 +13,7 @@
 
 #include "activation_impl.h"
 #include "simd_math.h"
-
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define FASTOP_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define FASTOP_CLONES
-#endif
+#include "target_clones.h"
 
 #define CHUNK 256
 

@@ -12,12 +12,7 @@
 #include <string.h>
 
 #include "random_impl.h"
-
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define FASTOP_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define FASTOP_CLONES
-#endif
+#include "target_clones.h"
 
 #define GOLDEN 0x9e3779b97f4a7c15ULL
 #define MASK_CHUNK 512                 /* elements of a mask computed before it is used */
