@@ -1,5 +1,6 @@
-"""fastop's built-in plugin: registers fastop's own ops through the same hook as any
-third-party plugin (``fastop_register_ops``)."""
+"""fastop's built-in plugin: registers fastop's own ops, and their samples for
+:func:`fastop.testing.opcheck`, through the same hooks as any third-party plugin
+(``fastop_register_ops``, ``fastop_op_samples``)."""
 from fastop.hookspecs import hookimpl
 
 
@@ -8,3 +9,9 @@ def fastop_register_ops(registry):
     # imported by its full name: fastop.ops.<name> means the op namespace <name>
     from fastop.ops.builtin import register_all
     register_all(registry)
+
+
+@hookimpl
+def fastop_op_samples():
+    from fastop.ops.builtin import samples
+    return samples()
