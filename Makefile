@@ -4,6 +4,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 PLUGINS := $(wildcard plugins/*/pyproject.toml)
+# the plugin-contract compatibility packages (tests/plugin_compat/README.md)
+COMPAT_PLUGINS := $(wildcard tests/plugin_compat/*/pyproject.toml)
 
 .PHONY: demo test bench bench-quick install dev clean
 
@@ -12,12 +14,13 @@ $(VENV)/bin/python:
 	$(PIP) install --quiet --upgrade pip
 
 # Build and install fastop (non-editable: tests run against the installed package) with
-# its development extras (pyproject.toml: tests, benchmarks, examples), and every plugin
-# package in plugins/.
-$(VENV)/.installed: $(VENV)/bin/python setup.py pyproject.toml $(shell find src plugins -name '*.py' -o -name '*.pyx' -o -name '*.pxd' -o -name '*.h' -o -name '*.c' -o -name '*.toml' 2>/dev/null | grep -v '/build/')
+# its development extras (pyproject.toml: tests, benchmarks, examples), every plugin
+# package in plugins/ and the compatibility suite's packages in tests/plugin_compat/
+# (non-editable too: the tests find them through their installed entry points).
+$(VENV)/.installed: $(VENV)/bin/python setup.py pyproject.toml $(shell find src plugins $(dir $(COMPAT_PLUGINS)) -name '*.py' -o -name '*.pyx' -o -name '*.pxd' -o -name '*.h' -o -name '*.c' -o -name '*.toml' 2>/dev/null | grep -v '/build/')
 	$(PIP) install --quiet "setuptools>=77" wheel "Cython>=3.0" "numpy>=1.26"
 	$(PIP) install --quiet --no-build-isolation ".[dev,mpi]"
-	for p in $(dir $(PLUGINS)); do $(PIP) install --quiet --no-build-isolation ./$$p || exit 1; done
+	for p in $(dir $(PLUGINS) $(COMPAT_PLUGINS)); do $(PIP) install --quiet --no-build-isolation ./$$p || exit 1; done
 	touch $@
 
 install: $(VENV)/.installed

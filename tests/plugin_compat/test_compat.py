@@ -456,7 +456,7 @@ def reloaded(tmp_path_factory):
                              "params": list(built["params"]),
                              "allowed_modules": [DIRECTORY_MODULE]
                              if name.startswith("compat_dir::") else None})
-        except Exception as exc:          # reported by the case's own test
+        except (Exception, pytest.fail.Exception) as exc:   # reported by its own test
             here[key] = exc
     (root / "manifest.json").write_text(json.dumps(manifest))
     (root / "load.py").write_text(LOAD_SCRIPT)
@@ -518,12 +518,21 @@ def test_star_kernel_serves_dtypes_without_their_own():
     assert y32.numpy().dtype == np.float32 and y32.numpy().tolist() == [1.0, -8.0, 27.0]
 
 
-def test_promotes_computes_the_promoted_inputs_in_one_dtype():
+def test_promotes_computes_a_python_scalar_in_the_inputs_dtype():
     select = _op("compat_basic::select")
     cond = fastop.to_tensor(np.array([True, False, True]))
     x = fastop.to_tensor(np.array([1, 2, 3], np.int32))
     out = select(cond, x, 2.5)                      # int32 with a Python float: float32
     assert out.numpy().dtype == np.float32 and out.numpy().tolist() == [1.0, 2.5, 3.0]
+    same = select(cond, fastop.to_tensor(np.ones(3)), 0)   # an int scalar: float64 x's
+    assert same.numpy().dtype == np.float64 and same.numpy().tolist() == [1.0, 0.0, 1.0]
+
+
+def test_promotes_computes_the_promoted_tensors_in_one_dtype():
+    """"the inputs that compute in one dtype with Python scalars and with each other"
+    (Registry.define); float32 and float64 together compute in float64."""
+    select = _op("compat_basic::select")
+    cond = fastop.to_tensor(np.array([True, False, True]))
     wide = select(cond, fastop.to_tensor(np.ones(3, np.float32)),
                   fastop.to_tensor(np.zeros(3, np.float64)))
     assert wide.numpy().dtype == np.float64 and wide.numpy().tolist() == [1.0, 0.0, 1.0]
@@ -535,15 +544,15 @@ def test_int_to_float_computes_integer_inputs_in_float32():
     assert y.numpy().dtype == np.float32 and y.numpy().tolist() == [1.0, 0.5, 0.25]
 
 
-def test_optional_input_may_be_left_out():
-    for name in ["compat_inputs::affine_k", "compat_inputs::affine_c"]:
-        op = _op(name)
-        x = fastop.to_tensor(np.array([1.0, 2.0]), stop_gradient=False)
-        w = fastop.to_tensor(np.array([3.0, 4.0]), stop_gradient=False)
-        y = op(x, w)
-        dx, dw = fastop.grad([y.sum()], [x, w])
-        assert y.numpy().tolist() == [3.0, 8.0], name
-        assert dx.numpy().tolist() == [3.0, 4.0] and dw.numpy().tolist() == [1.0, 2.0], name
+@pytest.mark.parametrize("name", ["compat_inputs::affine_k", "compat_inputs::affine_c"])
+def test_optional_input_may_be_left_out(name):
+    op = _op(name)
+    x = fastop.to_tensor(np.array([1.0, 2.0]), stop_gradient=False)
+    w = fastop.to_tensor(np.array([3.0, 4.0]), stop_gradient=False)
+    y = op(x, w)
+    assert y.numpy().tolist() == [3.0, 8.0]
+    dx, dw = fastop.grad([y.sum()], [x, w])
+    assert dx.numpy().tolist() == [3.0, 4.0] and dw.numpy().tolist() == [1.0, 2.0]
 
 
 def test_integer_outputs_take_no_gradient():
