@@ -509,21 +509,25 @@ def test_attributes_are_converted_to_their_type():
     assert_close(y.numpy(), 2 * x ** 3 + x + 1.0)
 
 
-def test_star_kernel_serves_dtypes_without_their_own():
+def test_star_kernel_serves_dtypes_without_their_own(run_static):
     cube = _op("compat_basic::cube")
     x = np.array([1, -2, 3], np.int32)
     y = cube(fastop.to_tensor(x))
     assert y.numpy().dtype == np.int32 and y.numpy().tolist() == [1, -8, 27]
+    (static_y,) = run_static(cube, x)
+    assert static_y.dtype == np.int32 and static_y.tolist() == [1, -8, 27]
     y32 = cube(fastop.to_tensor(x.astype(np.float32)))
     assert y32.numpy().dtype == np.float32 and y32.numpy().tolist() == [1.0, -8.0, 27.0]
 
 
-def test_promotes_computes_a_python_scalar_in_the_inputs_dtype():
+def test_promotes_computes_a_python_scalar_in_the_inputs_dtype(run_static):
     select = _op("compat_basic::select")
     cond = fastop.to_tensor(np.array([True, False, True]))
     x = fastop.to_tensor(np.array([1, 2, 3], np.int32))
     out = select(cond, x, 2.5)                      # int32 with a Python float: float32
     assert out.numpy().dtype == np.float32 and out.numpy().tolist() == [1.0, 2.5, 3.0]
+    (static_out,) = run_static(lambda c, v: select(c, v, 2.5), cond.numpy(), x.numpy())
+    assert static_out.dtype == np.float32 and static_out.tolist() == [1.0, 2.5, 3.0]
     same = select(cond, fastop.to_tensor(np.ones(3)), 0)   # an int scalar: float64 x's
     assert same.numpy().dtype == np.float64 and same.numpy().tolist() == [1.0, 0.0, 1.0]
 
@@ -538,10 +542,13 @@ def test_promotes_computes_the_promoted_tensors_in_one_dtype():
     assert wide.numpy().dtype == np.float64 and wide.numpy().tolist() == [1.0, 0.0, 1.0]
 
 
-def test_int_to_float_computes_integer_inputs_in_float32():
+def test_int_to_float_computes_integer_inputs_in_float32(run_static):
     reciprocal = _op("compat_basic::reciprocal")
-    y = reciprocal(fastop.to_tensor(np.array([1, 2, 4], np.int32)))
+    x = np.array([1, 2, 4], np.int32)
+    y = reciprocal(fastop.to_tensor(x))
     assert y.numpy().dtype == np.float32 and y.numpy().tolist() == [1.0, 0.5, 0.25]
+    (static_y,) = run_static(reciprocal, x)
+    assert static_y.dtype == np.float32 and static_y.tolist() == [1.0, 0.5, 0.25]
 
 
 @pytest.mark.parametrize("name", ["compat_inputs::affine_k", "compat_inputs::affine_c"])
