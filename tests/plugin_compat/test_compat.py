@@ -533,8 +533,8 @@ def test_promotes_computes_a_python_scalar_in_the_inputs_dtype(run_static):
 
 
 def test_promotes_computes_the_promoted_tensors_in_one_dtype():
-    """"the inputs that compute in one dtype with Python scalars and with each other"
-    (Registry.define); float32 and float64 together compute in float64."""
+    """Registry.define: the promoted inputs "compute in one dtype with Python scalars and
+    with each other"; float32 and float64 tensors together compute in float64."""
     select = _op("compat_basic::select")
     cond = fastop.to_tensor(np.array([True, False, True]))
     wide = select(cond, fastop.to_tensor(np.ones(3, np.float32)),
