@@ -1,5 +1,5 @@
 """Softmax kernels (fastop._core.softmax) against their numpy twins
-(fastop.ops.reference.softmax), backward kernels against finite differences of the
+(tests/reference/softmax.py), backward kernels against finite differences of the
 forward kernels in float64, edge values, labels, threads, errors and inference."""
 import itertools
 import os
@@ -12,7 +12,7 @@ import pytest
 
 from fastop._core import softmax as K
 from fastop._core.kernel import _get_num_threads, set_num_threads
-from fastop.ops.reference import softmax as ref
+from ..reference import softmax as ref
 
 FLOATS = [np.float32, np.float64]
 TOL = {np.float32: dict(rtol=2e-5, atol=2e-6), np.float64: dict(rtol=1e-12, atol=1e-14)}
@@ -275,7 +275,7 @@ def test_cross_entropy_grad_streams_large_results(dtype, threads):
 SIMD_BUILD_CHECK = textwrap.dedent("""
     import numpy as np
     from fastop._core import softmax as K
-    from fastop.ops.reference import softmax as ref
+    from ..reference import softmax as ref
     rng = np.random.default_rng(0)
     for dtype, tol in ((np.float32, 2e-5), (np.float64, 1e-12)):
         for shape in ((64, 10), (5, 1037), (2, 3, 17), ((8 << 20) // 4000 + 3, 1000)):
@@ -301,7 +301,7 @@ GUARD_PAGE_CHECK = textwrap.dedent("""
     import ctypes, mmap
     import numpy as np
     from fastop._core import softmax as K
-    from fastop.ops.reference import softmax as ref
+    from ..reference import softmax as ref
     libc = ctypes.CDLL(None, use_errno=True)
     page = mmap.PAGESIZE
     buf = mmap.mmap(-1, 2 * page)

@@ -7,7 +7,7 @@ import pytest
 import fastop
 from fastop.ops import registry
 from fastop.ops.checking import check_grad_rule
-from fastop.ops.reference import activation as ref
+from ..reference import activation as ref
 
 CASES = [("gelu", {}), ("gelu", {"approximate": True}), ("silu", {}),
          ("leaky_relu", {"negative_slope": 0.2}), ("softplus", {}),

@@ -7,7 +7,7 @@ import pytest
 from fastop._core.storage import from_numpy
 from fastop.ops import TensorMeta, registry
 from fastop.ops.checking import check_grad_rule
-from fastop.ops.reference import elementwise as ref
+from ..reference import elementwise as ref
 
 
 check_rule = check_grad_rule
