@@ -7,18 +7,55 @@ is differentiable again, eager against static.
 The op list is the registry's (the ops the loaded plugins registered), so a new op is
 checked without touching this file, and an op without samples fails here: it is not
 skipped. A backward kernel that is some op's ``grad_kernel`` is checked through that op
-(its gradient, and its own rule by the double-gradient check)."""
+(its gradient, and its own rule by the double-gradient check).
+
+The forward values opcheck does not judge are compared with the numpy twins of the
+kernels (``tests/reference/<family>.py``): every op with a twin of its name, on the same
+samples."""
+import importlib
+import inspect
+import pkgutil
+
+import numpy as np
 import pytest
 
+import fastop
 from fastop import plugins
 from fastop.ops import registry
-from fastop.testing import opcheck
+from fastop.testing import Sample, assert_close, opcheck
+
+from .. import reference
 
 BACKWARD_KERNELS = {op.grad_rule.kernel_op for op in registry
                     if op.grad_rule is not None and op.grad_rule.kernel_op}
 OPS = sorted(name for plugin in plugins.list() for name in plugin.ops
              if name not in BACKWARD_KERNELS)
 SAMPLES = plugins.op_samples()
+TWIN_TOL = {"float32": dict(rtol=1e-5, atol=1e-6), "float64": dict(rtol=1e-10, atol=1e-12)}
+
+
+def _twins() -> dict:
+    """``{op name: numpy twin}``: each public function of tests/reference/<family>.py
+    named like a built-in op."""
+    twins = {}
+    for info in pkgutil.iter_modules(reference.__path__):
+        module = importlib.import_module(f"{reference.__name__}.{info.name}")
+        for name, fn in inspect.getmembers(module, inspect.isfunction):
+            if fn.__module__ == module.__name__ and f"fastop::{name}" in registry:
+                twins[f"fastop::{name}"] = fn
+    return twins
+
+
+TWINS = _twins()
+
+
+def _samples_of(name):
+    samples = SAMPLES.get(name)
+    if not samples:
+        pytest.fail(f"{name} (plugin {registry.get(name).plugin}) has no samples: add them "
+                    f"to its plugin's fastop_op_samples hook (fastop's own ops: the "
+                    f"samples() of src/fastop/ops/builtin/<family>.py)")
+    return samples
 
 
 def test_the_registry_has_fastops_own_ops_and_its_plugins():
@@ -29,13 +66,39 @@ def test_the_registry_has_fastops_own_ops_and_its_plugins():
 @pytest.mark.parametrize("name", OPS)
 def test_op_passes_opcheck_on_its_samples(name):
     op = registry.get(name)
-    samples = SAMPLES.get(name)
-    if not samples:
-        pytest.fail(f"{name} (plugin {op.plugin}) has no samples: add them to its plugin's "
-                    f"fastop_op_samples hook (fastop's own ops: the samples() of "
-                    f"src/fastop/ops/builtin/<family>.py)")
-    report = opcheck(op, samples)
+    report = opcheck(op, _samples_of(name))
     assert report["meta"] == report["eager_static"] == "ok", report
     if op.grad_rule is not None and op.differentiable_inputs:
         assert report["gradient"] == "ok", report
     assert all(v == "ok" or v.startswith("skipped: ") for v in report.values()), report
+
+
+def test_the_twins_are_found():
+    assert {"fastop::tanh", "fastop::matmul", "fastop::layer_norm", "fastop::gelu"} <= set(TWINS)
+
+
+def _tensor(value):
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return [fastop.to_tensor(np.asarray(v)) for v in value]
+    return fastop.to_tensor(np.asarray(value))
+
+
+@pytest.mark.parametrize("name", sorted(TWINS))
+def test_op_matches_its_numpy_twin_on_its_samples(name):
+    op, twin = registry.get(name), TWINS[name]
+    for index, sample in enumerate(_samples_of(name)):
+        inputs, attrs = (sample.inputs, sample.attrs) if isinstance(sample, Sample) \
+            else (list(sample), {})
+        got = op(*map(_tensor, inputs), **attrs)
+        got = got if isinstance(got, (tuple, list)) else (got,)
+        want = twin(*inputs, **attrs)
+        want = want if isinstance(want, (tuple, list)) else (want,)
+        assert len(got) == len(want), f"{name} sample {index}: {len(got)} output(s), " \
+                                      f"the twin gives {len(want)}"
+        for spec, g, w in zip(op.outputs, got, want):
+            g = g.numpy()
+            tol = TWIN_TOL.get(g.dtype.name, dict(rtol=0, atol=0))
+            assert_close(g, np.asarray(w), **tol,
+                         msg=f"{name} sample {index} output '{spec.name}' against its twin")
