@@ -22,6 +22,7 @@ import pytest
 import fastop
 from fastop import plugins
 from fastop.ops import registry
+from fastop.ops._registry import REQUIRED
 from fastop.testing import Sample, assert_close, opcheck
 
 from .. import reference
@@ -77,6 +78,17 @@ def test_the_twins_are_found():
     assert {"fastop::tanh", "fastop::matmul", "fastop::layer_norm", "fastop::gelu"} <= set(TWINS)
 
 
+def _twin_attrs(op, twin, attrs):
+    """The sample's attributes, and the op's defaults of the others the twin takes (a
+    dtype by its name)."""
+    given = {name: spec.default for name, spec in op.attrs.items()
+             if spec.default is not REQUIRED}
+    given.update(attrs)
+    takes = inspect.signature(twin).parameters
+    return {k: getattr(v, "name", v) if hasattr(v, "numpy_dtype") else v
+            for k, v in given.items() if k in attrs or k in takes}
+
+
 def _tensor(value):
     if value is None:
         return None
@@ -93,7 +105,7 @@ def test_op_matches_its_numpy_twin_on_its_samples(name):
             else (list(sample), {})
         got = op(*map(_tensor, inputs), **attrs)
         got = got if isinstance(got, (tuple, list)) else (got,)
-        want = twin(*inputs, **attrs)
+        want = twin(*inputs, **_twin_attrs(op, twin, attrs))
         want = want if isinstance(want, (tuple, list)) else (want,)
         assert len(got) == len(want), f"{name} sample {index}: {len(got)} output(s), " \
                                       f"the twin gives {len(want)}"
