@@ -275,7 +275,7 @@ def test_cross_entropy_grad_streams_large_results(dtype, threads):
 SIMD_BUILD_CHECK = textwrap.dedent("""
     import numpy as np
     from fastop._core import softmax as K
-    from ..reference import softmax as ref
+    from reference import softmax as ref
     rng = np.random.default_rng(0)
     for dtype, tol in ((np.float32, 2e-5), (np.float64, 1e-12)):
         for shape in ((64, 10), (5, 1037), (2, 3, 17), ((8 << 20) // 4000 + 3, 1000)):
@@ -297,11 +297,16 @@ SIMD_BUILD_CHECK = textwrap.dedent("""
 """)
 
 
+# the scripts find the numpy twins (tests/reference) on their PYTHONPATH
+TWINS_ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(
+    filter(None, [os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                  os.environ.get("PYTHONPATH")])))
+
 GUARD_PAGE_CHECK = textwrap.dedent("""
     import ctypes, mmap
     import numpy as np
     from fastop._core import softmax as K
-    from ..reference import softmax as ref
+    from reference import softmax as ref
     libc = ctypes.CDLL(None, use_errno=True)
     page = mmap.PAGESIZE
     buf = mmap.mmap(-1, 2 * page)
@@ -323,8 +328,8 @@ GUARD_PAGE_CHECK = textwrap.dedent("""
 def test_row_tails_stop_at_the_end_of_the_row():
     """Rows ending right before an inaccessible page: the masked vector tails of the
     SIMD loops read and write no byte past the row (a fault would kill the process)."""
-    done = subprocess.run([sys.executable, "-c", GUARD_PAGE_CHECK], capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run([sys.executable, "-c", GUARD_PAGE_CHECK], env=TWINS_ENV,
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr
 
 
@@ -332,7 +337,7 @@ def test_row_tails_stop_at_the_end_of_the_row():
 def test_every_simd_build_of_the_row_loops(level):
     """The baseline and AVX2+FMA builds of the fused exp-sum and scaling loops (forced
     with FASTOP_SIMD_LEVEL; this machine otherwise runs the AVX-512 ones)."""
-    env = dict(os.environ, FASTOP_SIMD_LEVEL=level)
+    env = dict(TWINS_ENV, FASTOP_SIMD_LEVEL=level)
     done = subprocess.run([sys.executable, "-c", SIMD_BUILD_CHECK], env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr
