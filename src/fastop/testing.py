@@ -115,7 +115,7 @@ def _samples(sample_inputs: Sequence[Any]) -> list[Any]:
 
 
 def _nonfinite(value: np.ndarray) -> str | None:
-    """Where a floating array holds NaN or Inf ("NaN at index (0, 1)"), or None."""
+    """Where a floating array holds NaN or Inf ("nan at index (0, 1)"), or None."""
     if value.dtype.kind not in "fc" or np.isfinite(value).all():
         return None
     where = np.argwhere(~np.isfinite(value))[0]
