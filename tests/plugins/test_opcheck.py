@@ -343,11 +343,11 @@ def test_the_callers_mode_is_restored_after_a_check_inside_mode_guard(registry):
     from fastop.ops._dispatch import current_mode, mode_guard, set_mode
     try:
         with mode_guard("static"):
-            assert opcheck(exp_op(registry, reads=None), [X])["eager_static"] == "ok"
+            assert opcheck(exp_op(registry, reads=None), [[X]])["eager_static"] == "ok"
             assert current_mode() == "static"
         assert current_mode() == "eager"
         fastop.enable_static()
-        opcheck("fastop::multiply", [X, X + 1])
+        opcheck("fastop::multiply", [[X, X + 1]])
         assert current_mode() == "static"
     finally:
         set_mode("eager")
