@@ -15,15 +15,14 @@ check :func:`check_grad_rule`, and the autograd checks :func:`gradcheck` /
 """
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from fastop._core.storage import as_dtype, from_numpy
 from fastop.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck
 from fastop.ops import OpDef, registry
-from fastop.ops._dispatch import current_mode, set_mode
+from fastop.ops._dispatch import mode_guard
 from fastop.ops.checking import assert_close, check_grad_rule, run_grad_rule
 
 __all__ = ["opcheck", "Sample", "assert_close", "check_grad_rule", "gradcheck",
@@ -53,17 +52,29 @@ def opcheck(op: OpDef | str, sample_inputs: Sequence[Any], attrs: dict[str, Any]
             *, atol: float | None = None, rtol: float | None = None) -> dict[str, str]:
     """Check an op's definition on each sample; returns ``{check: "ok" or "skipped: why"}``.
 
-    ``op`` is an OpDef or its name; ``sample_inputs`` has one entry per sample: a list
-    of the op's inputs as numpy arrays (a list for a variadic input, None for an absent
-    optional one) or a :class:`Sample` carrying its own attributes, which update
-    ``attrs``. The checks, in order:
+    ``op`` is an OpDef or its name. ``sample_inputs`` is either **one call's inputs** or
+    **a list of samples**, told apart by its items alone:
+
+    - when no item is a list, tuple or :class:`Sample` (each is an array, a Tensor, a
+      scalar or None), it is one call: ``opcheck(op, [x])`` checks the op on input ``x``,
+      ``opcheck(op, [x, w])`` on inputs ``x`` and ``w`` (as ``torch.library.opcheck(op,
+      args)`` does);
+    - otherwise each item is one sample: a list of the op's inputs, or a
+      :class:`Sample` carrying its own attributes, which update ``attrs``:
+      ``opcheck(op, [[x], [x2]])``, ``opcheck(op, [[x, w], Sample(x, w, k=2)])``.
+
+    A variadic input is always a list (``[a, b]``), so an op with one takes a list of
+    samples: ``opcheck(concat, [[[a, b]]])`` or ``opcheck(concat, [Sample([a, b])])``.
+    An absent optional input is None or left off the end. The checks, in order:
 
     - ``meta``: for every dtype of the sample's kind the op has a kernel for (a float32
       sample checks the float32 and float64 kernels; integer kernels need integer
       samples; an any-dtype kernel runs in the sample's dtype), the kernel's results
-      have the count, dtypes and shapes the meta function predicts;
+      have the count, dtypes and shapes the meta function predicts, and are finite
+      (no NaN or Inf) when the inputs are;
     - ``gradient``: the gradient rule against central finite differences of the forward
-      kernel, in float64, for every differentiable floating input (needs a float64 kernel);
+      kernel, in float64, for every differentiable floating input (needs a float64
+      kernel); a NaN or Inf gradient from finite inputs fails;
     - ``reads``: a rule declaring ``reads=`` gives the same gradient when a needed value
       it does not declare for that gradient is replaced by other numbers of the same
       shape and dtype (the rule must not use values it did not declare);
@@ -76,31 +87,53 @@ def opcheck(op: OpDef | str, sample_inputs: Sequence[Any], attrs: dict[str, Any]
 
     ``atol``/``rtol`` override the comparison tolerances of every check (defaults: by
     dtype, as :func:`assert_close`; 1e-6/1e-5 against finite differences). A failure is
-    an AssertionError naming the op, the sample, the check, the input or output and the
-    largest error.
+    an AssertionError starting ``opcheck <op> sample <i> [<check>]:`` and naming the input
+    or output and the largest error; an exception raised inside a check fails that check
+    the same way. The caller's mode (eager, static, a ``mode_guard``) is left as it was.
     """
     opdef = op if isinstance(op, OpDef) else registry.get(op)
-    samples = list(sample_inputs)
+    samples = _samples(sample_inputs)
     if not samples:
         raise ValueError(f"opcheck {opdef.name}: no sample inputs given")
     report: dict[str, str] = {}
     for index, sample in enumerate(samples):
         checker = _Checker(opdef, index, sample, attrs or {}, atol, rtol)
         for check in CHECKS:
-            outcome = getattr(checker, check)()
+            outcome = checker.run(check)
             if report.get(check, "ok") == "ok":
                 report[check] = outcome
     return report
 
 
-@contextlib.contextmanager
-def _mode(mode: str) -> Iterator[None]:
-    saved = current_mode()
-    set_mode(mode)
-    try:
-        yield
-    finally:
-        set_mode(saved)
+def _samples(sample_inputs: Sequence[Any]) -> list[Any]:
+    """The samples of opcheck's argument: itself as the one sample when no item is a
+    list, tuple or Sample (one call's inputs), else its items."""
+    given = list(sample_inputs)
+    if given and not any(isinstance(x, (list, tuple, Sample)) for x in given):
+        return [given]
+    return given
+
+
+def _nonfinite(value: np.ndarray) -> str | None:
+    """Where a floating array holds NaN or Inf ("nan at index (0, 1)"), or None."""
+    if value.dtype.kind not in "fc" or np.isfinite(value).all():
+        return None
+    where = np.argwhere(~np.isfinite(value))[0]
+    return f"{value[tuple(where)].item()!r} at index {tuple(int(i) for i in where)}"
+
+
+def _finite(inputs: Sequence[Any]) -> bool:
+    """Every floating array of an op's inputs is finite."""
+    return all(_nonfinite(np.asarray(v)) is None for v in _flat(inputs))
+
+
+_RULE = ("opcheck takes one call's inputs ([x, w]: no item a list) or a list of samples "
+         "([[x, w], Sample(x, w, k=2)]); a variadic input is a list ([[[a, b]]])")
+
+
+def _array(value: Any) -> np.ndarray:
+    """A sample value as a numpy array (a Tensor's values)."""
+    return value.numpy() if hasattr(value, "numpy") else np.asarray(value)
 
 
 def _is_float(value: Any) -> bool:
@@ -162,10 +195,25 @@ class _Checker:
         if not required <= len(sample) <= len(specs):
             raise ValueError(f"{self.label}: {len(sample)} input(s) given, the op takes "
                              f"{'' if required == len(specs) else f'{required} to '}"
-                             f"{len(specs)} ({', '.join(map(str, specs))})")
+                             f"{len(specs)} ({', '.join(map(str, specs))}); {_RULE}")
         sample = sample + [None] * (len(specs) - len(sample))
-        return [None if x is None else [np.asarray(v) for v in x] if spec.variadic
-                else np.asarray(x) for spec, x in zip(specs, sample)]
+        for spec, x in zip(specs, sample):
+            if spec.variadic and x is not None and not isinstance(x, (list, tuple)):
+                raise ValueError(f"{self.label}: the variadic input '{spec.name}' takes a "
+                                 f"list of arrays, got {type(x).__name__}; {_RULE}")
+        return [None if x is None else [_array(v) for v in x] if spec.variadic
+                else _array(x) for spec, x in zip(specs, sample)]
+
+    def run(self, check: str) -> str:
+        """Run one check: "ok" or "skipped: why"; a failure is an AssertionError naming
+        the check, also when the op or its rule raised."""
+        try:
+            with mode_guard("eager"):      # the caller's mode, even static, is kept
+                return getattr(self, check)()
+        except AssertionError:
+            raise
+        except Exception as exc:
+            raise self.fail(check, f"{type(exc).__name__}: {exc}") from exc
 
     def fail(self, check: str, detail: str) -> AssertionError:
         return AssertionError(f"{self.label} [{check}]: {detail}")
@@ -207,6 +255,7 @@ class _Checker:
             except Exception as exc:
                 raise self.fail("meta", f"the meta function raised {type(exc).__name__}: "
                                         f"{exc} ({where})") from exc
+            finite_in = _finite(inputs)
             if len(results) != len(metas):
                 raise self.fail("meta", f"the kernel for {where} returned {len(results)} "
                                         f"value(s), the op has {len(metas)} output(s)")
@@ -219,6 +268,10 @@ class _Checker:
                                             f"function says {meta.dtype.name}{meta.shape}, "
                                             f"the kernel returned "
                                             f"{value.dtype}{list(value.shape)}")
+                bad = _nonfinite(value) if finite_in else None
+                if bad:
+                    raise self.fail("meta", f"output '{spec.name}' ({where}) is not finite "
+                                            f"from finite inputs: {bad}")
         return "ok"
 
     def _cast(self, source: str, dtype: str) -> list[Any]:
@@ -253,11 +306,21 @@ class _Checker:
                                         "rule with finite differences (add float64 to "
                                         "@op.kernel)") from None
         tol = self._tol(_GRAD_TOL)
+        inputs = self._float64()
         try:
-            check_grad_rule(self.op, self._float64(), self.attrs, wrt=self.wrt,
-                            eps=1e-6, tol=tol["atol"], rtol=tol["rtol"])
+            grads = check_grad_rule(self.op, inputs, self.attrs, wrt=self.wrt,
+                                    eps=1e-6, tol=tol["atol"], rtol=tol["rtol"])
         except AssertionError as exc:
             raise self.fail("gradient", str(exc)) from None
+        if _finite(inputs):
+            for i in self.wrt:
+                for k, g in enumerate(_flat([grads[i]])):
+                    bad = _nonfinite(np.asarray(g))
+                    if bad:
+                        where = self.op.inputs[i].name + \
+                            (f"[{k}]" if isinstance(grads[i], list) else "")
+                        raise self.fail("gradient", f"the gradient of input '{where}' is "
+                                                    f"not finite from finite inputs: {bad}")
         return "ok"
 
     def reads(self) -> str:
@@ -323,7 +386,7 @@ class _Checker:
             return (f"skipped: the gradient of {', '.join(frozen)} is not differentiable "
                     f"again ({why})")
         try:
-            with _mode("eager"):
+            with mode_guard("eager"):
                 gradgradcheck(call, self._tensors(inputs), eps=1e-6,
                               **self._tol(_DOUBLE_GRAD_TOL))
         except GradcheckError as exc:
@@ -337,7 +400,7 @@ class _Checker:
         autograd did not record: a composite rule calling an op without a gradient rule."""
         from fastop.tensor import grad, to_tensor
         tensors = self._tensors(inputs)
-        with _mode("eager"):
+        with mode_guard("eager"):
             outs = [o for o in _as_tuple(call(*tensors)) if o.dtype.is_floating]
             douts = [to_tensor(d, stop_gradient=False)
                      for d in self._douts([o.numpy() for o in outs])]
@@ -406,7 +469,7 @@ class _Checker:
         """Outputs, the output gradients used (None: not floating) and input gradients."""
         from fastop.tensor import grad, to_tensor
         flat = self._tensors(self.inputs)
-        with _mode("eager"):
+        with mode_guard("eager"):
             outs = _as_tuple(self._eager_call(self.inputs)(*flat))
             arrays = [o.numpy() for o in outs]
             douts = self._douts(arrays)
@@ -440,7 +503,8 @@ class _Checker:
             var.stop_gradient = not trainable
             feed[var.name] = value
             return var
-        with static.program_guard(main, startup), static.scope_guard(scope), _mode("static"):
+        with static.program_guard(main, startup), static.scope_guard(scope), \
+                mode_guard("static"):
             variables = [_each(lambda v: data(v, i in self.wrt), [x])[0]
                          for i, x in enumerate(self.inputs)]
             outs = _as_tuple(self.op(*variables, **self.attrs))

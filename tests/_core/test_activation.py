@@ -1,11 +1,11 @@
 """Activation kernels (fastop._core.activation) against their numpy twins
-(fastop.ops.reference.activation) across dtypes and layouts, backward kernels against
+(tests/reference/activation.py) across dtypes and layouts, backward kernels against
 finite differences of the forward ones, extreme values, in place, errors."""
 import numpy as np
 import pytest
 
 from fastop._core import activation as K
-from fastop.ops.reference import activation as ref
+from ..reference import activation as ref
 
 FLOATS = [np.float32, np.float64]
 TOL = {np.float32: dict(rtol=2e-6, atol=2e-6), np.float64: dict(rtol=1e-13, atol=1e-14)}

@@ -1,5 +1,5 @@
 """Elementwise kernels (fastop._core.elementwise) against their numpy twins
-(fastop.ops.reference.elementwise): dtypes x shapes x layouts, broadcasting (with
+(tests/reference/elementwise.py): dtypes x shapes x layouts, broadcasting (with
 hypothesis), edge values, SIMD accuracy in ULP, out= and in place, the threaded paths,
 backward kernels against finite differences, shape inference, and errors."""
 import os
@@ -16,7 +16,7 @@ from hypothesis.extra import numpy as hnp
 from fastop._core import elementwise as K
 from fastop._core.kernel import _get_num_threads, set_num_threads
 from fastop._core.storage import DenseTensor, from_numpy
-from fastop.ops.reference import elementwise as ref
+from ..reference import elementwise as ref
 
 FLOATS = [np.float32, np.float64]
 NUMERIC = [np.int32, np.int64, np.float32, np.float64]

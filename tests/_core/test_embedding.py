@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from fastop._core import embedding as K
-from fastop.ops.reference import embedding as ref
+from ..reference import embedding as ref
 
 
 def table(rows=10, dim=4, dtype=np.float64, seed=0):

@@ -1,4 +1,4 @@
-"""fastop._core.linalg: matmul and fc against their numpy twins (ops/reference/linalg.py)
+"""fastop._core.linalg: matmul and fc against their numpy twins (tests/reference/linalg.py)
 over dtypes, shapes (1-D, batched, broadcast, empty, k = 0) and layouts (transposed,
 strided, reversed and broadcast views), plus shape inference and errors."""
 import numpy as np
@@ -10,7 +10,7 @@ from hypothesis.extra import numpy as hnp
 from fastop._core import linalg
 from fastop._core.storage import from_numpy
 from fastop._threads import get_num_threads, set_num_threads
-from fastop.ops.reference import linalg as ref
+from ..reference import linalg as ref
 
 DTYPES = ["float32", "float64", "int32", "int64"]
 TOL = {"float32": dict(rtol=2e-5, atol=2e-5), "float64": dict(rtol=1e-12, atol=1e-12),

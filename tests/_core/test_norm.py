@@ -1,5 +1,5 @@
 """Layer-norm kernels (fastop._core.norm) against their numpy twins
-(fastop.ops.reference.norm) across dtypes, layouts, shapes and norm axes; the backward
+(tests/reference/norm.py) across dtypes, layouts, shapes and norm axes; the backward
 kernel against finite differences of the forward; threads; errors and inference."""
 import os
 
@@ -8,7 +8,7 @@ import pytest
 
 from fastop._core import kernel
 from fastop._core import norm as K
-from fastop.ops.reference import norm as ref
+from ..reference import norm as ref
 
 FLOATS = [np.float32, np.float64]
 TOL = {np.float32: dict(rtol=2e-5, atol=2e-5), np.float64: dict(rtol=1e-11, atol=1e-12)}

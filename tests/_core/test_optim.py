@@ -1,5 +1,5 @@
 """The optimizer kernels (fastop._core.optim) called raw, against their numpy twins
-(fastop.ops.reference.optimizer) over several steps: every update rule x decay kind x
+(tests/reference/optimizer.py) over several steps: every update rule x decay kind x
 grad_scale, in float32 and float64; threads, strided inputs, in-place and staged outputs,
 bad input; and squared_l2_norm."""
 import numpy as np
@@ -8,7 +8,7 @@ from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
 
 from fastop._core import kernel, optim
-from fastop.ops.reference import optimizer as ref
+from ..reference import optimizer as ref
 
 TOL = {"float32": dict(rtol=2e-5, atol=2e-6), "float64": dict(rtol=1e-12, atol=1e-14)}
 DTYPES = ["float32", "float64"]

@@ -10,7 +10,7 @@ import pytest
 
 from fastop._core import kernel
 from fastop._core import random as K
-from fastop.ops.reference import random as ref
+from ..reference import random as ref
 
 FLOATS = [np.float32, np.float64]
 

@@ -1,5 +1,5 @@
 """Reduction kernels (fastop._core.reduce) against their numpy twins
-(fastop.ops.reference.reduce): dtypes x shapes x layouts x axes, edge values,
+(tests/reference/reduce.py): dtypes x shapes x layouts x axes, edge values,
 accuracy, the threaded paths, errors, and shape inference with unknown dims."""
 import itertools
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from fastop._core import reduce as K
 from fastop._core.kernel import _get_num_threads, set_num_threads
 from fastop._core.storage import from_numpy
-from fastop.ops.reference import reduce as ref
+from ..reference import reduce as ref
 
 DTYPES = [np.float32, np.float64, np.int32, np.int64]
 TOL = {

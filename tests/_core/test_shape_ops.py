@@ -1,11 +1,11 @@
 """gather / gather_grad kernels (fastop._core.shape_ops) against their numpy twins
-(fastop.ops.reference.shape), finite differences, threads, errors and inference."""
+(tests/reference/shape.py), finite differences, threads, errors and inference."""
 import numpy as np
 import pytest
 
 from fastop._core import shape_ops as K
 from fastop._core.kernel import _get_num_threads, set_num_threads
-from fastop.ops.reference import shape as ref
+from ..reference import shape as ref
 
 DTYPES = [np.bool_, np.int32, np.int64, np.float32, np.float64]
 FLOATS = [np.float32, np.float64]

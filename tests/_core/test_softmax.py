@@ -1,5 +1,5 @@
 """Softmax kernels (fastop._core.softmax) against their numpy twins
-(fastop.ops.reference.softmax), backward kernels against finite differences of the
+(tests/reference/softmax.py), backward kernels against finite differences of the
 forward kernels in float64, edge values, labels, threads, errors and inference."""
 import itertools
 import os
@@ -12,7 +12,7 @@ import pytest
 
 from fastop._core import softmax as K
 from fastop._core.kernel import _get_num_threads, set_num_threads
-from fastop.ops.reference import softmax as ref
+from ..reference import softmax as ref
 
 FLOATS = [np.float32, np.float64]
 TOL = {np.float32: dict(rtol=2e-5, atol=2e-6), np.float64: dict(rtol=1e-12, atol=1e-14)}
@@ -275,7 +275,7 @@ def test_cross_entropy_grad_streams_large_results(dtype, threads):
 SIMD_BUILD_CHECK = textwrap.dedent("""
     import numpy as np
     from fastop._core import softmax as K
-    from fastop.ops.reference import softmax as ref
+    from reference import softmax as ref
     rng = np.random.default_rng(0)
     for dtype, tol in ((np.float32, 2e-5), (np.float64, 1e-12)):
         for shape in ((64, 10), (5, 1037), (2, 3, 17), ((8 << 20) // 4000 + 3, 1000)):
@@ -297,11 +297,16 @@ SIMD_BUILD_CHECK = textwrap.dedent("""
 """)
 
 
+# the scripts find the numpy twins (tests/reference) on their PYTHONPATH
+TWINS_ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(
+    filter(None, [os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                  os.environ.get("PYTHONPATH")])))
+
 GUARD_PAGE_CHECK = textwrap.dedent("""
     import ctypes, mmap
     import numpy as np
     from fastop._core import softmax as K
-    from fastop.ops.reference import softmax as ref
+    from reference import softmax as ref
     libc = ctypes.CDLL(None, use_errno=True)
     page = mmap.PAGESIZE
     buf = mmap.mmap(-1, 2 * page)
@@ -323,8 +328,8 @@ GUARD_PAGE_CHECK = textwrap.dedent("""
 def test_row_tails_stop_at_the_end_of_the_row():
     """Rows ending right before an inaccessible page: the masked vector tails of the
     SIMD loops read and write no byte past the row (a fault would kill the process)."""
-    done = subprocess.run([sys.executable, "-c", GUARD_PAGE_CHECK], capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run([sys.executable, "-c", GUARD_PAGE_CHECK], env=TWINS_ENV,
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr
 
 
@@ -332,7 +337,7 @@ def test_row_tails_stop_at_the_end_of_the_row():
 def test_every_simd_build_of_the_row_loops(level):
     """The baseline and AVX2+FMA builds of the fused exp-sum and scaling loops (forced
     with FASTOP_SIMD_LEVEL; this machine otherwise runs the AVX-512 ones)."""
-    env = dict(os.environ, FASTOP_SIMD_LEVEL=level)
+    env = dict(TWINS_ENV, FASTOP_SIMD_LEVEL=level)
     done = subprocess.run([sys.executable, "-c", SIMD_BUILD_CHECK], env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr

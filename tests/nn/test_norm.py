@@ -11,7 +11,7 @@ import fastop
 import fastop.nn.functional as F
 from fastop import nn
 from fastop.autograd import gradcheck, gradgradcheck
-from fastop.ops.reference import norm as ref
+from ..reference import norm as ref
 
 TOL = {"float32": dict(rtol=2e-5, atol=2e-5), "float64": dict(rtol=1e-10, atol=1e-12)}
 

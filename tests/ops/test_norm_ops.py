@@ -8,7 +8,7 @@ import pytest
 import fastop
 from fastop.ops import TensorMeta, registry
 from fastop.ops.checking import check_grad_rule
-from fastop.ops.reference import norm as ref
+from ..reference import norm as ref
 
 layer_norm = registry.get("fastop::layer_norm")
 layer_norm_grad = registry.get("fastop::layer_norm_grad")

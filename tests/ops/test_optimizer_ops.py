@@ -10,7 +10,7 @@ import fastop
 from fastop import static
 from fastop.ops import TensorMeta, registry
 from fastop.ops.checking import check_grad_rule
-from fastop.ops.reference import optimizer as ref
+from ..reference import optimizer as ref
 
 TOL = {"float32": dict(rtol=2e-5, atol=2e-6), "float64": dict(rtol=1e-12, atol=1e-14)}
 UPDATES = ("sgd_update", "momentum_update", "adam_update", "adamw_update")

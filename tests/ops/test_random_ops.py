@@ -6,7 +6,7 @@ import numpy as np
 import fastop
 from fastop.ops import TensorMeta, registry
 from fastop.ops.checking import check_grad_rule
-from fastop.ops.reference import random as ref
+from ..reference import random as ref
 
 dropout = registry.get("fastop::dropout")
 

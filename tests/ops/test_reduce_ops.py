@@ -9,7 +9,7 @@ import pytest
 from fastop._core.storage import from_numpy
 from fastop.ops import TensorMeta, registry
 from fastop.ops.checking import check_grad_rule
-from fastop.ops.reference import reduce as ref
+from ..reference import reduce as ref
 
 F32 = "float32"
 

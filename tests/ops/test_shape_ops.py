@@ -10,7 +10,7 @@ import pytest
 from fastop._core.storage import from_numpy
 from fastop.ops import TensorMeta, registry
 from fastop.ops.checking import check_grad_rule
-from fastop.ops.reference import shape as ref
+from ..reference import shape as ref
 
 
 def op(name):

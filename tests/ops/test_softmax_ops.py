@@ -10,7 +10,7 @@ import pytest
 from fastop._core.storage import from_numpy
 from fastop.ops import TensorMeta, registry
 from fastop.ops.checking import check_grad_rule
-from fastop.ops.reference import softmax as ref
+from ..reference import softmax as ref
 
 
 check_rule = partial(check_grad_rule, wrt=(0,))

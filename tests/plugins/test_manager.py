@@ -144,6 +144,24 @@ def test_the_same_module_is_not_registered_twice(plugins):
     assert plugins.registry.get("demo::a").plugin == "d"      # the first one stays
 
 
+def test_a_distribution_loaded_through_several_modules_is_one_entry(plugins):
+    first = plugin_module("fake_first", fastop_register_ops=defining("demo::b"))
+    second = plugin_module("fake_second", fastop_register_ops=defining("demo::a"))
+    other = plugin_module("fake_other", fastop_register_ops=defining("other::c"))
+    plugins.register(first, "d", "1")
+    merged = plugins.register(second, "d", "1")
+    plugins.register(other, "e", "2")
+    assert plugins.list() == [PluginInfo("d", "1", "fake_first", None, ("demo::a", "demo::b")),
+                              PluginInfo("e", "2", "fake_other", None, ("other::c",))]
+    assert merged == plugins.list()[0]
+
+
+def test_fastops_own_ops_are_one_fastop_entry():
+    infos = [p for p in fastop.plugins.list() if p.name == "fastop"]
+    assert len(infos) == 1
+    assert {"fastop::tanh", "dist::allreduce_mean"} <= set(infos[0].ops)
+
+
 # -- entry points and the switches ------------------------------------------------------------
 def test_entry_points_are_loaded_with_their_distribution(plugins, install, op_source, site):
     module = install("fake-alpha", "0.3", op_source("alpha", "a"), entry_point="alpha")

@@ -220,3 +220,134 @@ def test_opcheck_runs_every_check_on_an_elementwise_op_over_three_samples():
     samples = [[X], [X.astype("float32")], [np.array([0.3, -1.2])]]
     report = opcheck("activations::user_relu_forward", samples)
     assert report["gradient"] == report["double_grad"] == "ok"
+
+
+# -- how the samples are given -----------------------------------------------------------
+
+def recording_op(registry, inputs=("x",)):
+    """y = the sum of the inputs (a variadic input summed too); records the shapes each
+    kernel call saw."""
+    seen = []
+    op = registry.define("t::recorded", inputs=list(inputs), outputs=["y"],
+                         meta=lambda *xs: xs[0][0] if isinstance(xs[0], list) else xs[0])
+
+    @op.kernel("float32", "float64")
+    def recorded(*xs):
+        flat = [v for x in xs if x is not None for v in (x if isinstance(x, list) else [x])]
+        seen.append(tuple(np.shape(v) for v in flat))
+        return sum(flat)
+    return op, seen
+
+
+def test_one_calls_inputs_are_one_sample(registry):
+    """``opcheck(op, [x])`` checks the op on input x, as torch.library.opcheck(op, args)."""
+    op, seen = recording_op(registry)
+    x = np.ones((4, 5))
+    report = opcheck(op, [x])
+    assert report["meta"] == "ok" and set(seen) == {((4, 5),)}
+    two, seen2 = recording_op(Registry(), inputs=("x", "w"))
+    opcheck(two, [x, np.ones(5)])
+    assert set(seen2) == {((4, 5), (5,))}
+    opcheck(two, [fastop.to_tensor(x), fastop.to_tensor(np.ones(5))])     # Tensors too
+    assert set(seen2) == {((4, 5), (5,))}
+
+
+def test_lists_and_samples_are_several_samples(registry):
+    op, seen = recording_op(registry)
+    opcheck(op, [[np.ones(2)], [np.ones((3, 1))], Sample(np.ones(4))])
+    assert set(seen) == {((2,),), ((3, 1),), ((4,),)}
+
+
+def test_several_arrays_for_a_one_input_op_are_one_call_and_refused(registry):
+    op, _ = recording_op(registry)
+    with pytest.raises(ValueError, match=r"sample 0: 2 input\(s\) given, the op takes 1 "
+                                         r"\(x\); opcheck takes one call's inputs"):
+        opcheck(op, [np.ones(2), np.ones(3)])
+
+
+def test_a_variadic_input_is_a_list_inside_a_sample(registry):
+    op, seen = recording_op(registry, inputs=("xs*", "w?"))
+    opcheck(op, [[[np.ones(2), np.ones(2)]], Sample([np.ones(3)], np.ones(3))])
+    assert set(seen) == {((2,), (2,)), ((3,), (3,))}
+    with pytest.raises(ValueError, match=r"the variadic input 'xs' takes a list of arrays, "
+                                         r"got ndarray"):
+        opcheck(op, [[np.ones(2), np.ones(2)]])     # one sample: xs=a, w=b
+
+
+# -- NaN and Inf, and every failure naming its check -------------------------------------
+
+def test_a_nan_output_from_finite_inputs_fails_the_meta_check(registry):
+    op = scale_op(registry, kernel=lambda x, k: np.where(x > 0, np.nan, x).astype(x.dtype))
+    with pytest.raises(AssertionError, match=r"opcheck t::scale sample 0 \[meta\]: output 'y' "
+                                             r"\(dtype float32\) is not finite from finite "
+                                             r"inputs: nan at index \(1, 0\)"):
+        opcheck(op, SAMPLES)
+
+
+def test_an_inf_gradient_from_finite_inputs_fails_the_gradient_check(registry):
+    op = scale_op(registry, grad=lambda dy, k: dy / 0.0)
+    with pytest.raises(AssertionError, match=r"opcheck t::scale sample 0 \[gradient\]: .*"
+                                             r"gradient of input 'x'.*inf"):
+        with np.errstate(divide="ignore"):
+            opcheck(op, SAMPLES)
+
+
+def test_a_nan_output_and_gradient_is_not_reported_ok(registry):
+    """Finite differences of a NaN output are NaN too: equal to a NaN gradient, which
+    once let such an op pass its gradient check."""
+    op = registry.define("t::nan", inputs=["x"], outputs=["y"], meta=lambda x: x)
+    op.kernel("float32", "float64")(lambda x: x * np.nan)
+    op.grad_kernel(needs=["dy"])(lambda dy: dy * np.nan)
+    with pytest.raises(AssertionError, match=r"\[meta\]: output 'y' .* is not finite"):
+        opcheck(op, [X])
+
+
+def test_nan_inputs_may_give_nan_outputs(registry):
+    op = registry.define("t::plus_one", inputs=["x"], outputs=["y"], meta=lambda x: x)
+    op.kernel("float32", "float64")(lambda x: x + 1)
+    x = X.copy()
+    x[0, 0] = np.nan
+    assert opcheck(op, [x])["meta"] == "ok"
+
+
+def test_a_rule_that_raises_fails_the_gradient_check_by_name(registry):
+    def broken(dy, k):
+        raise RuntimeError("rule broke")
+    with pytest.raises(AssertionError, match=r"opcheck t::scale sample 0 \[gradient\]: "
+                                             r"RuntimeError: rule broke"):
+        opcheck(scale_op(registry, grad=broken), SAMPLES)
+
+
+def test_a_wrong_second_derivative_fails_the_double_gradient_check(registry):
+    """dx = twice(x) * dy is right to first order, but twice's own rule is wrong."""
+    twice = registry.define("t::twice", inputs=["x"], outputs=["y"], meta=lambda x: x)
+    twice.kernel("float32", "float64")(lambda x: 2 * x)
+    multiply = fastop.ops.get("fastop::multiply")
+
+    @twice.grad(needs=())
+    def twice_grad(dy):
+        return multiply(dy, 3.0)         # should be 2
+    op = registry.define("t::square", inputs=["x"], outputs=["y"], meta=lambda x: x)
+    op.kernel("float32", "float64")(np.square)
+
+    @op.grad(needs=("x",))
+    def square_grad(x, dy):
+        return multiply(twice(x), dy)
+    with pytest.raises(AssertionError, match=r"opcheck t::square sample 0 \[double_grad\]: "):
+        opcheck(op, SAMPLES)
+
+
+# -- the caller's mode ---------------------------------------------------------------------
+
+def test_the_callers_mode_is_restored_after_a_check_inside_mode_guard(registry):
+    from fastop.ops._dispatch import current_mode, mode_guard, set_mode
+    try:
+        with mode_guard("static"):
+            assert opcheck(exp_op(registry, reads=None), [[X]])["eager_static"] == "ok"
+            assert current_mode() == "static"
+        assert current_mode() == "eager"
+        fastop.enable_static()
+        opcheck("fastop::multiply", [[X, X + 1]])
+        assert current_mode() == "static"
+    finally:
+        set_mode("eager")

@@ -53,9 +53,10 @@ def load_directory(path: str | os.PathLike[str]) -> list[PluginInfo]:
 
 
 def loaded_plugins() -> list[PluginInfo]:
-    """Every loaded plugin — distribution (``name``), ``version``, ``module``,
-    ``entry_point``, its ``ops`` (and ``directory`` for one from load_directory) — in
-    load order, the built-ins first."""
+    """Every loaded plugin, one entry per distribution — its ``name``, ``version``,
+    ``module``, ``entry_point``, all its ``ops`` (and ``directory`` for an op module from
+    load_directory) — in load order, fastop's own ops first, as the one ``fastop``
+    entry."""
     return manager.list()
 
 

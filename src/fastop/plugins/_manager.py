@@ -41,7 +41,7 @@ import os
 import re
 import sys
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import import_module
 from types import ModuleType
 from typing import Any, Callable, NamedTuple
@@ -76,11 +76,13 @@ class UntrustedOpModuleError(UntrustedCodeError):
 
 @dataclass(frozen=True)
 class PluginInfo:
-    """One loaded plugin, as :func:`fastop.plugins.list` reports it."""
+    """One loaded plugin distribution (or op module of a directory), as
+    :func:`fastop.plugins.list` reports it: a distribution loaded through several
+    modules (fastop's own, one per kernel family group) is one entry with all its ops."""
 
     name: str                 # distribution name; "fastop" for the built-ins; a directory
     version: str
-    module: str               # the module holding the hook implementations
+    module: str               # the module holding the hook implementations (the first)
     entry_point: str | None   # its entry point's name (None: built-in or a directory)
     ops: tuple[str, ...]      # the ops it registered, sorted
     directory: str | None = None   # the directory it was loaded from (load_directory)
@@ -306,6 +308,17 @@ class PluginManager:
             return None
         info = PluginInfo(dist, version, module, entry_point,
                           tuple(sorted(self._op_names() - before)), directory)
+        return self._add_loaded(info)
+
+    def _add_loaded(self, info: PluginInfo) -> PluginInfo:
+        """Record a loaded plugin: one entry per distribution, so a distribution's
+        further modules (fastop's built-ins and distributed ops; a second entry point)
+        add their ops to its first entry. Returns the distribution's entry."""
+        for k, known in enumerate(self._loaded):
+            if known.directory is None and info.directory is None and \
+                    known.name == info.name:
+                self._loaded[k] = replace(known, ops=tuple(sorted({*known.ops, *info.ops})))
+                return self._loaded[k]
         self._loaded.append(info)
         return info
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from fastop.hookspecs import hookimpl
 from fastop.ops._registry import TensorMeta
 
@@ -50,3 +52,19 @@ def fastop_register_ops(registry):
         from fastop.distributed._buckets import average_flat
         check_bucket(xs)
         return average_flat(xs)
+
+
+@hookimpl
+def fastop_op_samples():
+    """Buckets for fastop.testing.opcheck: several shapes in one bucket, float32 and
+    float64, and a bucket of one tensor (outside an MPI launcher: the concatenation)."""
+    from fastop.testing import Sample
+
+    rng = np.random.default_rng(0)
+    return {"dist::allreduce_mean": [
+        Sample([rng.standard_normal((2, 3)), rng.standard_normal(4),
+                rng.standard_normal((1, 1, 2))]),
+        Sample([rng.standard_normal((3, 2)).astype("float32"),
+                rng.standard_normal(5).astype("float32")]),
+        Sample([rng.standard_normal(())]),
+    ]}
