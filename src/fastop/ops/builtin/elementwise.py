@@ -278,38 +278,46 @@ def register(registry) -> None:
 
 def samples() -> dict[str, list[Any]]:
     """opcheck's inputs for this family's ops (backward kernels are checked through
-    their forward op): float32 and float64, broadcasting operands, values away from the
-    kinks of abs/sign/relu/maximum and in the domains of log, sqrt and pow."""
+    their forward op): float32, float64 and the integer kernels, broadcasting operands,
+    values away from the kinks of abs/sign/relu/maximum and in the domains of log, sqrt
+    and pow."""
     v = Values(1)
     f32 = "float32"
     bools = np.array([[True, False, True], [False, True, True]])
+    ints = np.arange(-3, 3).reshape(2, 3)                  # int64; int32 below
+    ints32 = np.array([1, 0, 2], dtype=np.int32)
     compare = [[v.normal(2, 3), v.normal(3)],
-               [v.distinct(4, dtype=f32), v.distinct(4, dtype=f32)]]
+               [v.distinct(4, dtype=f32), v.distinct(4, dtype=f32)], [ints, ints[::-1]]]
     return {
-        "fastop::neg": [[v.normal(2, 3)], [v.normal(4, dtype=f32)]],
-        "fastop::abs": [[v.away(2, 3)], [v.away(5, dtype=f32)]],
-        "fastop::sign": [[v.away(2, 3)], [v.away(5, dtype=f32)]],
+        "fastop::neg": [[v.normal(2, 3)], [v.normal(4, dtype=f32)], [ints]],
+        "fastop::abs": [[v.away(2, 3)], [v.away(5, dtype=f32)], [ints32]],
+        "fastop::sign": [[v.away(2, 3)], [v.away(5, dtype=f32)], [ints]],
         "fastop::exp": [[v.normal(2, 3)], [v.normal(5, dtype=f32)]],
         "fastop::log": [[v.positive(2, 3)], [v.positive(5, dtype=f32)]],
-        "fastop::square": [[v.normal(2, 3)], [v.normal(5, dtype=f32)]],
+        "fastop::square": [[v.normal(2, 3)], [v.normal(5, dtype=f32)], [ints32]],
         "fastop::tanh": [[v.normal(2, 3)], [v.normal(5, dtype=f32)]],
         "fastop::sigmoid": [[v.normal(2, 3)], [v.normal(5, dtype=f32)]],
-        "fastop::relu": [[v.away(2, 3)], [v.away(5, dtype=f32)]],
+        "fastop::relu": [[v.away(2, 3)], [v.away(5, dtype=f32)], [ints]],
         "fastop::sqrt": [[v.positive(2, 3)], [v.positive(5, dtype=f32)]],
         "fastop::add": [[v.normal(2, 3), v.normal(3)],
-                        [v.normal(2, 1, dtype=f32), v.normal(3, dtype=f32)]],
+                        [v.normal(2, 1, dtype=f32), v.normal(3, dtype=f32)], [ints, ints[0]]],
         "fastop::subtract": [[v.normal(2, 1), v.normal(3)],
-                             [v.normal(2, 3, dtype=f32), v.normal(2, 3, dtype=f32)]],
+                             [v.normal(2, 3, dtype=f32), v.normal(2, 3, dtype=f32)],
+                             [ints32, ints32]],
         "fastop::multiply": [[v.normal(2, 3), v.normal(1, 3)],
-                             [v.normal(3, dtype=f32), v.normal(2, 3, dtype=f32)]],
+                             [v.normal(3, dtype=f32), v.normal(2, 3, dtype=f32)],
+                             [ints, ints[:1]]],
         "fastop::divide": [[v.normal(2, 3), v.away(3)],
                            [v.normal(2, 3, dtype=f32), v.away(2, 3, dtype=f32)]],
         "fastop::pow": [[v.positive(2, 3), v.normal(3)],
-                        [v.positive(2, 3, dtype=f32), v.positive(2, 3, dtype=f32)]],
+                        [v.positive(2, 3, dtype=f32), v.positive(2, 3, dtype=f32)],
+                        [ints, np.abs(ints)]],
         "fastop::maximum": [[v.normal(2, 3), v.away(3)],
-                            [v.away(2, 3, dtype=f32), v.normal(2, 3, dtype=f32) + 2.0]],
+                            [v.away(2, 3, dtype=f32), v.normal(2, 3, dtype=f32) + 2.0],
+                            [ints, ints[::-1]]],
         "fastop::minimum": [[v.normal(2, 3), v.away(3)],
-                            [v.away(2, 3, dtype=f32), v.normal(2, 3, dtype=f32) + 2.0]],
+                            [v.away(2, 3, dtype=f32), v.normal(2, 3, dtype=f32) + 2.0],
+                            [ints32, ints32[::-1]]],
         "fastop::equal": compare,
         "fastop::not_equal": compare,
         "fastop::less_than": compare,
