@@ -113,7 +113,7 @@ def register(registry) -> None:
 
 def samples() -> dict[str, list[Any]]:
     """opcheck's inputs for this family's ops: float32 and float64; matmul with each
-    transpose flag, 1-D operands and broadcast batch dims; fc with and without bias,
+    transpose flag, 1-D operands, broadcast batch dims and integers; fc with and without bias,
     with each fused activation (relu's inputs kept away from 0) and batch dims."""
     v = Values(3)
     f32 = "float32"
@@ -124,7 +124,8 @@ def samples() -> dict[str, list[Any]]:
                            sample(v.normal(2, 3, dtype=f32), v.normal(4, 3, dtype=f32),
                                   transpose_y=True),
                            [v.normal(3), v.normal(2, 3, 4)],
-                           [v.normal(2, 2, 3, dtype=f32), v.normal(3, dtype=f32)]],
+                           [v.normal(2, 2, 3, dtype=f32), v.normal(3, dtype=f32)],
+                           [np.arange(6).reshape(2, 3), np.arange(-6, 6).reshape(3, 4)]],
         "fastop::fc": [sample(v.normal(2, 3), v.normal(3, 4), v.normal(4), activation="tanh"),
                        sample(v.normal(2, 3, dtype=f32), v.normal(3, 2, dtype=f32), None,
                               activation="sigmoid"),

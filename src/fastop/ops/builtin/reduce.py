@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
+
 from fastop._core import reduce as K
 from fastop._core import views as V
 from fastop._core.storage import DenseTensor
@@ -126,22 +128,23 @@ def register(registry) -> None:
 def samples() -> dict[str, list[Any]]:
     """opcheck's inputs for this family's ops: float32 and float64, one axis, several,
     all, negative and keepdim; distinct values for max (no tie changes within the finite
-    differences' step) and argmax."""
+    differences' step) and argmax; the integer kernels too."""
     v = Values(2)
     f32 = "float32"
+    ints = np.arange(6).reshape(2, 3)
     return {
         "fastop::sum": [sample(v.normal(2, 3), axis=1),
                         sample(v.normal(2, 3, 4, dtype=f32), axis=[0, 2], keepdim=True),
-                        [v.normal(3, 2)]],
+                        [v.normal(3, 2)], sample(ints, axis=0)],
         "fastop::mean": [sample(v.normal(2, 3), axis=[0, 1], keepdim=True),
                          sample(v.normal(2, 3, 4, dtype=f32), axis=-1),
                          [v.normal(4)]],
         "fastop::max": [sample(v.distinct(2, 3), axis=0),
                         sample(v.distinct(2, 3, 4, dtype=f32), axis=[1, 2], keepdim=True),
-                        [v.distinct(5)]],
+                        [v.distinct(5)], sample(ints.astype("int32"), axis=-1)],
         "fastop::argmax": [sample(v.distinct(2, 3), axis=1),
                            sample(v.distinct(2, 3, dtype=f32), axis=0, keepdim=True),
-                           [v.distinct(2, 3)]],
+                           [v.distinct(2, 3)], sample(ints[::-1], axis=0)],
         "fastop::sum_to_shape": [sample(v.normal(2, 3), shape=[1, 3]),
                                  sample(v.normal(4, 2, 3, dtype=f32), shape=[2, -1])],
         "fastop::broadcast_to": [sample(v.normal(1, 3), shape=[2, 3]),
