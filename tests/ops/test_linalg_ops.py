@@ -87,6 +87,7 @@ MATMUL_GRAD_CASES = {
     "mat.vec": ((3, 4), (4,)),
     "vec.vec": ((4,), (4,)),
     "vec.batch": ((4,), (2, 4, 3)),
+    "batch.vec": ((2, 3, 4), (4,)),
 }
 
 

@@ -7,7 +7,9 @@ from fastop._core.kernel import CKernel
 
 __all__ = ["matmul", "fc", "ACTIVATIONS"]
 
-#: activation name -> the code packed into the kernel's attributes.
+#: The activations fc fuses into its GEMM (name -> the code packed into the kernel's
+#: attributes; "" for none): the one list of them, which ``fastop::fc``, ``nn.Linear``
+#: fusion (``nn.Sequential``), ``nn.functional.linear`` and ``static.nn.fc`` read.
 ACTIVATIONS: dict[str, int]
 
 #: ``matmul(x, y, transpose_x=False, transpose_y=False)`` (PaddlePaddle semantics: the

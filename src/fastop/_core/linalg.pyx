@@ -50,6 +50,7 @@ cdef enum:
     LOOP_BLOCK_N = 256      # stays in L2 while every row of x streams past it
     LOOP_BLOCK_M = 32
 
+# The activations fc fuses (the one list of them: the op, nn and static.nn read it).
 ACTIVATIONS = {"": ACT_NONE, "tanh": ACT_TANH, "sigmoid": ACT_SIGMOID, "relu": ACT_RELU}
 
 
@@ -754,9 +755,9 @@ def _pack_fc(dict attrs):
     return (code,), ()
 
 
-matmul = make_kernel("fastop::matmul", ("x", "y"), ("out",), matmul_infer,
+matmul = make_kernel("matmul", ("x", "y"), ("out",), matmul_infer,
                      NULL, matmul_fn, matmul_fn, matmul_fn, matmul_fn,
                      0, ("transpose_x", "transpose_y"), _pack_matmul, 1)
 
-fc = make_kernel("fastop::fc", ("x", "w", "b?"), ("out",), fc_infer,
+fc = make_kernel("fc", ("x", "w", "b?"), ("out",), fc_infer,
                  NULL, fc_fn, fc_fn, fc_fn, fc_fn, 0, ("activation",), _pack_fc, 1)

@@ -416,12 +416,12 @@ def _pack_adamw(dict attrs):
 _DECAY_ATTRS = ("regularization_method", "regularization_coeff")
 
 sgd = make_kernel(
-    "fastop::sgd_update", ("param", "grad", "learning_rate", "grad_scale?"), ("param_out",),
+    "sgd_update", ("param", "grad", "learning_rate", "grad_scale?"), ("param_out",),
     _sgd_infer, NULL, NULL, NULL, _sgd_kernel, _sgd_kernel,
     0, _DECAY_ATTRS, _pack_sgd, 0, False, ("param",))
 
 momentum = make_kernel(
-    "fastop::momentum_update",
+    "momentum_update",
     ("param", "grad", "velocity", "learning_rate", "grad_scale?"),
     ("param_out", "velocity_out"),
     _momentum_infer, NULL, NULL, NULL, _momentum_kernel, _momentum_kernel,
@@ -435,12 +435,12 @@ _ADAM_OUTPUTS = ("param_out", "moment1_out", "moment2_out", "beta1_pow_out",
 _ADAM_UPDATES = ("param", "moment1", "moment2", "beta1_pow", "beta2_pow")
 
 adam = make_kernel(
-    "fastop::adam_update", _ADAM_INPUTS, _ADAM_OUTPUTS,
+    "adam_update", _ADAM_INPUTS, _ADAM_OUTPUTS,
     _adam_infer, NULL, NULL, NULL, _adam_kernel, _adam_kernel,
     0, ("beta1", "beta2", "epsilon", *_DECAY_ATTRS), _pack_adam, 0, False, _ADAM_UPDATES)
 
 adamw = make_kernel(
-    "fastop::adamw_update", _ADAM_INPUTS, _ADAM_OUTPUTS,
+    "adamw_update", _ADAM_INPUTS, _ADAM_OUTPUTS,
     _adam_infer, NULL, NULL, NULL, _adamw_kernel, _adamw_kernel,
     0, ("beta1", "beta2", "epsilon", "coeff", "with_decay"), _pack_adamw, 0, False,
     _ADAM_UPDATES)
@@ -531,6 +531,6 @@ cdef int _norm_kernel(fastop_view** ins, int n_in, fastop_view** outs, int n_out
 
 
 squared_l2_norm = make_kernel(
-    "fastop::squared_l2_norm", ("x",), ("out",), _norm_infer,
+    "squared_l2_norm", ("x",), ("out",), _norm_infer,
     NULL, NULL, NULL, _norm_kernel, _norm_kernel, 0, (), None, 0)
 (<CKernel>squared_l2_norm).reasons = {K_ERR_DTYPE: "x must be float32 or float64"}

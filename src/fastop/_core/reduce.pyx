@@ -739,16 +739,16 @@ def _pack_argmax(attrs):
 
 cdef tuple AXES = ("axis", "keepdim")
 
-sum = make_kernel("fastop::sum", ("x",), ("out",), _infer_reduce, NULL, _sum_kernel,
+sum = make_kernel("sum", ("x",), ("out",), _infer_reduce, NULL, _sum_kernel,
                   _sum_kernel, _sum_kernel, _sum_kernel, 0, AXES, _pack_axes, 0)
-mean = make_kernel("fastop::mean", ("x",), ("out",), _infer_reduce, NULL, NULL, NULL,
+mean = make_kernel("mean", ("x",), ("out",), _infer_reduce, NULL, NULL, NULL,
                    _mean_kernel, _mean_kernel, 0, AXES, _pack_axes, 0)
-max = make_kernel("fastop::max", ("x",), ("out",), _infer_max, NULL, _max_kernel,
+max = make_kernel("max", ("x",), ("out",), _infer_max, NULL, _max_kernel,
                   _max_kernel, _max_kernel, _max_kernel, 0, AXES, _pack_axes, 0)
-argmax = make_kernel("fastop::argmax", ("x",), ("out",), _infer_argmax, NULL,
+argmax = make_kernel("argmax", ("x",), ("out",), _infer_argmax, NULL,
                      _argmax_kernel, _argmax_kernel, _argmax_kernel, _argmax_kernel, 0, AXES,
                      _pack_argmax, 0)
-sum_to_shape = make_kernel("fastop::sum_to_shape", ("x",), ("out",), _infer_sum_to_shape,
+sum_to_shape = make_kernel("sum_to_shape", ("x",), ("out",), _infer_sum_to_shape,
                            NULL, _sum_to_shape_kernel, _sum_to_shape_kernel,
                            _sum_to_shape_kernel, _sum_to_shape_kernel, 0, ("shape",),
                            _pack_shape, 0)

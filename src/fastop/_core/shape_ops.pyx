@@ -292,10 +292,10 @@ def _pack_axis(attrs):
     return [int_attr(attrs, "axis", 0)], []
 
 
-gather = make_kernel("fastop::gather", ("x", "index"), ("out",), _infer_gather,
+gather = make_kernel("gather", ("x", "index"), ("out",), _infer_gather,
                      _gather_kernel, _gather_kernel, _gather_kernel, _gather_kernel,
                      _gather_kernel, 0, ("axis",), _pack_axis, 0)
-gather_grad = make_kernel("fastop::gather_grad", ("x", "index", "dout"), ("dx",),
+gather_grad = make_kernel("gather_grad", ("x", "index", "dout"), ("dx",),
                           _infer_gather_grad, NULL, NULL, NULL, _gather_grad_kernel,
                           _gather_grad_kernel, 0, ("axis",), _pack_axis, 0)
 for _k in (gather, gather_grad):

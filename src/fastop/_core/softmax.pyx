@@ -514,22 +514,22 @@ def _pack_ignore_index(attrs):
 
 cdef tuple AXIS = ("axis",)
 
-softmax = make_kernel("fastop::softmax", ("x",), ("out",), _infer_unary, NULL, NULL, NULL,
+softmax = make_kernel("softmax", ("x",), ("out",), _infer_unary, NULL, NULL, NULL,
                       _softmax_kernel, _softmax_kernel, 0, AXIS, _pack_axis, 0)
-log_softmax = make_kernel("fastop::log_softmax", ("x",), ("out",), _infer_unary, NULL, NULL,
+log_softmax = make_kernel("log_softmax", ("x",), ("out",), _infer_unary, NULL, NULL,
                           NULL, _log_softmax_kernel, _log_softmax_kernel, 0, AXIS,
                           _pack_axis, 0)
-softmax_grad = make_kernel("fastop::softmax_grad", ("y", "dy"), ("dx",), _infer_grad, NULL,
+softmax_grad = make_kernel("softmax_grad", ("y", "dy"), ("dx",), _infer_grad, NULL,
                            NULL, NULL, _softmax_grad_kernel, _softmax_grad_kernel, 0, AXIS,
                            _pack_axis, 0)
-log_softmax_grad = make_kernel("fastop::log_softmax_grad", ("y", "dy"), ("dx",),
+log_softmax_grad = make_kernel("log_softmax_grad", ("y", "dy"), ("dx",),
                                _infer_grad, NULL, NULL, NULL, _log_softmax_grad_kernel,
                                _log_softmax_grad_kernel, 0, AXIS, _pack_axis, 0)
 softmax_cross_entropy = make_kernel(
-    "fastop::softmax_cross_entropy", ("logits", "label"), ("loss", "softmax"), _infer_ce,
+    "softmax_cross_entropy", ("logits", "label"), ("loss", "softmax"), _infer_ce,
     NULL, NULL, NULL, _ce_kernel, _ce_kernel, 0, ("ignore_index",), _pack_ignore_index, 0)
 softmax_cross_entropy_grad = make_kernel(
-    "fastop::softmax_cross_entropy_grad", ("label", "softmax", "dloss"), ("dlogits",),
+    "softmax_cross_entropy_grad", ("label", "softmax", "dloss"), ("dlogits",),
     _infer_ce_grad, NULL, NULL, NULL, _ce_grad_kernel, _ce_grad_kernel, 1, ("ignore_index",),
     _pack_ignore_index, 0)
 # what their errors mean (CKernel.reasons)

@@ -36,7 +36,7 @@ from libc.stdint cimport int64_t
 
 import numpy as np
 
-from fastop.ops._registry import registry
+from fastop.ops.builtin._table import B
 
 __all__ = ["eager_call"]
 
@@ -278,7 +278,7 @@ cdef object _cast(object x, int dtype):
     """x cast to `dtype` by the registry's cast op (recorded, so gradients flow)."""
     global _cast_op
     if _cast_op is None:
-        _cast_op = registry.get("fastop::cast")
+        _cast_op = B.cast
     return dispatch_eager(<OpBase>_cast_op, (x,), {"dtype": _DTYPE_NAMES[dtype]})
 
 

@@ -13,13 +13,12 @@ from fastop.distributed._data_parallel import synced_by_data_parallel
 from fastop.distributed._world import init_parallel_env, world
 from fastop.ops import registry
 from fastop.ops._dispatch import current_mode
+from fastop.ops.builtin._table import B
 from fastop.optimizer import Optimizer
 
 __all__ = ["DistributedOptimizer"]
 
 _allreduce_mean = registry.get("dist::allreduce_mean")
-_slice = registry.get("fastop::slice")
-_reshape = registry.get("fastop::reshape")
 
 
 class DistributedOptimizer:
@@ -124,10 +123,10 @@ class DistributedOptimizer:
                 out = block.create_var(f"{grad.name}@avg", grad.dtype, grad.shape)
                 piece = dict(axes=[0], starts=[offset], ends=[offset + sizes[i]])
                 if grad.ndim == 1:
-                    averaged[i] = _slice(flat, **piece, out=out)
+                    averaged[i] = B.slice(flat, **piece, out=out)
                 else:
-                    averaged[i] = _reshape(_slice(flat, **piece), shape=list(grad.shape),
-                                           out=out)
+                    averaged[i] = B.reshape(B.slice(flat, **piece), shape=list(grad.shape),
+                                            out=out)
                 offset += sizes[i]
         return [(param, g) for (param, _), g in zip(params_grads, averaged)]
 

@@ -6,6 +6,7 @@ from collections import OrderedDict
 from typing import Any, Iterator
 
 from fastop import initializer as _init
+from fastop._core.linalg import ACTIVATIONS as FC_ACTIVATIONS
 from fastop.nn import functional as F
 from fastop.nn.layer import Layer
 
@@ -162,7 +163,10 @@ class Identity(Layer):
         return x
 
 
-_FUSED = {Tanh: "tanh", ReLU: "relu", Sigmoid: "sigmoid"}   # fc kernel epilogues
+# The activation layers whose op the fc kernel applies itself (its epilogues): a Linear
+# followed by one of them runs as one fc op.
+_FUSED = {layer: layer.__name__.lower() for layer in (Tanh, ReLU, Sigmoid)
+          if layer.__name__.lower() in FC_ACTIVATIONS}
 
 
 # -- regularization and lookup ---------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numbers
 from typing import Any, Sequence
 
+from fastop._core.linalg import ACTIVATIONS as FC_ACTIVATIONS
 from fastop.autograd import no_grad
 from fastop.ops._dispatch import current_mode
 from fastop.ops.builtin._table import B
@@ -26,7 +27,6 @@ __all__ = ["linear", "relu", "tanh", "sigmoid", "softmax", "log_softmax", "flatt
            "leaky_relu", "softplus"]
 
 _REDUCTIONS = ("mean", "sum", "none")
-_FC_ACTIVATIONS = ("", "tanh", "relu", "sigmoid")
 
 
 def _ndim(x: Any) -> int:
@@ -57,9 +57,10 @@ def linear(x: Any, weight: Any, bias: Any = None, name: str | None = None,
     same kernel.
     """
     activation = activation or ""
-    if activation not in _FC_ACTIVATIONS:
-        raise ValueError(f"linear: activation must be one of {list(_FC_ACTIVATIONS[1:])} "
-                         f"or None, got {activation!r}")
+    if activation not in FC_ACTIVATIONS:
+        fused = [name for name in FC_ACTIVATIONS if name]
+        raise ValueError(f"linear: activation must be one of {fused} or None, got "
+                         f"{activation!r}")
     return B.fc(x, weight, bias, activation=activation)
 
 

@@ -4,15 +4,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from fastop._core.linalg import ACTIVATIONS
 from fastop.ops import registry
+from fastop.ops.builtin._table import B
 from fastop.static.framework import (Variable, layer_name_guard, static_mode_guard,
                                      unique_name)
 from fastop.static.parameters import create_parameter
 
 __all__ = ["fc"]
-
-_FUSED = ("", "tanh", "relu", "sigmoid")   # activations the fc kernel applies itself
-
 
 def _param_spec(attr: Any, default_name: str) -> tuple[Any, str, bool] | None:
     """(initializer, name, trainable) from a weight_attr/bias_attr value: None (defaults),
@@ -60,15 +59,15 @@ def fc(x: Variable, size: int, num_flatten_dims: int = 1, weight_attr: Any = Non
     lead = [-1 if d is None else d for d in x.shape[:num_flatten_dims]]
     with static_mode_guard(), layer_name_guard(prefix):
         if x.ndim != 2:
-            x = registry.get("fastop::reshape")(x, shape=[-1, in_features])
+            x = B.reshape(x, shape=[-1, in_features])
         w = create_parameter([in_features, size], x.dtype, name=w_spec[1],
                              initializer=w_spec[0], trainable=w_spec[2])
         b = None if b_spec is None else create_parameter(
             [size], x.dtype, name=b_spec[1], initializer=b_spec[0], is_bias=True,
             trainable=b_spec[2])
-        out = registry.get("fastop::fc")(x, w, b, activation=act if act in _FUSED else "")
-        if act not in _FUSED:
+        out = B.fc(x, w, b, activation=act if act in ACTIVATIONS else "")
+        if act not in ACTIVATIONS:
             out = registry.get("fastop::" + act)(out)
         if len(lead) > 1:
-            out = registry.get("fastop::reshape")(out, shape=[*lead, size])
+            out = B.reshape(out, shape=[*lead, size])
     return out

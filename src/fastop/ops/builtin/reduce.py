@@ -16,13 +16,16 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from fastop._core import reduce as _kernels
-from fastop._core import views as _views
+import numpy as np
+
+from fastop._core import reduce as K
+from fastop._core import views as V
 from fastop._core.storage import DenseTensor
+from fastop.ops.builtin._sampling import Values, sample
 from fastop.ops.builtin._table import B
 from fastop.ops.builtin.elementwise import shape_attr
 
-__all__ = ["register", "reduced_axes"]
+__all__ = ["register", "samples", "reduced_axes"]
 
 AXIS_ATTRS = {"axis": None, "keepdim": False}
 
@@ -47,11 +50,11 @@ def restore_dims(x: Any, dy: Any, axis: Any, keepdim: bool) -> Any:
     return B.unsqueeze(dy, axis=axes)
 
 
-def sum_grad(x, dout, axis, keepdim):
+def sum_grad_rule(x, dout, axis, keepdim):
     return B.expand_as(restore_dims(x, dout, axis, keepdim), x)
 
 
-def mean_grad(x, dout, axis, keepdim):
+def mean_grad_rule(x, dout, axis, keepdim):
     if axis is None and isinstance(x, DenseTensor):     # loss.mean(): the common case
         return B.expand_as(B.multiply(dout, 1.0 / x.size if x.size else float("nan")), x)
     dims = [x.shape[a] for a in reduced_axes(x.ndim, axis)]
@@ -66,7 +69,7 @@ def mean_grad(x, dout, axis, keepdim):
     return B.expand_as(restore_dims(x, scaled, axis, keepdim), x)
 
 
-def max_grad(x, out, dout, axis, keepdim):
+def max_grad_rule(x, out, dout, axis, keepdim):
     """The gradient split evenly among the maxima (mask = x == max)."""
     hit = B.cast(B.equal(x, B.expand_as(restore_dims(x, out, axis, keepdim), x)),
                  dtype=x.dtype)
@@ -75,48 +78,77 @@ def max_grad(x, out, dout, axis, keepdim):
     return B.multiply(hit, B.expand_as(share, x))
 
 
-def sum_to_shape_grad(x, dout, shape):
+def sum_to_shape_grad_rule(x, dout, shape):
     return B.expand_as(dout, x)
 
 
-def broadcast_to_grad(x, dout, shape):
+def broadcast_to_grad_rule(x, dout, shape):
     return B.sum_to_shape(dout, shape=shape_attr(x.shape))
 
 
-def expand_as_grad(x, dout):
+def expand_as_grad_rule(x, dout):
     return B.sum_to_shape(dout, shape=shape_attr(x.shape)), None
 
 
 def register(registry) -> None:
     registry.define_ckernel(
-        "fastop::sum", _kernels.sum, attrs=dict(AXIS_ATTRS),
+        "fastop::sum", K.sum, attrs=dict(AXIS_ATTRS),
         doc="Sum over axes (all when axis is None or []) in x's dtype; floats are summed "
             "pairwise (error grows like log n)."
-    ).grad(needs=("x",), reads={})(sum_grad)
+    ).grad(needs=("x",), reads={})(sum_grad_rule)
     registry.define_ckernel(
-        "fastop::mean", _kernels.mean, attrs=dict(AXIS_ATTRS),
+        "fastop::mean", K.mean, attrs=dict(AXIS_ATTRS),
         doc="Mean over axes (all when axis is None or []); NaN over zero elements."
-    ).grad(needs=("x",), reads={})(mean_grad)
+    ).grad(needs=("x",), reads={})(mean_grad_rule)
     registry.define_ckernel(
-        "fastop::max", _kernels.max, attrs=dict(AXIS_ATTRS),
+        "fastop::max", K.max, attrs=dict(AXIS_ATTRS),
         doc="Maximum over axes (all when axis is None or []); NaN wins; a maximum over "
             "zero elements is an error."
-    ).grad(needs=("x", "out"))(max_grad)
+    ).grad(needs=("x", "out"))(max_grad_rule)
     registry.define_ckernel(
-        "fastop::argmax", _kernels.argmax, attrs=dict(AXIS_ATTRS), differentiable=(),
+        "fastop::argmax", K.argmax, attrs=dict(AXIS_ATTRS), differentiable=(),
         doc="int64 index of the first maximum along axis (flattened, C order, when axis "
             "is None); the first NaN counts as the maximum.")
     registry.define_ckernel(
-        "fastop::sum_to_shape", _kernels.sum_to_shape, attrs={"shape": list},
+        "fastop::sum_to_shape", K.sum_to_shape, attrs={"shape": list},
         doc="Sum x down to `shape`, a shape x broadcasts from (the gradient of a "
             "broadcast); -1 in shape keeps x's dim."
-    ).grad(needs=("x",), reads={})(sum_to_shape_grad)
+    ).grad(needs=("x",), reads={})(sum_to_shape_grad_rule)
     registry.define_ckernel(
-        "fastop::broadcast_to", _views.broadcast_to, attrs={"shape": list},
+        "fastop::broadcast_to", V.broadcast_to, attrs={"shape": list},
         doc="A read-only view of x broadcast to `shape` (numpy's rules; -1 keeps x's "
             "dim); no copy."
-    ).grad(needs=("x",), reads={})(broadcast_to_grad)
+    ).grad(needs=("x",), reads={})(broadcast_to_grad_rule)
     registry.define_ckernel(
-        "fastop::expand_as", _views.expand_as, differentiable=("x",),
+        "fastop::expand_as", V.expand_as, differentiable=("x",),
         doc="A read-only view of x broadcast to y's shape (y's values are not read)."
-    ).grad(needs=("x",), reads={})(expand_as_grad)
+    ).grad(needs=("x",), reads={})(expand_as_grad_rule)
+
+
+def samples() -> dict[str, list[Any]]:
+    """opcheck's inputs for this family's ops: float32 and float64, one axis, several,
+    all, negative and keepdim; distinct values for max (no tie changes within the finite
+    differences' step) and argmax; the integer kernels too."""
+    v = Values(2)
+    f32 = "float32"
+    ints = np.arange(6).reshape(2, 3)
+    return {
+        "fastop::sum": [sample(v.normal(2, 3), axis=1),
+                        sample(v.normal(2, 3, 4, dtype=f32), axis=[0, 2], keepdim=True),
+                        [v.normal(3, 2)], sample(ints, axis=0)],
+        "fastop::mean": [sample(v.normal(2, 3), axis=[0, 1], keepdim=True),
+                         sample(v.normal(2, 3, 4, dtype=f32), axis=-1),
+                         [v.normal(4)]],
+        "fastop::max": [sample(v.distinct(2, 3), axis=0),
+                        sample(v.distinct(2, 3, 4, dtype=f32), axis=[1, 2], keepdim=True),
+                        [v.distinct(5)], sample(ints.astype("int32"), axis=-1)],
+        "fastop::argmax": [sample(v.distinct(2, 3), axis=1),
+                           sample(v.distinct(2, 3, dtype=f32), axis=0, keepdim=True),
+                           [v.distinct(2, 3)], sample(ints[::-1], axis=0)],
+        "fastop::sum_to_shape": [sample(v.normal(2, 3), shape=[1, 3]),
+                                 sample(v.normal(4, 2, 3, dtype=f32), shape=[2, -1])],
+        "fastop::broadcast_to": [sample(v.normal(1, 3), shape=[2, 3]),
+                                 sample(v.normal(3, 1, dtype=f32), shape=[2, -1, 4])],
+        "fastop::expand_as": [[v.normal(1, 3), v.normal(2, 3)],
+                              [v.normal(3, 1, dtype=f32), v.normal(2, 3, 4, dtype=f32)]],
+    }

@@ -29,13 +29,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from fastop._core import shape_ops as _kernels
-from fastop._core import views as _views
+from fastop._core import shape_ops as K
+from fastop._core import views as V
 from fastop.ops._registry import AttrSpec, TensorMeta
+from fastop.ops.builtin._sampling import Values, sample
 from fastop.ops.builtin._table import B
 from fastop.ops.builtin.elementwise import shape_attr
 
-__all__ = ["register", "slice_key"]
+__all__ = ["register", "samples", "slice_key"]
 
 SLICE_ATTRS = {"axes": list, "starts": list, "ends": list, "strides": [],
                "decrease_axis": []}
@@ -71,41 +72,41 @@ def inserted_axes(ndim: int, axis: Any) -> list[int]:
 
 # --------------------------------------------------------------------------- rules
 
-def reshape_grad(x, dout, shape):
+def reshape_grad_rule(x, dout, shape):
     return B.reshape(dout, shape=shape_attr(x.shape))
 
 
-def transpose_grad(dout, perm):
+def transpose_grad_rule(dout, perm):
     ndim = len(perm)
     order = [p + ndim if p < 0 else p for p in perm]
     return B.transpose(dout, perm=sorted(range(ndim), key=order.__getitem__))
 
 
-def squeeze_grad(x, dout, axis):
+def squeeze_grad_rule(x, dout, axis):
     drop = squeezed_axes(x.shape, axis)
     return B.unsqueeze(dout, axis=drop) if drop else dout
 
 
-def unsqueeze_grad(x, dout, axis):
+def unsqueeze_grad_rule(x, dout, axis):
     return B.squeeze(dout, axis=inserted_axes(x.ndim, axis))
 
 
-def slice_grad_grad(g, axes, starts, ends, strides, decrease_axis):
+def slice_grad_grad_rule(g, axes, starts, ends, strides, decrease_axis):
     return None, B.slice(g, axes=axes, starts=starts, ends=ends, strides=strides,
                          decrease_axis=decrease_axis)
 
 
-def concat_grad(xs, dout, axis):
+def concat_grad_rule(xs, dout, axis):
     ax = axis + xs[0].ndim if axis < 0 else axis
     bounds = _concat_bounds([x.shape[ax] for x in xs], axis)
     return [B.slice(dout, axes=[ax], starts=[start], ends=[end]) for start, end in bounds]
 
 
-def gather_grad_grad(index, g, axis):
+def gather_grad_grad_rule(index, g, axis):
     return None, None, B.gather(g, index, axis=axis)
 
 
-def index_grad_grad(g, key):
+def index_grad_grad_rule(g, key):
     return None, B.index(g, key=key)
 
 
@@ -154,22 +155,22 @@ def index_grad_kernel(x, dy, key):
 
 def register(registry) -> None:
     registry.define_ckernel(
-        "fastop::reshape", _views.reshape, attrs={"shape": list},
+        "fastop::reshape", V.reshape, attrs={"shape": list},
         doc="x with a new shape (0 copies x's dim, one -1 is inferred); a view of "
             "contiguous x."
-    ).grad(needs=("x",), reads={})(reshape_grad)
+    ).grad(needs=("x",), reads={})(reshape_grad_rule)
     registry.define_ckernel(
-        "fastop::transpose", _views.transpose, attrs={"perm": list},
+        "fastop::transpose", V.transpose, attrs={"perm": list},
         doc="A view of x with its axes permuted: out.shape[i] = x.shape[perm[i]]."
-    ).grad()(transpose_grad)
+    ).grad()(transpose_grad_rule)
     registry.define_ckernel(
-        "fastop::squeeze", _views.squeeze, attrs={"axis": AttrSpec("axis", object, None)},
+        "fastop::squeeze", V.squeeze, attrs={"axis": AttrSpec("axis", object, None)},
         doc="A view of x without its size-1 dims (all, or those among axis)."
-    ).grad(needs=("x",), reads={})(squeeze_grad)
+    ).grad(needs=("x",), reads={})(squeeze_grad_rule)
     registry.define_ckernel(
-        "fastop::unsqueeze", _views.unsqueeze, attrs={"axis": AttrSpec("axis", object)},
+        "fastop::unsqueeze", V.unsqueeze, attrs={"axis": AttrSpec("axis", object)},
         doc="A view of x with size-1 dims inserted, one per entry of axis, in order."
-    ).grad(needs=("x",), reads={})(unsqueeze_grad)
+    ).grad(needs=("x",), reads={})(unsqueeze_grad_rule)
 
     slice_grad = registry.define(
         "fastop::slice_grad", inputs=["x", "dy"], outputs=["dx"], attrs=dict(SLICE_ATTRS),
@@ -177,9 +178,9 @@ def register(registry) -> None:
         doc="Backward of slice: zeros shaped like x with dy written into the slice.")
     slice_grad.meta(slice_grad_meta)
     slice_grad.kernel()(slice_grad_kernel)
-    slice_grad.grad()(slice_grad_grad)
+    slice_grad.grad()(slice_grad_grad_rule)
     registry.define_ckernel(
-        "fastop::slice", _views.slice, attrs=dict(SLICE_ATTRS),
+        "fastop::slice", V.slice, attrs=dict(SLICE_ATTRS),
         doc="A view x[start:end:stride] along each of `axes` (Python slice semantics: "
             "negative positions count from the end, out-of-range ones are clamped); "
             "axes in decrease_axis are indexed (x[start]) and dropped."
@@ -190,15 +191,15 @@ def register(registry) -> None:
         doc="Join tensors of one dtype along an existing axis (a copy).")
     concat.meta(concat_meta)
     concat.kernel()(concat_kernel)
-    concat.grad(needs=("xs",), reads={})(concat_grad)
+    concat.grad(needs=("xs",), reads={})(concat_grad_rule)
 
     gather_grad = registry.define_ckernel(
-        "fastop::gather_grad", _kernels.gather_grad, attrs={"axis": 0},
+        "fastop::gather_grad", K.gather_grad, attrs={"axis": 0},
         differentiable=("dout",), promotes=("x", "dout"),
         doc="Backward of gather: zeros like x with dout added at the gathered positions.")
-    gather_grad.grad(needs=("index",))(gather_grad_grad)
+    gather_grad.grad(needs=("index",))(gather_grad_grad_rule)
     registry.define_ckernel(
-        "fastop::gather", _kernels.gather, attrs={"axis": 0}, differentiable=("x",),
+        "fastop::gather", K.gather, attrs={"axis": 0}, differentiable=("x",),
         promotes=("x",),
         doc="Select entries of x along axis by an integer index array (numpy.take): "
             "out.shape = x.shape[:axis] + index.shape + x.shape[axis+1:]."
@@ -211,7 +212,7 @@ def register(registry) -> None:
             "positions (numpy's add.at: repeated positions accumulate).")
     index_grad.meta(index_grad_meta)
     index_grad.kernel()(index_grad_kernel)
-    index_grad.grad()(index_grad_grad)
+    index_grad.grad()(index_grad_grad_rule)
     index = registry.define(
         "fastop::index", inputs=["x"], outputs=["out"],
         attrs={"key": AttrSpec("key", object)},
@@ -220,6 +221,39 @@ def register(registry) -> None:
     index.meta(index_meta)
     index.kernel()(index_kernel)
     index.grad_op(index_grad, needs=("x", "dout"), reads={})
+
+
+
+def samples() -> dict[str, list[Any]]:
+    """opcheck's inputs for this family's ops: float32 and float64; reshape with 0 and
+    -1; slices with negative starts, strides and a decreased axis; gather and index with
+    repeated positions (their gradients accumulate)."""
+    v = Values(5)
+    f32 = "float32"
+    return {
+        "fastop::reshape": [sample(v.normal(2, 3), shape=[3, 2]),
+                            sample(v.normal(2, 3, 4, dtype=f32), shape=[0, -1])],
+        "fastop::transpose": [sample(v.normal(2, 3), perm=[1, 0]),
+                              sample(v.normal(2, 3, 4, dtype=f32), perm=[2, 0, 1])],
+        "fastop::squeeze": [sample(v.normal(2, 1, 3), axis=[1]),
+                            sample(v.normal(1, 3, 1, dtype=f32))],
+        "fastop::unsqueeze": [sample(v.normal(2, 3), axis=[1]),
+                              sample(v.normal(3, dtype=f32), axis=[0, -1])],
+        "fastop::slice": [sample(v.normal(3, 4), axes=[0, 1], starts=[0, 1], ends=[2, 3]),
+                          sample(v.normal(4, 5, dtype=f32), axes=[1, 0], starts=[-4, 3],
+                                 ends=[5, 0], strides=[2, -1]),
+                          sample(v.normal(3, 4), axes=[0], starts=[1], ends=[2],
+                                 decrease_axis=[0])],
+        "fastop::concat": [sample([v.normal(2, 3), v.normal(1, 3)], axis=0),
+                           sample([v.normal(2, 1, dtype=f32), v.normal(2, 2, dtype=f32),
+                                   v.normal(2, 3, dtype=f32)], axis=-1)],
+        "fastop::gather": [sample(v.normal(4, 3), np.array([0, 2, 2]), axis=0),
+                           sample(v.normal(2, 3, dtype=f32), np.array([[2, 0], [1, 1]]),
+                                  axis=1)],
+        "fastop::index": [sample(v.normal(3, 4), key=(np.array([0, 2, 0]), np.array([1, 3, 1]))),
+                          sample(v.normal(3, 4, dtype=f32),
+                                 key=np.array([True, False, True]))],
+    }
 
 
 def _concat_bounds(sizes: Sequence[Any], axis: int) -> list[tuple[int, int]]:
@@ -236,9 +270,9 @@ def _concat_bounds(sizes: Sequence[Any], axis: int) -> list[tuple[int, int]]:
         start += s
     if unknown:
         end = -sum(sizes[u + 1:])
-        bounds.append((start, end or _views.SLICE_END))
+        bounds.append((start, end or V.SLICE_END))
         for s in sizes[u + 1:]:
-            bounds.append((end, end + s or _views.SLICE_END))
+            bounds.append((end, end + s or V.SLICE_END))
             end += s
     return bounds
 

@@ -16,13 +16,18 @@ themselves), so double backward works through all of them.
 """
 from __future__ import annotations
 
-from fastop._core import softmax as _kernels
+from typing import Any
+
+import numpy as np
+
+from fastop._core import softmax as K
+from fastop.ops.builtin._sampling import Values, sample
 from fastop.ops.builtin._table import B
 
-__all__ = ["register"]
+__all__ = ["register", "samples"]
 
 
-def softmax_grad_grad(y, dy, g, axis):
+def softmax_grad_grad_rule(y, dy, g, axis):
     # dx = y * (dy - s), s = sum(dy * y):  d/d(dy) = softmax_grad(y, g),
     # d/dy = g * (dy - s) - dy * sum(g * y)
     s = B.sum(B.multiply(dy, y), axis=axis, keepdim=True)
@@ -31,7 +36,7 @@ def softmax_grad_grad(y, dy, g, axis):
     return d_y, B.softmax_grad(y, g, axis=axis)
 
 
-def log_softmax_grad_grad(y, dy, g, axis):
+def log_softmax_grad_grad_rule(y, dy, g, axis):
     # dx = dy - e * S, e = exp(y), S = sum(dy):  d/d(dy) = g - sum(g * e),
     # d/dy = -g * e * S
     ge = B.multiply(g, B.exp(y))
@@ -55,7 +60,7 @@ def softmax_cross_entropy_grad_rule(label, softmax, dloss, dsoftmax, ignore_inde
     return dlogits, None
 
 
-def softmax_cross_entropy_grad_grad(label, softmax, dloss, g, ignore_index):
+def softmax_cross_entropy_grad_grad_rule(label, softmax, dloss, g, ignore_index):
     # dlogits = r * (softmax - onehot) with r = dloss on kept rows, 0 on ignored ones:
     # d/d(softmax) = g * r, d/d(dloss) = sum(g * (softmax - onehot)) on kept rows.
     # Both come from this op itself: with softmax = 0 it gives -r * onehot, whose
@@ -70,34 +75,54 @@ def softmax_cross_entropy_grad_grad(label, softmax, dloss, g, ignore_index):
 
 
 def register(registry) -> None:
-    for name, formula, rule in (
-            ("softmax", "dx = y * (dy - sum(dy * y, axis)) for y = softmax(x)",
-             softmax_grad_grad),
-            ("log_softmax", "dx = dy - exp(y) * sum(dy, axis) for y = log_softmax(x)",
-             log_softmax_grad_grad)):
-        backward = registry.define_ckernel(
-            f"fastop::{name}_grad", getattr(_kernels, f"{name}_grad"), attrs={"axis": -1},
-            doc=f"Backward of {name}: {formula}.")
-        backward.grad(needs=("y", "dy"))(rule)
-        registry.define_ckernel(
-            f"fastop::{name}", getattr(_kernels, name), attrs={"axis": -1},
-            doc="exp(x - max) / sum(exp(x - max)) along axis (numerically stable)."
-            if name == "softmax" else
-            "(x - max) - log(sum(exp(x - max))) along axis (numerically stable)."
-        ).grad_op(backward, needs=("out", "dout"))
+    softmax_grad = registry.define_ckernel(
+        "fastop::softmax_grad", K.softmax_grad, attrs={"axis": -1},
+        doc="Backward of softmax: dx = y * (dy - sum(dy * y, axis)) for y = softmax(x).")
+    softmax_grad.grad(needs=("y", "dy"))(softmax_grad_grad_rule)
+    registry.define_ckernel(
+        "fastop::softmax", K.softmax, attrs={"axis": -1},
+        doc="exp(x - max) / sum(exp(x - max)) along axis (numerically stable)."
+    ).grad_op(softmax_grad, needs=("out", "dout"))
+
+    log_softmax_grad = registry.define_ckernel(
+        "fastop::log_softmax_grad", K.log_softmax_grad, attrs={"axis": -1},
+        doc="Backward of log_softmax: dx = dy - exp(y) * sum(dy, axis) for "
+            "y = log_softmax(x).")
+    log_softmax_grad.grad(needs=("y", "dy"))(log_softmax_grad_grad_rule)
+    registry.define_ckernel(
+        "fastop::log_softmax", K.log_softmax, attrs={"axis": -1},
+        doc="(x - max) - log(sum(exp(x - max))) along axis (numerically stable)."
+    ).grad_op(log_softmax_grad, needs=("out", "dout"))
 
     ce_grad = registry.define_ckernel(
-        "fastop::softmax_cross_entropy_grad", _kernels.softmax_cross_entropy_grad,
+        "fastop::softmax_cross_entropy_grad", K.softmax_cross_entropy_grad,
         attrs={"ignore_index": -100}, differentiable=("softmax", "dloss"),
         promotes=("softmax", "dloss"),
         doc="Backward of softmax_cross_entropy: dlogits = dloss * (softmax - "
             "onehot(label)), zero on ignored rows.")
-    ce_grad.grad(needs=("label", "softmax", "dloss"))(softmax_cross_entropy_grad_grad)
+    ce_grad.grad(needs=("label", "softmax", "dloss"))(softmax_cross_entropy_grad_grad_rule)
     registry.define_ckernel(
-        "fastop::softmax_cross_entropy", _kernels.softmax_cross_entropy,
+        "fastop::softmax_cross_entropy", K.softmax_cross_entropy,
         attrs={"ignore_index": -100}, differentiable=("logits",), promotes=("logits",),
         doc="Fused softmax + cross-entropy: loss [*, 1] = -log_softmax(logits)[label] and "
             "softmax [*, C] of logits [*, C]; integer labels [*] or [*, 1]; rows whose "
             "label is ignore_index get loss 0; other labels outside [0, C) are errors."
     ).grad_op(ce_grad, needs=("label", "softmax", "dloss"),
               otherwise=softmax_cross_entropy_grad_rule)
+
+
+def samples() -> dict[str, list[Any]]:
+    """opcheck's inputs for this family's ops: float32 and float64, each axis;
+    cross-entropy with labels [N] and [N, 1], int64 and int32, an ignored row."""
+    v = Values(4)
+    f32 = "float32"
+    return {
+        "fastop::softmax": [sample(v.normal(2, 3), axis=-1),
+                            sample(v.normal(3, 2, 2, dtype=f32), axis=1)],
+        "fastop::log_softmax": [sample(v.normal(2, 3), axis=0),
+                                sample(v.normal(2, 4, dtype=f32), axis=-1)],
+        "fastop::softmax_cross_entropy": [
+            [v.normal(3, 3), np.array([2, 0, -100], dtype=np.int64)],
+            [v.normal(4, 3, dtype=f32), np.array([[1], [0], [2], [1]], dtype=np.int32)],
+            sample(v.normal(3, 4), np.array([3, 1, 0], dtype=np.int64), ignore_index=1)],
+    }
