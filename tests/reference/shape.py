@@ -33,9 +33,11 @@ def _index(ndim: int, axes, starts, ends, strides) -> tuple:
 
 
 def slice(x: np.ndarray, axes: Sequence[int], starts: Sequence[int], ends: Sequence[int],
-          strides: Sequence[int] = ()) -> np.ndarray:
-    """x[start:end:stride] along each of `axes` (Python slice semantics)."""
-    return x[_index(x.ndim, axes, starts, ends, strides)]
+          strides: Sequence[int] = (), decrease_axis: Sequence[int] = ()) -> np.ndarray:
+    """x[start:end:stride] along each of `axes` (Python slice semantics), with the
+    axes of `decrease_axis` (each of length 1 then) dropped."""
+    out = x[_index(x.ndim, axes, starts, ends, strides)]
+    return out.squeeze(axis=tuple(decrease_axis)) if len(decrease_axis) else out
 
 
 def slice_grad(x: np.ndarray, dy: np.ndarray, axes, starts, ends, strides=()) -> np.ndarray:

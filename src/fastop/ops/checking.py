@@ -16,8 +16,30 @@ import numpy as np
 from fastop._core.storage import DenseTensor, from_numpy
 from fastop.ops._registry import OpDef, apply_grad_rule, registry
 
-__all__ = ["check_grad_rule", "run_grad_rule", "numerical_jacobian", "assert_close",
+__all__ = ["Sample", "check_grad_rule", "run_grad_rule", "numerical_jacobian", "assert_close",
            "default_tolerance"]
+
+class Sample:
+    """One sample for :func:`opcheck`: the op's inputs (numpy arrays; a list of arrays
+    for a variadic input, None for an absent optional one) and attributes for this
+    sample only: ``Sample(x, w, stride=2)``."""
+
+    __slots__ = ("inputs", "attrs")
+
+    def __init__(self, *inputs: Any, **attrs: Any) -> None:
+        self.inputs = list(inputs)
+        self.attrs = attrs
+
+    def __repr__(self) -> str:
+        return f"Sample(shapes={[_shape_of(x) for x in self.inputs]}, attrs={self.attrs})"
+
+
+def _shape_of(value: Any) -> Any:
+    """A sample input's shape (a list of shapes for a variadic input, None for None)."""
+    if isinstance(value, (list, tuple)):
+        return [_shape_of(v) for v in value]
+    return None if value is None else np.shape(value)
+
 
 # (rtol, atol) by the kind of the less precise of the two values compared: torch's
 # assert_close defaults, and exact comparison for integers and booleans.

@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from fastop.ops.checking import Sample
+
 __all__ = ["Values", "sample"]
 
 
@@ -36,7 +38,6 @@ class Values:
         return ((self.rng.permutation(n) - n / 2 + 0.5) * 0.1).reshape(shape).astype(dtype)
 
 
-def sample(*inputs: Any, **attrs: Any) -> Any:
+def sample(*inputs: Any, **attrs: Any) -> Sample:
     """A :class:`fastop.testing.Sample`: one call's inputs with its attributes."""
-    from fastop.testing import Sample   # the tools layer; samples are made for tests only
     return Sample(*inputs, **attrs)
