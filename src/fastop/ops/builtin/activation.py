@@ -5,7 +5,7 @@
 ``softplus(x, beta=1.0, threshold=20.0)`` (PaddlePaddle's definitions), each with a
 backward kernel ``<name>_grad(x, dout, ...) -> dout * f'(x)``.
 
-Rules: each op → its backward kernel; each backward kernel → ``d dout =
+Rules: each op → its backward kernel (``grad_op``); each backward kernel → ``d dout =
 <name>_grad(x, g)`` and ``d x = g * dout * f''(x)``, with f'' written with registered
 ops, so double backward works:
 
@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from fastop._core import activation as K
+from fastop.ops.builtin._sampling import Values, sample
 from fastop.ops.builtin._table import B
 
 __all__ = ["register", "samples"]
@@ -41,7 +42,8 @@ def _one_minus(v: Any) -> Any:
 def gelu_second(x: Any, approximate: bool) -> Any:
     """gelu''(x)."""
     if not approximate:
-        phi = B.multiply(B.exp(B.multiply(B.square(x), -0.5)), 1.0 / math.sqrt(2.0 * math.pi))
+        phi = B.multiply(B.exp(B.multiply(B.square(x), -0.5)),
+                         1.0 / math.sqrt(2.0 * math.pi))
         return B.multiply(phi, B.subtract(2.0, B.square(x)))
     # f = x s, s = sigmoid(2u): f'' = q (4 u' + 4 x u'^2 (1 - 2 s) + 2 x u''),
     # q = s (1 - s), u' = k (1 + 3 c x^2), u'' = 6 k c x
@@ -55,11 +57,7 @@ def gelu_second(x: Any, approximate: bool) -> Any:
     return B.multiply(q, inner)
 
 
-def gelu_grad_rule(x, dout, approximate):
-    return B.gelu_grad(x, dout, approximate=approximate)
-
-
-def gelu_grad_grad(x, dout, g, approximate):
+def gelu_grad_grad_rule(x, dout, g, approximate):
     return (B.multiply(B.multiply(g, dout), gelu_second(x, approximate)),
             B.gelu_grad(x, g, approximate=approximate))
 
@@ -73,21 +71,13 @@ def silu_second(x: Any) -> Any:
                       B.add(B.multiply(x, B.subtract(1.0, B.multiply(s, 2.0))), 2.0))
 
 
-def silu_grad_rule(x, dout):
-    return B.silu_grad(x, dout)
-
-
-def silu_grad_grad(x, dout, g):
+def silu_grad_grad_rule(x, dout, g):
     return B.multiply(B.multiply(g, dout), silu_second(x)), B.silu_grad(x, g)
 
 
 # -- leaky_relu -----------------------------------------------------------------------
 
-def leaky_relu_grad_rule(x, dout, negative_slope):
-    return B.leaky_relu_grad(x, dout, negative_slope=negative_slope)
-
-
-def leaky_relu_grad_grad(x, dout, g, negative_slope):
+def leaky_relu_grad_grad_rule(x, dout, g, negative_slope):
     # piecewise linear: f'' = 0 (g * 0 keeps the gradient recorded)
     return B.multiply(g, 0.0), B.leaky_relu_grad(x, g, negative_slope=negative_slope)
 
@@ -102,71 +92,63 @@ def softplus_second(x: Any, beta: float, threshold: float) -> Any:
     return B.where(B.greater_than(z, threshold), B.full_like(curve, fill_value=0.0), curve)
 
 
-def softplus_grad_rule(x, dout, beta, threshold):
-    return B.softplus_grad(x, dout, beta=beta, threshold=threshold)
-
-
-def softplus_grad_grad(x, dout, g, beta, threshold):
+def softplus_grad_grad_rule(x, dout, g, beta, threshold):
     return (B.multiply(B.multiply(g, dout), softplus_second(x, beta, threshold)),
             B.softplus_grad(x, g, beta=beta, threshold=threshold))
 
 
 def register(registry) -> None:
+    gelu_grad = registry.define_ckernel(
+        "fastop::gelu_grad", K.gelu_grad, attrs={"approximate": False},
+        doc="Backward of gelu: dout * gelu'(x).")
+    gelu_grad.grad(needs=("x", "dout"))(gelu_grad_grad_rule)
     registry.define_ckernel(
         "fastop::gelu", K.gelu, attrs={"approximate": False},
         doc="0.5 x (1 + erf(x / sqrt 2)); approximate: 0.5 x (1 + tanh(sqrt(2/pi) "
             "(x + 0.044715 x^3)))."
-    ).grad(needs=("x",))(gelu_grad_rule)
-    registry.define_ckernel(
-        "fastop::gelu_grad", K.gelu_grad, attrs={"approximate": False},
-        doc="Backward of gelu: dout * gelu'(x)."
-    ).grad(needs=("x", "dout"))(gelu_grad_grad)
+    ).grad_op(gelu_grad, needs=("x", "dout"))
+
+    silu_grad = registry.define_ckernel(
+        "fastop::silu_grad", K.silu_grad, doc="Backward of silu: dout * s (1 + x (1 - s)).")
+    silu_grad.grad(needs=("x", "dout"))(silu_grad_grad_rule)
     registry.define_ckernel(
         "fastop::silu", K.silu, doc="x * sigmoid(x)."
-    ).grad(needs=("x",))(silu_grad_rule)
-    registry.define_ckernel(
-        "fastop::silu_grad", K.silu_grad, doc="Backward of silu: dout * s (1 + x (1 - s))."
-    ).grad(needs=("x", "dout"))(silu_grad_grad)
+    ).grad_op(silu_grad, needs=("x", "dout"))
+
+    leaky_relu_grad = registry.define_ckernel(
+        "fastop::leaky_relu_grad", K.leaky_relu_grad, attrs={"negative_slope": 0.01},
+        doc="Backward of leaky_relu: dout where x > 0, negative_slope * dout elsewhere.")
+    leaky_relu_grad.grad(needs=("x", "dout"))(leaky_relu_grad_grad_rule)
     registry.define_ckernel(
         "fastop::leaky_relu", K.leaky_relu, attrs={"negative_slope": 0.01},
         doc="x where x > 0, negative_slope * x elsewhere."
-    ).grad(needs=("x",))(leaky_relu_grad_rule)
-    registry.define_ckernel(
-        "fastop::leaky_relu_grad", K.leaky_relu_grad, attrs={"negative_slope": 0.01},
-        doc="Backward of leaky_relu: dout where x > 0, negative_slope * dout elsewhere."
-    ).grad(needs=("x", "dout"))(leaky_relu_grad_grad)
+    ).grad_op(leaky_relu_grad, needs=("x", "dout"))
+
+    softplus_grad = registry.define_ckernel(
+        "fastop::softplus_grad", K.softplus_grad, attrs={"beta": 1.0, "threshold": 20.0},
+        doc="Backward of softplus: dout * sigmoid(beta x), dout above the threshold.")
+    softplus_grad.grad(needs=("x", "dout"))(softplus_grad_grad_rule)
     registry.define_ckernel(
         "fastop::softplus", K.softplus, attrs={"beta": 1.0, "threshold": 20.0},
         doc="log(1 + exp(beta x)) / beta, x where beta x > threshold (computed without "
             "overflow)."
-    ).grad(needs=("x",))(softplus_grad_rule)
-    registry.define_ckernel(
-        "fastop::softplus_grad", K.softplus_grad, attrs={"beta": 1.0, "threshold": 20.0},
-        doc="Backward of softplus: dout * sigmoid(beta x), dout above the threshold."
-    ).grad(needs=("x", "dout"))(softplus_grad_grad)
+    ).grad_op(softplus_grad, needs=("x", "dout"))
 
 
 def samples() -> dict[str, list[Any]]:
-    """opcheck's inputs: float32 and float64, every attribute setting, x away from the
-    kinks (leaky_relu's 0, softplus's threshold)."""
-    from fastop.testing import Sample
-
-    rng = np.random.default_rng(0)
-
-    def away(*shape: int, dtype: str = "float64") -> np.ndarray:
-        x = rng.uniform(0.1, 2.5, shape) * np.where(np.arange(math.prod(shape)) % 2, 1, -1
-                                                     ).reshape(shape)
-        return x.astype(dtype)
-
+    """opcheck's inputs (the backward kernels are checked through their forward op):
+    float32 and float64, every attribute setting, x away from the kinks (leaky_relu's
+    0, softplus's threshold)."""
+    v = Values(7)
     f32 = "float32"
     return {
-        "fastop::gelu": [[away(2, 3)], Sample(away(3, 2), approximate=True),
-                         [away(4, dtype=f32)]],
-        "fastop::silu": [[rng.standard_normal((2, 3))], [away(3, dtype=f32)]],
-        "fastop::leaky_relu": [Sample(away(2, 3), negative_slope=0.2),
-                               [away(2, 2, dtype=f32)]],
-        "fastop::softplus": [Sample(rng.standard_normal((2, 3)), beta=1.5),
-                             Sample(np.array([[-1.2, 0.1, 0.3], [0.7, 1.1, 2.0]]), beta=2.0,
+        "fastop::gelu": [[v.away(2, 3)], sample(v.away(3, 2), approximate=True),
+                         [v.normal(4, dtype=f32)]],
+        "fastop::silu": [[v.normal(2, 3)], [v.normal(3, dtype=f32)]],
+        "fastop::leaky_relu": [sample(v.away(2, 3), negative_slope=0.2),
+                               [v.away(2, 2, dtype=f32)]],
+        "fastop::softplus": [sample(v.normal(2, 3), beta=1.5),
+                             sample(np.array([[-1.2, 0.1, 0.3], [0.7, 1.1, 2.0]]), beta=2.0,
                                     threshold=1.0),
-                             [away(3, dtype=f32)]],
+                             [v.normal(3, dtype=f32)]],
     }

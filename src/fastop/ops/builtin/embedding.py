@@ -10,9 +10,9 @@ dweight``: the rows of ``dout`` added into zeros like ``weight`` at their ids, t
 ``one_hot(x, num_classes=)`` (numpy kernel): float32 ``x.shape + [num_classes]`` with a
 1 at each id (each in ``[0, num_classes)``); not differentiable.
 
-Rules: embedding → embedding_grad (weight only; ids take no gradient); embedding_grad
-→ embedding of the incoming gradient (the scatter's adjoint is the lookup), so double
-backward works.
+Rules: embedding → embedding_grad (``grad_op``; weight only; ids take no gradient);
+embedding_grad → embedding of the incoming gradient (the scatter's adjoint is the
+lookup), so double backward works.
 """
 from __future__ import annotations
 
@@ -23,18 +23,15 @@ import numpy as np
 from fastop._core import embedding as K
 from fastop._core.storage import float32
 from fastop.ops._registry import TensorMeta
+from fastop.ops.builtin._sampling import Values, sample
 from fastop.ops.builtin._table import B
 
 __all__ = ["register", "samples"]
 
 
-# -- embedding and its backward kernel ------------------------------------------------
+# -- embedding's backward kernel ------------------------------------------------------
 
-def embedding_grad_rule(x, weight, dout, padding_idx):
-    return None, B.embedding_grad(x, weight, dout, padding_idx=padding_idx)
-
-
-def embedding_grad_grad(x, weight, g, padding_idx):
+def embedding_grad_grad_rule(x, weight, g, padding_idx):
     return None, None, B.embedding(x, g, padding_idx=padding_idx)
 
 
@@ -59,18 +56,19 @@ def one_hot_kernel(x, num_classes):
 
 
 def register(registry) -> None:
+    embedding_grad = registry.define_ckernel(
+        "fastop::embedding_grad", K.embedding_grad, attrs={"padding_idx": -1},
+        differentiable=("dout",),
+        doc="Backward of embedding: zeros like weight with dout's rows added at their "
+            "ids; the padding_idx row stays zero.")
+    embedding_grad.grad(needs=("x", "weight"), reads={"dout": ("x",)})(
+        embedding_grad_grad_rule)
     registry.define_ckernel(
         "fastop::embedding", K.embedding, attrs={"padding_idx": -1},
         differentiable=("weight",),
         doc="Rows of weight [num_embeddings, dim] at the int ids x (out: x.shape + "
             "[dim]); rows whose id is padding_idx (-1: none) are zeros."
-    ).grad(needs=("x", "weight"), reads={"weight": ("x",)})(embedding_grad_rule)
-    registry.define_ckernel(
-        "fastop::embedding_grad", K.embedding_grad, attrs={"padding_idx": -1},
-        differentiable=("dout",),
-        doc="Backward of embedding: zeros like weight with dout's rows added at their "
-            "ids; the padding_idx row stays zero."
-    ).grad(needs=("x", "weight"), reads={"dout": ("x",)})(embedding_grad_grad)
+    ).grad_op(embedding_grad, needs=("x", "weight", "dout"), reads={"weight": ("x",)})
     registry.define(
         "fastop::one_hot", inputs=["x"], attrs={"num_classes": int}, differentiable=(),
         meta=one_hot_meta, kernels=dict.fromkeys(("int32", "int64"), one_hot_kernel),
@@ -79,17 +77,16 @@ def register(registry) -> None:
 
 
 def samples() -> dict[str, list[Any]]:
-    """opcheck's inputs: int64 and int32 ids (repeated ids: their rows' gradients add
-    up), float32 and float64 tables, with and without a padding row."""
-    from fastop.testing import Sample
-
-    rng = np.random.default_rng(0)
+    """opcheck's inputs (embedding_grad is checked through embedding): int64 and int32
+    ids (repeated ids: their rows' gradients add up), float32 and float64 tables, with
+    and without a padding row."""
+    v = Values(8)
     ids = np.array([[0, 3], [3, 1]])
     return {
         "fastop::embedding": [
-            Sample(ids, rng.standard_normal((4, 3)), padding_idx=1),
-            Sample(ids.astype("int32"), rng.standard_normal((5, 2)).astype("float32")),
-            Sample(np.array([2, 2, 0]), rng.standard_normal((3, 4)), padding_idx=0)],
-        "fastop::one_hot": [Sample(ids, num_classes=4),
-                            Sample(np.array([0, 2, 1], "int32"), num_classes=3)],
+            sample(ids, v.normal(4, 3), padding_idx=1),
+            sample(ids.astype("int32"), v.normal(5, 2, dtype="float32")),
+            sample(np.array([2, 2, 0]), v.normal(3, 4), padding_idx=0)],
+        "fastop::one_hot": [sample(ids, num_classes=4),
+                            sample(np.array([0, 2, 1], "int32"), num_classes=3)],
     }

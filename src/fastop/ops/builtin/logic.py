@@ -16,6 +16,7 @@ import numpy as np
 from fastop._core.storage import bool_
 from fastop.ops._registry import TensorMeta
 from fastop.ops.builtin._axes import broadcast_meta, normalize_axes, reduced_meta
+from fastop.ops.builtin._sampling import sample
 from fastop.ops.builtin.math import AXIS_ATTRS
 
 __all__ = ["register", "samples"]
@@ -94,16 +95,14 @@ def register(registry) -> None:
 def samples() -> dict[str, list[Any]]:
     """opcheck's inputs: float32, float64, integer and bool operands, broadcasting,
     NaN and infinities for the tests, each reduction axis form."""
-    from fastop.testing import Sample
-
     special = np.array([[0.0, 1.5, np.nan], [np.inf, -np.inf, -2.0]])
     ints = np.array([[0, 1, 2], [3, 0, -1]], "int32")
     flags = np.array([True, False, True])
     binary = [[special, special[1]], [special.astype("float32"), np.float32([0, 1, 2])],
               [ints, flags], [flags, ints.astype("int64")]]
     unary = [[special], [special.astype("float32")], [ints]]
-    reduce = [Sample(special != 0, axis=1), Sample(special, axis=None, keepdim=True),
-              Sample(special.astype("float32"), axis=[0, 1]), Sample(ints, axis=0)]
+    reduce = [sample(special != 0, axis=1), sample(special, axis=None, keepdim=True),
+              sample(special.astype("float32"), axis=[0, 1]), sample(ints, axis=0)]
     return {"fastop::logical_and": binary, "fastop::logical_or": binary,
             "fastop::logical_xor": binary, "fastop::logical_not": unary,
             "fastop::isnan": unary, "fastop::isinf": unary, "fastop::isfinite": unary,

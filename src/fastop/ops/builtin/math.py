@@ -22,6 +22,7 @@ import numpy as np
 
 from fastop.ops._registry import AttrSpec
 from fastop.ops.builtin._axes import normalize_axes, normalize_axis, reduced_meta
+from fastop.ops.builtin._sampling import Values, sample
 from fastop.ops.builtin._table import B
 from fastop.ops.builtin.reduce import max_grad
 
@@ -72,7 +73,7 @@ def _others_product(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     return np.transpose(others, np.argsort(kept + list(axes)))
 
 
-def prod_grad(x, dout, axis, keepdim):
+def prod_grad_kernel(x, dout, axis, keepdim):
     """The backward kernel: dout times the product of the other elements."""
     axes = normalize_axes("fastop::prod_grad", x.ndim, axis)
     if not keepdim:
@@ -97,7 +98,7 @@ def cumsum_kernel(x, axis, reverse):
                                                   dtype=x.dtype), axis))
 
 
-def cumsum_grad(dout, axis, reverse):
+def cumsum_grad_rule(dout, axis, reverse):
     return B.cumsum(dout, axis=axis, reverse=not reverse)
 
 
@@ -130,7 +131,7 @@ def clip_kernel(x, min, max):  # noqa: A002
     return np.clip(x, low, high)
 
 
-def clip_grad(x, dout, min, max):  # noqa: A002
+def clip_grad_rule(x, dout, min, max):  # noqa: A002
     inside = B.logical_and(B.greater_than(x, float(min)), B.less_than(x, float(max)))
     return B.where(inside, dout, B.full_like(dout, fill_value=0.0))
 
@@ -147,50 +148,40 @@ def register(registry) -> None:
         kernels=dict.fromkeys(NUMERIC, prod_kernel),
         doc="Product over axes (all when axis is None or []) in x's dtype; 1 over zero "
             "elements."
-    ).grad_kernel(needs=("x", "dout"))(prod_grad)
+    ).grad_kernel(needs=("x", "dout"))(prod_grad_kernel)
     registry.define(
         "fastop::cumsum", inputs=["x"], attrs={"axis": int, "reverse": False},
         meta=cumsum_meta, kernels=dict.fromkeys(NUMERIC, cumsum_kernel),
         doc="Running sums along axis in x's dtype (from the end when reverse)."
-    ).grad(reads={})(cumsum_grad)
+    ).grad(reads={})(cumsum_grad_rule)
     registry.define(
         "fastop::clip", inputs=["x"], attrs={"min": -math.inf, "max": math.inf},
         meta=clip_meta, kernels=dict.fromkeys(NUMERIC, clip_kernel),
         doc="x limited to [min, max] (integer x: bounds rounded inward); the gradient "
             "flows where min < x < max."
-    ).grad(needs=("x",), reads={"x": ("x",)})(clip_grad)
+    ).grad(needs=("x",), reads={"x": ("x",)})(clip_grad_rule)
 
 
 def samples() -> dict[str, list[Any]]:
-    """opcheck's inputs: float32 and float64, distinct values (no tie of min within the
-    finite differences' step), x away from zero for prod and from clip's bounds;
-    integer samples for the integer kernels."""
-    from fastop.testing import Sample
-
-    rng = np.random.default_rng(0)
-
-    def distinct(*shape: int, dtype: str = "float64") -> np.ndarray:
-        return ((rng.permutation(math.prod(shape)).reshape(shape) - 3) * 0.3).astype(dtype)
-
-    def away(*shape: int, dtype: str = "float64") -> np.ndarray:
-        x = rng.uniform(0.3, 1.4, shape) * np.where(np.arange(math.prod(shape)) % 2, 1, -1
-                                                     ).reshape(shape)
-        return x.astype(dtype)
-
-    ints = rng.integers(-5, 6, (2, 3, 4)).astype("int32")
+    """opcheck's inputs (prod_grad is checked through prod): float32 and float64,
+    distinct values (no tie of min within the finite differences' step), x away from
+    zero for prod and from clip's bounds; integer samples for the integer kernels."""
+    v = Values(3)
+    f32 = "float32"
+    ints = v.rng.integers(-5, 6, (2, 3, 4)).astype("int32")
     return {
-        "fastop::min": [Sample(distinct(2, 3), axis=1),
-                        Sample(distinct(2, 3, 4, dtype="float32"), axis=[0, 2], keepdim=True),
-                        Sample(distinct(3, 2), axis=None),
-                        Sample(ints.astype("int64"), axis=-1)],
-        "fastop::prod": [Sample(away(2, 3), axis=0),
-                         Sample(away(2, 3, 2, dtype="float32"), axis=[0, 2], keepdim=True),
-                         Sample(away(4), axis=None),
-                         Sample(ints, axis=1)],
-        "fastop::cumsum": [Sample(rng.standard_normal((2, 3)), axis=1, reverse=True),
-                           Sample(rng.standard_normal((3, 4)).astype("float32"), axis=0),
-                           Sample(ints, axis=-1)],
-        "fastop::clip": [Sample(away(2, 3) * 1.5, min=-0.8, max=0.8),
-                         Sample(away(3, 4, dtype="float32") * 1.5, min=-1.0),
-                         Sample(ints, min=-1.5, max=2.5)],
+        "fastop::min": [sample(v.distinct(2, 3), axis=1),
+                        sample(v.distinct(2, 3, 4, dtype=f32), axis=[0, 2], keepdim=True),
+                        sample(v.distinct(3, 2), axis=None),
+                        sample(ints.astype("int64"), axis=-1)],
+        "fastop::prod": [sample(v.away(2, 3), axis=0),
+                         sample(v.away(2, 3, 2, dtype=f32), axis=[0, 2], keepdim=True),
+                         sample(v.away(4), axis=None),
+                         sample(ints, axis=1)],
+        "fastop::cumsum": [sample(v.normal(2, 3), axis=1, reverse=True),
+                           sample(v.normal(3, 4, dtype=f32), axis=0),
+                           sample(ints, axis=-1)],
+        "fastop::clip": [sample(v.away(2, 3), min=-0.7, max=0.7),
+                         sample(v.away(3, 4, dtype=f32), min=-1.0),
+                         sample(ints, min=-1.5, max=2.5)],
     }

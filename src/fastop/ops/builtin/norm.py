@@ -19,9 +19,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
 from fastop._core import norm as K
+from fastop.ops.builtin._sampling import Values, sample
 from fastop.ops.builtin._table import B
 
 __all__ = ["register", "samples"]
@@ -98,7 +97,7 @@ def layer_norm_grad_rule(x, weight, bias, mean, rstd, dout, dmean, drstd, epsilo
     return dx, dweight, dbias
 
 
-def layer_norm_grad_grad(x, mean, rstd, dout, weight, gdx, gdweight, gdbias,
+def layer_norm_grad_grad_rule(x, mean, rstd, dout, weight, gdx, gdweight, gdbias,
                          begin_norm_axis):
     # dx = r * P(g), P(v) = v - mean(v) - xhat * mean(v * xhat), g = dout * w,
     # xhat = (x - m) * r, with m and r independent inputs. Through xhat every term
@@ -149,23 +148,29 @@ def register(registry) -> None:
             "mean(g) - xhat * mean(g * xhat)), g = dout * weight; dweight = sum(dout * "
             "xhat), dbias = sum(dout) over rows."
     ).grad(needs=("x", "mean", "rstd", "dout", "weight"),
-           materialize_grads=False)(layer_norm_grad_grad)
+           materialize_grads=False)(layer_norm_grad_grad_rule)
 
 
 def samples() -> dict[str, list[Any]]:
     """opcheck's inputs: float32 and float64, weight and bias in a row's shape or flat,
     either left out, normalization from the first, a middle and the last dim. Small
-    shapes: the double-gradient check differentiates every element."""
-    from fastop.testing import Sample
-
-    rng = np.random.default_rng(0)
-
-    def normal(*shape: int, dtype: str = "float64") -> np.ndarray:
-        return rng.standard_normal(shape).astype(dtype)
-
+    shapes: the double-gradient check differentiates every element. layer_norm_grad
+    (called by layer_norm's rule, not its ``grad_op``) gets its own: mean and rstd as
+    the independent inputs its rule takes them for (rstd positive)."""
+    v = Values(4)
     f32 = "float32"
-    return {"fastop::layer_norm": [
-        Sample(normal(2, 3, 2), normal(6), normal(3, 2), begin_norm_axis=1),
-        Sample(normal(3, 4, dtype=f32), normal(4, dtype=f32), None, begin_norm_axis=-1),
-        Sample(normal(2, 3), None, normal(3), epsilon=1e-3),
-        Sample(normal(2, 2, 3), None, None, begin_norm_axis=0)]}
+    return {
+        "fastop::layer_norm": [
+            sample(v.normal(2, 3, 2), v.normal(6), v.normal(3, 2), begin_norm_axis=1),
+            sample(v.normal(3, 4, dtype=f32), v.normal(4, dtype=f32), None,
+                   begin_norm_axis=-1),
+            sample(v.normal(2, 3), None, v.normal(3), epsilon=1e-3),
+            sample(v.normal(2, 2, 3), None, None, begin_norm_axis=0)],
+        "fastop::layer_norm_grad": [
+            sample(v.normal(3, 4), v.normal(3, 1), v.positive(3, 1), v.normal(3, 4),
+                   v.normal(4)),
+            sample(v.normal(2, 3, 2, dtype=f32), v.normal(2, 1, 1, dtype=f32),
+                   v.positive(2, 1, 1, dtype=f32), v.normal(2, 3, 2, dtype=f32), None),
+            sample(v.normal(2, 2, 3), v.normal(2, 2, 1), v.positive(2, 2, 1),
+                   v.normal(2, 2, 3), v.normal(3), begin_norm_axis=2)],
+    }

@@ -11,7 +11,8 @@
   count is known only when it runs).
 
 Rules: topk → take_along_axis_grad of its values' gradient at its indices;
-take_along_axis ↔ take_along_axis_grad (each the other's adjoint).
+take_along_axis → take_along_axis_grad (``grad_op``) → take_along_axis (each the
+other's adjoint).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import numpy as np
 from fastop._core.storage import int64
 from fastop.ops._registry import AttrSpec, TensorMeta
 from fastop.ops.builtin._axes import broadcast_meta, normalize_axis, reduced_meta
+from fastop.ops.builtin._sampling import Values, sample
 from fastop.ops.builtin._table import B
 
 __all__ = ["register", "samples"]
@@ -80,10 +82,6 @@ def take_along_axis_kernel(arr, indices, axis):
     return np.take_along_axis(arr, indices, axis=axis)
 
 
-def take_along_axis_grad_rule(arr, indices, dout, axis):
-    return B.take_along_axis_grad(arr, indices, dout, axis=axis), None
-
-
 def take_along_axis_grad_meta(arr, indices, dout, axis):
     return TensorMeta(arr.shape, dout.dtype)
 
@@ -101,7 +99,7 @@ def take_along_axis_grad_kernel(arr, indices, dout, axis):
     return grad.sum(axis=spread, keepdims=True) if spread else grad
 
 
-def take_along_axis_grad_grad(indices, g, axis):
+def take_along_axis_grad_grad_rule(indices, g, axis):
     return None, None, B.take_along_axis(g, indices, axis=axis)
 
 
@@ -133,7 +131,7 @@ def topk_kernel(x, k, axis, largest, sorted):  # noqa: A002
     return np.take_along_axis(x, index, axis=ax), index
 
 
-def topk_grad(x, indices, dvalues, dindices, k, axis, largest, sorted):  # noqa: A002
+def topk_grad_rule(x, indices, dvalues, dindices, k, axis, largest, sorted):  # noqa: A002
     if dvalues is None:
         return None
     if len(x.shape) == 0:
@@ -158,20 +156,22 @@ def register(registry) -> None:
         meta=argmin_meta, kernels=dict.fromkeys(NUMERIC, argmin_kernel),
         doc="int64 index of the first minimum along axis (flattened, C order, when axis "
             "is None); the first NaN counts as the minimum.")
+    take_along_axis_grad = registry.define(
+        "fastop::take_along_axis_grad", inputs=["arr", "indices", "dout"], outputs=["darr"],
+        attrs={"axis": int}, differentiable=("dout",), meta=take_along_axis_grad_meta,
+        kernels=dict.fromkeys(("float32", "float64"), take_along_axis_grad_kernel),
+        doc="Backward of take_along_axis: zeros like arr with dout added at indices "
+            "(repeated indices add up).")
+    take_along_axis_grad.grad(needs=("indices",), reads={"dout": ("indices",)})(
+        take_along_axis_grad_grad_rule)
     registry.define(
         "fastop::take_along_axis", inputs=["arr", "indices"], attrs={"axis": int},
         differentiable=("arr",), meta=take_along_axis_meta,
         kernels={"*": take_along_axis_kernel},
         doc="numpy.take_along_axis: arr's elements at indices along axis (other dims "
             "broadcast)."
-    ).grad(needs=("arr", "indices"), reads={"arr": ("indices",)})(take_along_axis_grad_rule)
-    registry.define(
-        "fastop::take_along_axis_grad", inputs=["arr", "indices", "dout"], outputs=["darr"],
-        attrs={"axis": int}, differentiable=("dout",), meta=take_along_axis_grad_meta,
-        kernels=dict.fromkeys(("float32", "float64"), take_along_axis_grad_kernel),
-        doc="Backward of take_along_axis: zeros like arr with dout added at indices "
-            "(repeated indices add up)."
-    ).grad(needs=("indices",), reads={"dout": ("indices",)})(take_along_axis_grad_grad)
+    ).grad_op(take_along_axis_grad, needs=("arr", "indices", "dout"),
+              reads={"arr": ("indices",)})
     registry.define(
         "fastop::topk", inputs=["x"], outputs=["values", "indices"],
         attrs={"k": int, "axis": -1, "largest": True, "sorted": True},
@@ -179,7 +179,7 @@ def register(registry) -> None:
         doc="The k largest (or smallest) elements along axis, in order (ties by index), "
             "and their int64 indices."
     ).grad(needs=("x", "indices"), materialize_grads=False,
-           reads={"x": ("indices",)})(topk_grad)
+           reads={"x": ("indices",)})(topk_grad_rule)
     registry.define(
         "fastop::nonzero", inputs=["x"], differentiable=(), meta=nonzero_meta,
         kernels={"*": nonzero_kernel},
@@ -187,35 +187,30 @@ def register(registry) -> None:
 
 
 def samples() -> dict[str, list[Any]]:
-    """opcheck's inputs: float32 and float64 (distinct values for topk, so no tie
-    changes place within the finite differences' step), integer samples, repeated
-    indices (their gradients add up) and broadcasting for take_along_axis."""
-    from fastop.testing import Sample
-
-    rng = np.random.default_rng(0)
-
-    def distinct(*shape: int, dtype: str = "float64") -> np.ndarray:
-        return ((rng.permutation(int(np.prod(shape))).reshape(shape) - 4) * 0.25
-                ).astype(dtype)
-
-    ints = rng.integers(-9, 9, (3, 4, 5)).astype("int32")
-    special = np.array([[3.0, np.nan, -1.0], [0.0, 2.0, np.nan]])
+    """opcheck's inputs (take_along_axis_grad is checked through take_along_axis):
+    float32 and float64 (distinct values for topk, so no tie changes place within the
+    finite differences' step), integer samples, NaN for argmin, repeated indices (their
+    gradients add up) and broadcasting for take_along_axis."""
+    v = Values(6)
+    f32 = "float32"
+    ints = v.rng.integers(-9, 9, (3, 4, 5)).astype("int32")
+    nan = np.array([[3.0, np.nan, -1.0], [0.0, 2.0, np.nan]])
     return {
-        "fastop::argmin": [Sample(distinct(3, 4), axis=1),
-                           Sample(distinct(2, 3, 4, dtype="float32"), axis=-1, keepdim=True),
-                           Sample(special, axis=None), Sample(ints, axis=None, keepdim=True),
-                           Sample(ints.astype("int64"), axis=0)],
-        "fastop::topk": [Sample(distinct(2, 4), k=2, axis=1),
-                         Sample(distinct(4, 3, dtype="float32"), k=3, axis=0, largest=False),
-                         Sample(distinct(5), k=0),
-                         Sample(ints, k=2, axis=1, largest=False)],
+        "fastop::argmin": [sample(v.distinct(3, 4), axis=1),
+                           sample(v.distinct(2, 3, 4, dtype=f32), axis=-1, keepdim=True),
+                           sample(nan, axis=None), sample(ints, axis=None, keepdim=True),
+                           sample(ints.astype("int64"), axis=0)],
+        "fastop::topk": [sample(v.distinct(2, 4), k=2, axis=1),
+                         sample(v.distinct(4, 3, dtype=f32), k=3, axis=0, largest=False),
+                         sample(v.distinct(5), k=0),
+                         sample(ints, k=2, axis=1, largest=False)],
         "fastop::take_along_axis": [
-            Sample(rng.standard_normal((3, 2)), np.array([[2, 0], [2, 2]]), axis=0),
-            Sample(rng.standard_normal((3, 4)).astype("float32"),
-                   np.array([[0, 3], [1, 1], [3, 0]], "int32"), axis=1),
-            Sample(rng.standard_normal((1, 4)), np.array([[3, 0], [1, 1], [0, 0]]), axis=1),
-            Sample(ints, np.zeros((1, 4, 2), "int64"), axis=2)],
-        "fastop::nonzero": [[rng.standard_normal((3, 4)) > 0],
-                            [np.array([[0.0, 1.5], [-2.0, 0.0]], "float32")],
+            sample(v.normal(3, 2), np.array([[2, 0], [2, 2]]), axis=0),
+            sample(v.normal(3, 4, dtype=f32), np.array([[0, 3], [1, 1], [3, 0]], "int32"),
+                   axis=1),
+            sample(v.normal(1, 4), np.array([[3, 0], [1, 1], [0, 0]]), axis=1),
+            sample(ints, np.zeros((1, 4, 2), "int64"), axis=2)],
+        "fastop::nonzero": [[v.normal(3, 4) > 0],
+                            [np.array([[0.0, 1.5], [-2.0, 0.0]], f32)],
                             [np.array([0.0, 0.0])], [ints]],
     }
