@@ -58,6 +58,7 @@ def gelu_second(x: Any, approximate: bool) -> Any:
 
 
 def gelu_grad_grad_rule(x, dout, g, approximate):
+    """d x = g dout gelu''(x), d dout = gelu_grad(x, g)."""
     return (B.multiply(B.multiply(g, dout), gelu_second(x, approximate)),
             B.gelu_grad(x, g, approximate=approximate))
 
@@ -72,13 +73,15 @@ def silu_second(x: Any) -> Any:
 
 
 def silu_grad_grad_rule(x, dout, g):
+    """d x = g dout silu''(x), d dout = silu_grad(x, g)."""
     return B.multiply(B.multiply(g, dout), silu_second(x)), B.silu_grad(x, g)
 
 
 # -- leaky_relu -----------------------------------------------------------------------
 
 def leaky_relu_grad_grad_rule(x, dout, g, negative_slope):
-    # piecewise linear: f'' = 0 (g * 0 keeps the gradient recorded)
+    """d x = 0 (piecewise linear; g * 0 keeps it recorded), d dout =
+    leaky_relu_grad(x, g)."""
     return B.multiply(g, 0.0), B.leaky_relu_grad(x, g, negative_slope=negative_slope)
 
 
@@ -93,6 +96,7 @@ def softplus_second(x: Any, beta: float, threshold: float) -> Any:
 
 
 def softplus_grad_grad_rule(x, dout, g, beta, threshold):
+    """d x = g dout softplus''(x), d dout = softplus_grad(x, g)."""
     return (B.multiply(B.multiply(g, dout), softplus_second(x, beta, threshold)),
             B.softplus_grad(x, g, beta=beta, threshold=threshold))
 

@@ -32,6 +32,7 @@ __all__ = ["register", "samples"]
 # -- embedding's backward kernel ------------------------------------------------------
 
 def embedding_grad_grad_rule(x, weight, g, padding_idx):
+    """The scatter-add is linear in dout; its adjoint is the lookup of g's rows."""
     return None, None, B.embedding(x, g, padding_idx=padding_idx)
 
 

@@ -99,6 +99,8 @@ def cumsum_kernel(x, axis, reverse):
 
 
 def cumsum_grad_rule(dout, axis, reverse):
+    """Each element feeds the sums after it: the gradient is dout summed from the
+    other end."""
     return B.cumsum(dout, axis=axis, reverse=not reverse)
 
 
@@ -132,6 +134,7 @@ def clip_kernel(x, min, max):  # noqa: A002
 
 
 def clip_grad_rule(x, dout, min, max):  # noqa: A002
+    """dout where min < x < max (PaddlePaddle's strict bounds), zero elsewhere."""
     inside = B.logical_and(B.greater_than(x, float(min)), B.less_than(x, float(max)))
     return B.where(inside, dout, B.full_like(dout, fill_value=0.0))
 

@@ -76,6 +76,8 @@ def _plus(a: Any, b: Any) -> Any:
 
 def layer_norm_grad_rule(x, weight, bias, mean, rstd, dout, dmean, drstd, epsilon,
                          begin_norm_axis):
+    """layer_norm_grad for out's gradient, plus the terms of mean and rstd when a
+    gradient flows into them."""
     dx = dweight = dbias = None
     if dout is not None:
         dx, dw, db = B.layer_norm_grad(x, mean, rstd, dout, weight,

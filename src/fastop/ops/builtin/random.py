@@ -27,10 +27,12 @@ ATTRS = {"p": 0.5, "mode": "upscale_in_train"}
 
 
 def dropout_grad_rule(mask, dout, dmask, p, mode, seed):
+    """dout through the saved mask, scaled as the forward (the bool mask takes none)."""
     return None if dout is None else B.dropout_grad(mask, dout, p=p, mode=mode)
 
 
 def dropout_grad_grad_rule(mask, g, p, mode):
+    """dropout_grad is linear in dout: its gradient is itself, on g."""
     return None, B.dropout_grad(mask, g, p=p, mode=mode)
 
 

@@ -100,6 +100,8 @@ def take_along_axis_grad_kernel(arr, indices, dout, axis):
 
 
 def take_along_axis_grad_grad_rule(indices, g, axis):
+    """The scatter-add is linear in dout; its adjoint is the gather at the same
+    indices."""
     return None, None, B.take_along_axis(g, indices, axis=axis)
 
 
@@ -132,6 +134,8 @@ def topk_kernel(x, k, axis, largest, sorted):  # noqa: A002
 
 
 def topk_grad_rule(x, indices, dvalues, dindices, k, axis, largest, sorted):  # noqa: A002
+    """The values' gradient scattered back to their indices (the int64 indices take
+    none)."""
     if dvalues is None:
         return None
     if len(x.shape) == 0:
