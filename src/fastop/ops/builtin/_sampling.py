@@ -30,8 +30,8 @@ class Values:
         return (self.rng.uniform(0.2, 1.5, shape) * signs).astype(dtype)
 
     def distinct(self, *shape: int, dtype: str = "float64") -> np.ndarray:
-        """A permutation of 0.1, 0.2, ... minus the middle: distinct values, so no
-        maximum changes place within the finite differences' step."""
+        """Distinct values 0.1 apart, centred on 0, in random order: no maximum or
+        comparison changes within the finite differences' step."""
         n = int(np.prod(shape))
         return ((self.rng.permutation(n) - n / 2 + 0.5) * 0.1).reshape(shape).astype(dtype)
 
