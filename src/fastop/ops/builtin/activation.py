@@ -140,9 +140,10 @@ def register(registry) -> None:
 
 
 def samples() -> dict[str, list[Any]]:
-    """opcheck's inputs (the backward kernels are checked through their forward op):
-    float32 and float64, every attribute setting, x away from the kinks (leaky_relu's
-    0, softplus's threshold)."""
+    """opcheck's inputs: float32 and float64, every attribute setting, x away from the
+    kinks (leaky_relu's 0, softplus's threshold). The backward kernels, checked through
+    their forward op's double gradient, get their own too (their numpy twins are
+    compared on them)."""
     v = Values(7)
     f32 = "float32"
     return {
@@ -155,4 +156,16 @@ def samples() -> dict[str, list[Any]]:
                              sample(np.array([[-1.2, 0.1, 0.3], [0.7, 1.1, 2.0]]), beta=2.0,
                                     threshold=1.0),
                              [v.normal(3, dtype=f32)]],
+        "fastop::gelu_grad": [[v.away(2, 3), v.normal(2, 3)],
+                              sample(v.away(3, dtype=f32), v.normal(3, dtype=f32),
+                                     approximate=True)],
+        "fastop::silu_grad": [[v.normal(2, 3), v.normal(2, 3)],
+                              [v.normal(3, dtype=f32), v.normal(3, dtype=f32)]],
+        "fastop::leaky_relu_grad": [
+            sample(v.away(2, 3), v.normal(2, 3), negative_slope=0.2),
+            [v.away(3, dtype=f32), v.normal(3, dtype=f32)]],
+        "fastop::softplus_grad": [sample(v.normal(2, 3), v.normal(2, 3), beta=1.5),
+                                  sample(np.array([-1.2, 0.1, 0.3, 0.7, 2.0]), v.normal(5),
+                                         beta=2.0, threshold=1.0),
+                                  [v.normal(3, dtype=f32), v.normal(3, dtype=f32)]],
     }

@@ -78,9 +78,10 @@ def register(registry) -> None:
 
 
 def samples() -> dict[str, list[Any]]:
-    """opcheck's inputs (embedding_grad is checked through embedding): int64 and int32
-    ids (repeated ids: their rows' gradients add up), float32 and float64 tables, with
-    and without a padding row."""
+    """opcheck's inputs: int64 and int32 ids (repeated ids: their rows' gradients add
+    up), float32 and float64 tables, with and without a padding row. embedding_grad,
+    checked through embedding's double gradient, gets its own too (its numpy twin is
+    compared on them)."""
     v = Values(8)
     ids = np.array([[0, 3], [3, 1]])
     return {
@@ -88,6 +89,10 @@ def samples() -> dict[str, list[Any]]:
             sample(ids, v.normal(4, 3), padding_idx=1),
             sample(ids.astype("int32"), v.normal(5, 2, dtype="float32")),
             sample(np.array([2, 2, 0]), v.normal(3, 4), padding_idx=0)],
+        "fastop::embedding_grad": [
+            sample(ids, v.normal(4, 3), v.normal(2, 2, 3), padding_idx=1),
+            sample(ids.astype("int32"), v.normal(5, 2, dtype="float32"),
+                   v.normal(2, 2, 2, dtype="float32"))],
         "fastop::one_hot": [sample(ids, num_classes=4),
                             sample(np.array([0, 2, 1], "int32"), num_classes=3)],
     }

@@ -191,10 +191,11 @@ def register(registry) -> None:
 
 
 def samples() -> dict[str, list[Any]]:
-    """opcheck's inputs (take_along_axis_grad is checked through take_along_axis):
-    float32 and float64 (distinct values for topk, so no tie changes place within the
-    finite differences' step), integer samples, NaN for argmin, repeated indices (their
-    gradients add up) and broadcasting for take_along_axis."""
+    """opcheck's inputs: float32 and float64 (distinct values for topk, so no tie
+    changes place within the finite differences' step), integer samples, NaN for
+    argmin, repeated indices (their gradients add up) and broadcasting for
+    take_along_axis. take_along_axis_grad, checked through take_along_axis's double
+    gradient, gets its own too."""
     v = Values(6)
     f32 = "float32"
     ints = v.rng.integers(-9, 9, (3, 4, 5)).astype("int32")
@@ -214,6 +215,10 @@ def samples() -> dict[str, list[Any]]:
                    axis=1),
             sample(v.normal(1, 4), np.array([[3, 0], [1, 1], [0, 0]]), axis=1),
             sample(ints, np.zeros((1, 4, 2), "int64"), axis=2)],
+        "fastop::take_along_axis_grad": [
+            sample(v.normal(3, 2), np.array([[2, 0], [2, 2]]), v.normal(2, 2), axis=0),
+            sample(v.normal(1, 4, dtype=f32), np.array([[3, 0], [1, 1], [0, 0]]),
+                   v.normal(3, 2, dtype=f32), axis=1)],
         "fastop::nonzero": [[v.normal(3, 4) > 0],
                             [np.array([[0.0, 1.5], [-2.0, 0.0]], f32)],
                             [np.array([0.0, 0.0])], [ints]],
