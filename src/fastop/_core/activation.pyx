@@ -303,10 +303,10 @@ cdef tuple _pair(str name, tuple attr_names, object packer,
                            const fastop_attrs*) noexcept nogil):
     """A forward kernel (x) -> out and its backward (x, dout) -> dx, on one function (it
     tells them apart by their number of inputs)."""
-    cdef CKernel forward = make_kernel(f"fastop::{name}", ("x",), ("out",), _infer_same,
+    cdef CKernel forward = make_kernel(name, ("x",), ("out",), _infer_same,
                                        NULL, NULL, NULL, fn, fn, 0, attr_names, packer,
                                        4096, True)
-    cdef CKernel backward = make_kernel(f"fastop::{name}_grad", ("x", "dout"), ("dx",),
+    cdef CKernel backward = make_kernel(f"{name}_grad", ("x", "dout"), ("dx",),
                                         _infer_same, NULL, NULL, NULL, fn, fn, 0, attr_names,
                                         packer, 4096, True)
     backward.reasons = {K_ERR_SHAPE: "x and dout must have one shape",

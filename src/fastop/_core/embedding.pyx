@@ -142,10 +142,10 @@ def _pack(attrs):
     return [int_attr(attrs, "padding_idx", -1)], []
 
 
-embedding = make_kernel("fastop::embedding", ("x", "weight"), ("out",), _infer_embedding,
+embedding = make_kernel("embedding", ("x", "weight"), ("out",), _infer_embedding,
                         _embedding_kernel, _embedding_kernel, _embedding_kernel,
                         _embedding_kernel, _embedding_kernel, 1, ("padding_idx",), _pack, 0)
-embedding_grad = make_kernel("fastop::embedding_grad", ("x", "weight", "dout"), ("dweight",),
+embedding_grad = make_kernel("embedding_grad", ("x", "weight", "dout"), ("dweight",),
                              _infer_embedding_grad, NULL, NULL, NULL, _embedding_grad_kernel,
                              _embedding_grad_kernel, 1, ("padding_idx",), _pack, 0)
 for _k in (embedding, embedding_grad):

@@ -390,11 +390,11 @@ def _pack(attrs):
     return _pack_grad(attrs)[0], [float(epsilon)]
 
 
-layer_norm = make_kernel("fastop::layer_norm", ("x", "weight?", "bias?"),
+layer_norm = make_kernel("layer_norm", ("x", "weight?", "bias?"),
                          ("out", "mean", "rstd"), _infer_layer_norm, NULL, NULL, NULL,
                          _layer_norm_kernel, _layer_norm_kernel, 0,
                          ("epsilon", "begin_norm_axis"), _pack)
-layer_norm_grad = make_kernel("fastop::layer_norm_grad",
+layer_norm_grad = make_kernel("layer_norm_grad",
                               ("x", "mean", "rstd", "dout", "weight?"),
                               ("dx", "dweight", "dbias"), _infer_layer_norm_grad, NULL, NULL,
                               NULL, _layer_norm_grad_kernel, _layer_norm_grad_kernel, 0,

@@ -172,10 +172,10 @@ def _pack_dropout_grad(attrs):
     return [], [_scale(attrs)[1]]
 
 
-dropout = make_kernel("fastop::dropout", ("x",), ("out", "mask"), _infer_dropout, NULL,
+dropout = make_kernel("dropout", ("x",), ("out", "mask"), _infer_dropout, NULL,
                       NULL, NULL, _dropout_kernel, _dropout_kernel, 0, ("p", "mode", "seed"),
                       _pack_dropout)
-dropout_grad = make_kernel("fastop::dropout_grad", ("mask", "dout"), ("dx",),
+dropout_grad = make_kernel("dropout_grad", ("mask", "dout"), ("dx",),
                            _infer_dropout_grad, NULL, NULL, NULL, _dropout_grad_kernel,
                            _dropout_grad_kernel, 1, ("p", "mode"), _pack_dropout_grad,
                            4096, True)

@@ -17,71 +17,68 @@ import numpy as np
 
 from fastop._tensor import Tensor
 from fastop.tensor._common import tensor_methods
-from fastop.ops._registry import registry
+from fastop.ops.builtin._table import B
 
 __all__ = ["equal", "not_equal", "greater_than", "greater_equal", "less_than",
            "less_equal", "equal_all", "logical_and", "logical_or", "logical_xor",
            "logical_not"]
 
-_ops = {name: registry.get(f"fastop::{name}") for name in __all__ if name != "equal_all"}
-_all = registry.get("fastop::all")
-
 
 def equal(x: Tensor, y: Any, name: str | None = None) -> Tensor:
     """x == y elementwise (broadcasting)."""
-    return _ops["equal"](x, y)
+    return B.equal(x, y)
 
 
 def not_equal(x: Tensor, y: Any, name: str | None = None) -> Tensor:
     """x != y elementwise (broadcasting)."""
-    return _ops["not_equal"](x, y)
+    return B.not_equal(x, y)
 
 
 def greater_than(x: Tensor, y: Any, name: str | None = None) -> Tensor:
     """x > y elementwise (broadcasting)."""
-    return _ops["greater_than"](x, y)
+    return B.greater_than(x, y)
 
 
 def greater_equal(x: Tensor, y: Any, name: str | None = None) -> Tensor:
     """x >= y elementwise (broadcasting)."""
-    return _ops["greater_equal"](x, y)
+    return B.greater_equal(x, y)
 
 
 def less_than(x: Tensor, y: Any, name: str | None = None) -> Tensor:
     """x < y elementwise (broadcasting)."""
-    return _ops["less_than"](x, y)
+    return B.less_than(x, y)
 
 
 def less_equal(x: Tensor, y: Any, name: str | None = None) -> Tensor:
     """x <= y elementwise (broadcasting)."""
-    return _ops["less_equal"](x, y)
+    return B.less_equal(x, y)
 
 
 def equal_all(x: Tensor, y: Tensor, name: str | None = None) -> Tensor:
     """A 0-d bool tensor: whether x and y have one shape and equal elements."""
     if list(x.shape) != list(y.shape):
-        return _all(np.array(False))     # a constant in static mode
-    return _all(_ops["equal"](x, y))
+        return B.all(np.array(False))     # a constant in static mode
+    return B.all(B.equal(x, y))
 
 
 def logical_and(x: Tensor, y: Tensor, out: Any = None, name: str | None = None) -> Tensor:
     """x and y elementwise (nonzero counts as True; broadcasting)."""
-    return _ops["logical_and"](x, y)
+    return B.logical_and(x, y)
 
 
 def logical_or(x: Tensor, y: Tensor, out: Any = None, name: str | None = None) -> Tensor:
     """x or y elementwise (nonzero counts as True; broadcasting)."""
-    return _ops["logical_or"](x, y)
+    return B.logical_or(x, y)
 
 
 def logical_xor(x: Tensor, y: Tensor, out: Any = None, name: str | None = None) -> Tensor:
     """x xor y elementwise (nonzero counts as True; broadcasting)."""
-    return _ops["logical_xor"](x, y)
+    return B.logical_xor(x, y)
 
 
 def logical_not(x: Tensor, out: Any = None, name: str | None = None) -> Tensor:
     """not x elementwise (nonzero counts as True)."""
-    return _ops["logical_not"](x)
+    return B.logical_not(x)
 
 
 tensor_methods({name: globals()[name] for name in __all__})

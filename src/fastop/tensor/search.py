@@ -17,16 +17,15 @@ from typing import Any
 from fastop._core.storage import as_dtype
 from fastop._tensor import Tensor
 from fastop.tensor._common import tensor_methods
-from fastop.ops._registry import registry
 from fastop.ops.builtin._table import B
 
 __all__ = ["argmax", "argmin", "topk", "where", "nonzero"]
 
 _argmax = B.argmax
-_argmin = registry.get("fastop::argmin")
-_topk = registry.get("fastop::topk")
+_argmin = B.argmin
+_topk = B.topk
 _where = B.where
-_nonzero = registry.get("fastop::nonzero")
+_nonzero = B.nonzero
 _cast = B.cast
 _full_like = B.full_like
 _slice = B.slice

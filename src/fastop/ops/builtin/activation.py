@@ -5,7 +5,7 @@
 ``softplus(x, beta=1.0, threshold=20.0)`` (PaddlePaddle's definitions), each with a
 backward kernel ``<name>_grad(x, dout, ...) -> dout * f'(x)``.
 
-Rules: each op → its backward kernel; each backward kernel → ``d dout =
+Rules: each op → its backward kernel (``grad_op``); each backward kernel → ``d dout =
 <name>_grad(x, g)`` and ``d x = g * dout * f''(x)``, with f'' written with registered
 ops, so double backward works:
 
@@ -19,90 +19,153 @@ ops, so double backward works:
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any
 
-from fastop._core import activation as _kernels
+import numpy as np
 
-__all__ = ["register"]
+from fastop._core import activation as K
+from fastop.ops.builtin._sampling import Values, sample
+from fastop.ops.builtin._table import B
+
+__all__ = ["register", "samples"]
 
 _K = math.sqrt(2.0 / math.pi)
 _C = 0.044715
 
 
+def _one_minus(v: Any) -> Any:
+    return B.subtract(1.0, v)
+
+
+# -- gelu -----------------------------------------------------------------------------
+
+def gelu_second(x: Any, approximate: bool) -> Any:
+    """gelu''(x)."""
+    if not approximate:
+        phi = B.multiply(B.exp(B.multiply(B.square(x), -0.5)),
+                         1.0 / math.sqrt(2.0 * math.pi))
+        return B.multiply(phi, B.subtract(2.0, B.square(x)))
+    # f = x s, s = sigmoid(2u): f'' = q (4 u' + 4 x u'^2 (1 - 2 s) + 2 x u''),
+    # q = s (1 - s), u' = k (1 + 3 c x^2), u'' = 6 k c x
+    x2 = B.square(x)
+    s = B.sigmoid(B.multiply(B.add(x, B.multiply(B.multiply(x2, x), _C)), 2.0 * _K))
+    du = B.multiply(B.add(B.multiply(x2, 3.0 * _C), 1.0), _K)
+    q = B.multiply(s, _one_minus(s))
+    curve = B.multiply(B.multiply(B.multiply(x, B.square(du)),
+                                  B.subtract(1.0, B.multiply(s, 2.0))), 4.0)
+    inner = B.add(B.add(B.multiply(du, 4.0), curve), B.multiply(x2, 12.0 * _K * _C))
+    return B.multiply(q, inner)
+
+
+def gelu_grad_grad_rule(x, dout, g, approximate):
+    """d x = g dout gelu''(x), d dout = gelu_grad(x, g)."""
+    return (B.multiply(B.multiply(g, dout), gelu_second(x, approximate)),
+            B.gelu_grad(x, g, approximate=approximate))
+
+
+# -- silu -----------------------------------------------------------------------------
+
+def silu_second(x: Any) -> Any:
+    """silu''(x) = s (1 - s) (2 + x (1 - 2 s)), s = sigmoid(x)."""
+    s = B.sigmoid(x)
+    return B.multiply(B.multiply(s, _one_minus(s)),
+                      B.add(B.multiply(x, B.subtract(1.0, B.multiply(s, 2.0))), 2.0))
+
+
+def silu_grad_grad_rule(x, dout, g):
+    """d x = g dout silu''(x), d dout = silu_grad(x, g)."""
+    return B.multiply(B.multiply(g, dout), silu_second(x)), B.silu_grad(x, g)
+
+
+# -- leaky_relu -----------------------------------------------------------------------
+
+def leaky_relu_grad_grad_rule(x, dout, g, negative_slope):
+    """d x = 0 (piecewise linear; g * 0 keeps it recorded), d dout =
+    leaky_relu_grad(x, g)."""
+    return B.multiply(g, 0.0), B.leaky_relu_grad(x, g, negative_slope=negative_slope)
+
+
+# -- softplus -------------------------------------------------------------------------
+
+def softplus_second(x: Any, beta: float, threshold: float) -> Any:
+    """softplus''(x) = beta s (1 - s), s = sigmoid(beta x); 0 above the threshold."""
+    z = B.multiply(x, beta)
+    s = B.sigmoid(z)
+    curve = B.multiply(B.multiply(s, _one_minus(s)), beta)
+    return B.where(B.greater_than(z, threshold), B.full_like(curve, fill_value=0.0), curve)
+
+
+def softplus_grad_grad_rule(x, dout, g, beta, threshold):
+    """d x = g dout softplus''(x), d dout = softplus_grad(x, g)."""
+    return (B.multiply(B.multiply(g, dout), softplus_second(x, beta, threshold)),
+            B.softplus_grad(x, g, beta=beta, threshold=threshold))
+
+
 def register(registry) -> None:
-    get = registry.get
-    add, multiply, subtract = get("fastop::add"), get("fastop::multiply"), \
-        get("fastop::subtract")
-    square, exp, sigmoid = get("fastop::square"), get("fastop::exp"), \
-        get("fastop::sigmoid")
-    where, greater_than, full_like = get("fastop::where"), get("fastop::greater_than"), \
-        get("fastop::full_like")
+    gelu_grad = registry.define_ckernel(
+        "fastop::gelu_grad", K.gelu_grad, attrs={"approximate": False},
+        doc="Backward of gelu: dout * gelu'(x).")
+    gelu_grad.grad(needs=("x", "dout"))(gelu_grad_grad_rule)
+    registry.define_ckernel(
+        "fastop::gelu", K.gelu, attrs={"approximate": False},
+        doc="0.5 x (1 + erf(x / sqrt 2)); approximate: 0.5 x (1 + tanh(sqrt(2/pi) "
+            "(x + 0.044715 x^3)))."
+    ).grad_op(gelu_grad, needs=("x", "dout"))
 
-    def one_minus(v: Any) -> Any:
-        return subtract(1.0, v)
+    silu_grad = registry.define_ckernel(
+        "fastop::silu_grad", K.silu_grad, doc="Backward of silu: dout * s (1 + x (1 - s)).")
+    silu_grad.grad(needs=("x", "dout"))(silu_grad_grad_rule)
+    registry.define_ckernel(
+        "fastop::silu", K.silu, doc="x * sigmoid(x)."
+    ).grad_op(silu_grad, needs=("x", "dout"))
 
-    def gelu_second(x: Any, approximate: bool) -> Any:
-        if not approximate:
-            phi = multiply(exp(multiply(square(x), -0.5)), 1.0 / math.sqrt(2.0 * math.pi))
-            return multiply(phi, subtract(2.0, square(x)))
-        # f = x s, s = sigmoid(2u): f'' = q (4 u' + 4 x u'^2 (1 - 2 s) + 2 x u''),
-        # q = s (1 - s), u' = k (1 + 3 c x^2), u'' = 6 k c x
-        x2 = square(x)
-        s = sigmoid(multiply(add(x, multiply(multiply(x2, x), _C)), 2.0 * _K))
-        du = multiply(add(multiply(x2, 3.0 * _C), 1.0), _K)
-        q = multiply(s, one_minus(s))
-        inner = add(add(multiply(du, 4.0),
-                        multiply(multiply(multiply(x, square(du)), subtract(1.0, multiply(
-                            s, 2.0))), 4.0)),
-                    multiply(x2, 12.0 * _K * _C))
-        return multiply(q, inner)
+    leaky_relu_grad = registry.define_ckernel(
+        "fastop::leaky_relu_grad", K.leaky_relu_grad, attrs={"negative_slope": 0.01},
+        doc="Backward of leaky_relu: dout where x > 0, negative_slope * dout elsewhere.")
+    leaky_relu_grad.grad(needs=("x", "dout"))(leaky_relu_grad_grad_rule)
+    registry.define_ckernel(
+        "fastop::leaky_relu", K.leaky_relu, attrs={"negative_slope": 0.01},
+        doc="x where x > 0, negative_slope * x elsewhere."
+    ).grad_op(leaky_relu_grad, needs=("x", "dout"))
 
-    def silu_second(x: Any) -> Any:
-        s = sigmoid(x)
-        return multiply(multiply(s, one_minus(s)),
-                        add(multiply(x, subtract(1.0, multiply(s, 2.0))), 2.0))
+    softplus_grad = registry.define_ckernel(
+        "fastop::softplus_grad", K.softplus_grad, attrs={"beta": 1.0, "threshold": 20.0},
+        doc="Backward of softplus: dout * sigmoid(beta x), dout above the threshold.")
+    softplus_grad.grad(needs=("x", "dout"))(softplus_grad_grad_rule)
+    registry.define_ckernel(
+        "fastop::softplus", K.softplus, attrs={"beta": 1.0, "threshold": 20.0},
+        doc="log(1 + exp(beta x)) / beta, x where beta x > threshold (computed without "
+            "overflow)."
+    ).grad_op(softplus_grad, needs=("x", "dout"))
 
-    def softplus_second(x: Any, beta: float, threshold: float) -> Any:
-        z = multiply(x, beta)
-        s = sigmoid(z)
-        curve = multiply(multiply(s, one_minus(s)), beta)
-        return where(greater_than(z, threshold), full_like(curve, fill_value=0.0), curve)
 
-    def define(name: str, attrs: dict[str, Any], doc: str, grad_doc: str,
-               second: Callable[..., Any] | None) -> None:
-        """The op, its backward kernel and both rules."""
-        op = registry.define_ckernel(f"fastop::{name}", getattr(_kernels, name),
-                                     attrs=dict(attrs), doc=doc)
-        grad_op = registry.define_ckernel(f"fastop::{name}_grad",
-                                          getattr(_kernels, f"{name}_grad"),
-                                          attrs=dict(attrs), doc=grad_doc)
-
-        def activation_grad(x, dout, **attrs):
-            return (grad_op(x, dout, **attrs),)
-
-        def activation_grad_grad(x, dout, g, **attrs):
-            d_dout = grad_op(x, g, **attrs)
-            if second is None:                  # piecewise linear: f'' = 0
-                return multiply(g, 0.0), d_dout
-            return multiply(multiply(g, dout), second(x, **attrs)), d_dout
-
-        activation_grad.__name__ = f"{name}_grad"
-        activation_grad_grad.__name__ = f"{name}_grad_grad"
-        op.grad(needs=("x",))(activation_grad)
-        grad_op.grad(needs=("x", "dout"))(activation_grad_grad)
-
-    define("gelu", {"approximate": False},
-           "0.5 x (1 + erf(x / sqrt 2)); approximate: 0.5 x (1 + tanh(sqrt(2/pi) "
-           "(x + 0.044715 x^3))).",
-           "Backward of gelu: dout * gelu'(x).", gelu_second)
-    define("silu", {}, "x * sigmoid(x).", "Backward of silu: dout * s (1 + x (1 - s)).",
-           silu_second)
-    define("leaky_relu", {"negative_slope": 0.01},
-           "x where x > 0, negative_slope * x elsewhere.",
-           "Backward of leaky_relu: dout where x > 0, negative_slope * dout elsewhere.",
-           None)
-    define("softplus", {"beta": 1.0, "threshold": 20.0},
-           "log(1 + exp(beta x)) / beta, x where beta x > threshold (computed without "
-           "overflow).",
-           "Backward of softplus: dout * sigmoid(beta x), dout above the threshold.",
-           softplus_second)
+def samples() -> dict[str, list[Any]]:
+    """opcheck's inputs: float32 and float64, every attribute setting, x away from the
+    kinks (leaky_relu's 0, softplus's threshold). The backward kernels, checked through
+    their forward op's double gradient, get their own too (their numpy twins are
+    compared on them)."""
+    v = Values(7)
+    f32 = "float32"
+    return {
+        "fastop::gelu": [[v.away(2, 3)], sample(v.away(3, 2), approximate=True),
+                         [v.normal(4, dtype=f32)]],
+        "fastop::silu": [[v.normal(2, 3)], [v.normal(3, dtype=f32)]],
+        "fastop::leaky_relu": [sample(v.away(2, 3), negative_slope=0.2),
+                               [v.away(2, 2, dtype=f32)]],
+        "fastop::softplus": [sample(v.normal(2, 3), beta=1.5),
+                             sample(np.array([[-1.2, 0.1, 0.3], [0.7, 1.1, 2.0]]), beta=2.0,
+                                    threshold=1.0),
+                             [v.normal(3, dtype=f32)]],
+        "fastop::gelu_grad": [[v.away(2, 3), v.normal(2, 3)],
+                              sample(v.away(3, dtype=f32), v.normal(3, dtype=f32),
+                                     approximate=True)],
+        "fastop::silu_grad": [[v.normal(2, 3), v.normal(2, 3)],
+                              [v.normal(3, dtype=f32), v.normal(3, dtype=f32)]],
+        "fastop::leaky_relu_grad": [
+            sample(v.away(2, 3), v.normal(2, 3), negative_slope=0.2),
+            [v.away(3, dtype=f32), v.normal(3, dtype=f32)]],
+        "fastop::softplus_grad": [sample(v.normal(2, 3), v.normal(2, 3), beta=1.5),
+                                  sample(np.array([-1.2, 0.1, 0.3, 0.7, 2.0]), v.normal(5),
+                                         beta=2.0, threshold=1.0),
+                                  [v.normal(3, dtype=f32), v.normal(3, dtype=f32)]],
+    }

@@ -13,28 +13,59 @@ dropout_grad of the incoming gradient (it is linear in dout), so double backward
 """
 from __future__ import annotations
 
-from fastop._core import random as _kernels
+from typing import Any
 
-__all__ = ["register"]
+import numpy as np
+
+from fastop._core import random as K
+from fastop.ops.builtin._sampling import Values, sample
+from fastop.ops.builtin._table import B
+
+__all__ = ["register", "samples"]
+
+ATTRS = {"p": 0.5, "mode": "upscale_in_train"}
+
+
+def dropout_grad_rule(mask, dout, dmask, p, mode, seed):
+    """dout through the saved mask, scaled as the forward (the bool mask takes none)."""
+    return None if dout is None else B.dropout_grad(mask, dout, p=p, mode=mode)
+
+
+def dropout_grad_grad_rule(mask, g, p, mode):
+    """dropout_grad is linear in dout: its gradient is itself, on g."""
+    return None, B.dropout_grad(mask, g, p=p, mode=mode)
 
 
 def register(registry) -> None:
-    attrs = {"p": 0.5, "mode": "upscale_in_train"}
-    dropout = registry.define_ckernel(
-        "fastop::dropout", _kernels.dropout, attrs={**attrs, "seed": 0},
-        differentiable=("x",),
+    registry.define_ckernel(
+        "fastop::dropout", K.dropout, attrs={**ATTRS, "seed": 0}, differentiable=("x",),
         doc="Drop each element with probability p (mask False, out 0); kept ones are "
             "scaled by 1 / (1 - p) in mode 'upscale_in_train', kept as they are in "
-            "'downscale_in_infer'. seed=0 draws a fresh mask on every call.")
-    dropout_grad_op = registry.define_ckernel(
-        "fastop::dropout_grad", _kernels.dropout_grad, attrs=dict(attrs),
-        differentiable=("dout",),
-        doc="Backward of dropout: dx = dout * mask * scale (the forward's scale).")
+            "'downscale_in_infer'. seed=0 draws a fresh mask on every call."
+    ).grad(needs=("mask",), materialize_grads=False,
+           reads={"x": ("mask",)})(dropout_grad_rule)
+    registry.define_ckernel(
+        "fastop::dropout_grad", K.dropout_grad, attrs=dict(ATTRS), differentiable=("dout",),
+        doc="Backward of dropout: dx = dout * mask * scale (the forward's scale)."
+    ).grad(needs=("mask",), reads={"dout": ("mask",)})(dropout_grad_grad_rule)
 
-    @dropout.grad(needs=("mask",), materialize_grads=False, reads={"x": ("mask",)})
-    def dropout_grad(mask, dout, dmask, p, mode, seed):
-        return (None if dout is None else dropout_grad_op(mask, dout, p=p, mode=mode),)
 
-    @dropout_grad_op.grad(needs=("mask",), reads={"dout": ("mask",)})
-    def dropout_grad_grad(mask, g, p, mode):
-        return None, dropout_grad_op(mask, g, p=p, mode=mode)
+def samples() -> dict[str, list[Any]]:
+    """opcheck's inputs. dropout's each with a nonzero seed, which fixes the mask (a
+    function of the seed and the element's index), so the finite differences, the eager
+    and the static run all see the same one: with seed=0 every kernel call draws a fresh
+    mask and no check of a gradient or of eager against static could agree. float32 and
+    float64, both modes. dropout_grad (called by dropout's rule, not its ``grad_op``)
+    gets its own, with masks of its bool dtype."""
+    v = Values(9)
+    f32 = "float32"
+    mask = np.array([[True, False, True], [True, True, False]])
+    return {
+        "fastop::dropout": [
+            sample(v.normal(3, 4), p=0.4, seed=11),
+            sample(v.normal(2, 5, dtype=f32), p=0.25, mode="downscale_in_infer", seed=3),
+            sample(v.normal(4), p=0.0, seed=5)],
+        "fastop::dropout_grad": [
+            sample(mask, v.normal(2, 3), p=0.25),
+            sample(mask[0], v.normal(3, dtype=f32), p=0.5, mode="downscale_in_infer")],
+    }
