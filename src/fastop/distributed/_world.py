@@ -24,6 +24,8 @@ import sys
 import time
 from typing import Any, Callable
 
+from fastop._threads import set_num_threads
+
 __all__ = ["World", "world", "init_parallel_env", "is_initialized", "DistributedTimeoutError",
            "MPI_MISSING_HINT"]
 
@@ -198,7 +200,6 @@ def init_parallel_env() -> None:
         w.local_rank, w.local_size = local.Get_rank(), local.Get_size()
         local.Free()
         if not any(os.environ.get(v) for v in _THREAD_VARS):
-            from fastop import set_num_threads
             cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
                 else os.cpu_count() or 1
             set_num_threads(max(1, cores // w.local_size))

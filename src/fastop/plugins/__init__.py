@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from fastop._version import __version__
 from fastop.plugins._manager import (ENTRY_POINT_GROUP, EntryPoint, PluginError, PluginInfo,
                                      PluginLoadWarning, PluginManager, UntrustedOpModuleError,
                                      entry_points, manager)
@@ -21,7 +22,6 @@ __all__ = ["PluginLoadWarning", "PluginError", "UntrustedOpModuleError", "Plugin
 
 def load_builtin_plugin() -> None:
     """Register fastop's own ops (``import fastop`` does, before anything else)."""
-    from fastop import __version__
     manager.load_builtin(__version__)
 
 
