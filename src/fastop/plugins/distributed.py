@@ -4,12 +4,15 @@ through the same hook as any plugin (``fastop_register_ops``), which
 of gradients — and the executor runs like any Python-kernel op.
 
 Registered at ``import fastop`` (so a saved program using it loads anywhere); MPI is
-only touched when the kernel runs, under an MPI launcher.
+only touched when the kernel runs, under an MPI launcher. The kernel averages through
+the process group fastop.distributed installs in :mod:`fastop._job` (this layer is
+below it and does not import it).
 """
 from __future__ import annotations
 
 import math
 
+from fastop import _job
 from fastop.hookspecs import hookimpl
 from fastop.ops._registry import TensorMeta
 
@@ -47,6 +50,5 @@ def fastop_register_ops(registry):
 
     @op.kernel("float32", "float64")
     def allreduce_mean(xs):
-        from fastop.distributed._buckets import average_flat
         check_bucket(xs)
-        return average_flat(xs)
+        return _job.allreduce_mean(xs, "dist::allreduce_mean")
