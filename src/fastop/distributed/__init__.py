@@ -33,7 +33,7 @@ from fastop.distributed._data_parallel import DataParallel
 from fastop.distributed._optimizer import DistributedOptimizer
 from fastop.distributed._world import world as _process_group
 from fastop.distributed._buckets import average_flat as _average_flat
-from fastop import _job
+from fastop._job import install as _install_process_group
 
 __all__ = ["init_parallel_env", "is_initialized", "get_rank", "get_world_size", "barrier",
            "all_reduce", "broadcast", "all_gather", "ReduceOp", "ParallelEnv",
@@ -49,7 +49,7 @@ def _size_and_rank() -> tuple[int, int]:
     return group.size, group.rank
 
 
-_job.install(_size_and_rank, _average_flat)
+_install_process_group(_size_and_rank, _average_flat)
 
 
 class ParallelEnv:

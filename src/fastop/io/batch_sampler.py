@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from fastop import _job
+from fastop._job import size_and_rank
 from fastop.io._checks import check_bool, check_int, check_sized
 from fastop.io.dataset import IterableDataset
 from fastop.io.sampler import RandomSampler, Sampler, SequenceSampler, epoch_indices
@@ -121,7 +121,7 @@ class DistributedBatchSampler(BatchSampler):
         self.shuffle = check_bool(owner, "shuffle", shuffle)
         self.drop_last = check_bool(owner, "drop_last", drop_last)
         if num_replicas is None or rank is None:
-            world, world_rank = _job.size_and_rank()
+            world, world_rank = size_and_rank()
             num_replicas = world if num_replicas is None else num_replicas
             rank = world_rank if rank is None else rank
         self.nranks = check_int(owner, "num_replicas", num_replicas)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from fastop import _job
+from fastop._job import allreduce_mean as job_allreduce_mean
 from fastop.hookspecs import hookimpl
 from fastop.ops._registry import TensorMeta
 
@@ -51,4 +51,4 @@ def fastop_register_ops(registry):
     @op.kernel("float32", "float64")
     def allreduce_mean(xs):
         check_bucket(xs)
-        return _job.allreduce_mean(xs, "dist::allreduce_mean")
+        return job_allreduce_mean(xs, "dist::allreduce_mean")
