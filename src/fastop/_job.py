@@ -11,9 +11,13 @@ would otherwise silently compute its own result.
 from __future__ import annotations
 
 import os
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    SizeAndRank = Callable[[], tuple[int, int]]
+    AllreduceMean = Callable[[Sequence[np.ndarray]], np.ndarray]
 
 __all__ = ["LAUNCHER_VARS", "install", "size_and_rank", "allreduce_mean"]
 
@@ -21,9 +25,6 @@ __all__ = ["LAUNCHER_VARS", "install", "size_and_rank", "allreduce_mean"]
 # PMI_SIZE/PMI_RANK from MPICH's and Intel's mpiexec and Slurm, OMPI_COMM_WORLD_SIZE
 # from Open MPI, PMIX_RANK from PMIx launchers.
 LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK")
-
-SizeAndRank = Callable[[], "tuple[int, int]"]
-AllreduceMean = Callable[[Sequence[np.ndarray]], np.ndarray]
 
 _size_and_rank: SizeAndRank | None = None
 _allreduce_mean: AllreduceMean | None = None
