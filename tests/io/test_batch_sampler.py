@@ -184,8 +184,9 @@ def test_world_and_rank_come_from_an_initialised_fastop_distributed(monkeypatch)
 
 
 def test_world_is_one_when_distributed_is_not_initialised_or_absent(monkeypatch):
-    import fastop.distributed
-    assert not fastop.distributed.is_initialized()
+    import fastop.distributed as dist
+    assert _job._size_and_rank is dist._size_and_rank  # installed on import
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
     s = DistributedBatchSampler(range(8), 1)           # installed, not initialised
     assert (s.nranks, s.local_rank) == (1, 0)
     monkeypatch.setattr(_job, "_size_and_rank", None)  # never imported
