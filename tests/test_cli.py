@@ -111,7 +111,7 @@ def test_bench_names_the_package_it_misses(capsys, monkeypatch):
 
 def test_bench_without_a_harness_says_where_it_looked(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(fastop, "__file__", str(tmp_path / "site" / "fastop" / "__init__.py"))
+    monkeypatch.setattr(cli, "__file__", str(tmp_path / "site" / "fastop" / "cli.py"))
     code, _, err = run_cli(capsys, "bench", "--dir", str(tmp_path))
     assert code == 2 and f"no harness.py in {tmp_path}, benchmarks" in err
     assert "pass --dir (its benchmarks/ directory)" in err

@@ -4,9 +4,9 @@ Import order follows the layers: the op registry and fastop's own ops (registere
 the built-in plugin through the same hook third-party plugins use), eager mode, static
 mode, nn/optimizer, then discovery of installed plugins.
 """
-__version__ = "0.1.0"
-
 import gc as _gc
+
+from fastop._version import __version__
 
 # The import makes some 200k objects and no garbage: the collector's passes over them
 # were 4% of `import fastop` (21M of 525M instructions, callgrind), so it waits.

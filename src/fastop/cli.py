@@ -17,11 +17,11 @@ import os
 import sys
 from typing import Any
 
-import fastop
+from fastop import plugins
 from fastop._core.kernel import CKernel
+from fastop._version import __version__
 from fastop.ops import OpDef, registry
 from fastop.ops._registry import REQUIRED
-from fastop import plugins
 
 __all__ = ["main", "op_info"]
 
@@ -89,7 +89,7 @@ def cmd_ops(args: argparse.Namespace) -> int:
                "entry_point": p.entry_point, "directory": p.directory, "ops": list(p.ops)}
               for p in plugins.list()]
     if args.json:
-        print(json.dumps({"fastop": fastop.__version__, "plugins": loaded, "ops": infos},
+        print(json.dumps({"fastop": __version__, "plugins": loaded, "ops": infos},
                          indent=2))
         return 0
     # built-in plugin first, then in load order; ops defined outside any plugin last
@@ -118,7 +118,7 @@ def _harness_dirs(given: str | None) -> list[str]:
     """Where ``harness.py`` may be: the ``--dir`` given, ``./benchmarks``, and the
     ``benchmarks/`` of the source checkout this fastop was imported from."""
     checkout = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.realpath(fastop.__file__)))), "benchmarks")
+        os.path.realpath(__file__)))), "benchmarks")
     return list(dict.fromkeys([*([given] if given else []), "benchmarks", checkout]))
 
 
@@ -271,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fastop", description="fastop: a small, fast deep-learning framework.")
     parser.add_argument("--version", action="version",
-                        version=f"fastop {fastop.__version__}")
+                        version=f"fastop {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     bench = commands.add_parser("bench", help="benchmark fastop against numpy and PyTorch")

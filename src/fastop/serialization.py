@@ -25,6 +25,7 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 
 from fastop._files import SAVED_DTYPES, LoadError, UntrustedCodeError, atomic_write, read_npz
+from fastop._tensor import from_numpy_tensor
 
 __all__ = ["save", "load", "LoadError", "UntrustedCodeError"]
 
@@ -114,6 +115,6 @@ def load(path: str | os.PathLike, return_numpy: bool = False) -> dict:
     path = os.fspath(path)
     flat = _read(path)
     if not return_numpy:
-        from fastop import from_numpy   # the freshly read arrays become Tensors, no copy
-        flat = {name: from_numpy(array) for name, array in flat.items()}
+        # the freshly read arrays become Tensors, no copy
+        flat = {name: from_numpy_tensor(array) for name, array in flat.items()}
     return _nest(flat, path)

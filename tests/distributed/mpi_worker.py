@@ -209,6 +209,15 @@ def check_no_second_averaging(rank, world):
     assert len(backward_end_hooks) == hooks - 1
 
 
+def check_default_data_share(rank, world):
+    """DistributedBatchSampler takes its default rank and world size from the process
+    group (which fastop.distributed installs below the io layer)."""
+    sampler = fastop.io.DistributedBatchSampler(range(2 * world), 1)
+    assert (sampler.nranks, sampler.local_rank) == (world, rank), \
+        (sampler.nranks, sampler.local_rank)
+    assert list(sampler) == [[rank], [world + rank]], list(sampler)
+
+
 def check_model_mismatch(rank, world):
     width = 5 if rank == world - 1 else 4
     try:
@@ -232,6 +241,7 @@ def main() -> int:
             check_collectives(rank, world)
             check_unused_parameters(rank, world)
             check_no_second_averaging(rank, world)
+            check_default_data_share(rank, world)
             check_model_mismatch(rank, world)
         print(f"rank {rank} of {world}: done", flush=True)
     elif scenario == "threads":

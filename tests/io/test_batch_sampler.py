@@ -1,7 +1,5 @@
 """Batch samplers: batches cover the data exactly as specified, on every simulated rank."""
 import math
-import sys
-import types
 from collections import Counter
 
 import numpy as np
@@ -9,6 +7,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import fastop
+from fastop import _job
 from fastop.io import (BatchSampler, DistributedBatchSampler, IterableDataset,
                        RandomSampler, SequenceSampler)
 from fastop.io.batch_sampler import index_batches
@@ -171,16 +170,13 @@ def test_without_shuffle_the_epoch_does_not_move():
     assert s.epoch == 0
 
 
-def _fake_distributed(monkeypatch, initialized, world, rank):
-    module = types.ModuleType("fastop.distributed")
-    module.is_initialized = lambda: initialized
-    module.get_world_size = lambda: world
-    module.get_rank = lambda: rank
-    monkeypatch.setitem(sys.modules, "fastop.distributed", module)
+def _fake_process_group(monkeypatch, world, rank):
+    """What fastop.distributed installs in fastop._job, answering (world, rank)."""
+    monkeypatch.setattr(_job, "_size_and_rank", lambda: (world, rank))
 
 
 def test_world_and_rank_come_from_an_initialised_fastop_distributed(monkeypatch):
-    _fake_distributed(monkeypatch, True, 4, 3)
+    _fake_process_group(monkeypatch, 4, 3)
     s = DistributedBatchSampler(range(8), 1)
     assert (s.nranks, s.local_rank) == (4, 3)
     assert list(s) == [[3], [7]]
@@ -188,10 +184,12 @@ def test_world_and_rank_come_from_an_initialised_fastop_distributed(monkeypatch)
 
 
 def test_world_is_one_when_distributed_is_not_initialised_or_absent(monkeypatch):
-    _fake_distributed(monkeypatch, False, 4, 3)
-    s = DistributedBatchSampler(range(8), 1)
+    import fastop.distributed as dist
+    assert _job._size_and_rank is dist._size_and_rank  # installed on import
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    s = DistributedBatchSampler(range(8), 1)           # installed, not initialised
     assert (s.nranks, s.local_rank) == (1, 0)
-    monkeypatch.setitem(sys.modules, "fastop.distributed", None)    # import fails
+    monkeypatch.setattr(_job, "_size_and_rank", None)  # never imported
     s = DistributedBatchSampler(range(8), 1)
     assert (s.nranks, s.local_rank) == (1, 0)
 

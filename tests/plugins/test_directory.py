@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import fastop
+from fastop.ops._sources import DirectorySource
 from fastop.plugins import PluginError, PluginLoadWarning, load_directory
 
 pytestmark = pytest.mark.usefixtures("restore_global_plugins")
@@ -67,6 +68,9 @@ def test_ops_are_registered_and_attributed_to_the_directory(op_dir, request):
     assert info.ops == (f"{ns}::user_relu", f"{ns}::user_relu_grad")
     op = getattr(getattr(fastop.ops, ns), "user_relu")
     assert (op.plugin, op.version) == (real, "0.4")
+    # the origin a saved Program records, carried on each op the module defined
+    for name in info.ops:
+        assert fastop.ops.registry.get(name).source == DirectorySource(real, f"{ns}_ops")
     x = fastop.to_tensor(np.array([-2.0, -1.0, 0.0, 1.0, 2.0]), stop_gradient=False)
     y = op(x)
     y.sum().backward()

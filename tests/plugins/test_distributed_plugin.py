@@ -49,3 +49,30 @@ def test_a_bucket_of_unknown_size_is_refused_when_the_program_is_built():
                 fastop.ops.dist.allreduce_mean([x])
     finally:
         fastop.disable_static()
+
+
+def test_the_kernel_averages_through_the_process_group_fastop_distributed_installs(monkeypatch):
+    """The plugin (below fastop.distributed) reaches the process group through
+    fastop._job: installed by importing fastop.distributed, it is what the kernel calls."""
+    import fastop.distributed
+    from fastop import _job
+    from fastop.distributed._buckets import average_flat
+    assert _job._allreduce_mean is average_flat
+    seen = []
+    monkeypatch.setattr(_job, "_allreduce_mean",
+                        lambda arrays: seen.append(len(arrays)) or average_flat(arrays) / 2)
+    out = fastop.ops.dist.allreduce_mean([fastop.to_tensor([2.0, 4.0]), fastop.to_tensor([6.0])])
+    assert seen == [2] and out.numpy().tolist() == [1.0, 2.0, 3.0]
+
+
+def test_without_fastop_distributed_the_kernel_is_a_world_of_one_unless_launched(monkeypatch):
+    from fastop import _job
+    monkeypatch.setattr(_job, "_allreduce_mean", None)     # fastop.distributed not imported
+    for var in _job.LAUNCHER_VARS:
+        monkeypatch.delenv(var, raising=False)
+    xs = [fastop.to_tensor([1.0, 2.0]), fastop.to_tensor([[3.0]])]
+    assert fastop.ops.dist.allreduce_mean(xs).numpy().tolist() == [1.0, 2.0, 3.0]
+    monkeypatch.setenv("PMI_SIZE", "2")
+    with pytest.raises(RuntimeError, match="dist::allreduce_mean: this process was started "
+                                           "by an MPI launcher, but fastop.distributed"):
+        fastop.ops.dist.allreduce_mean(xs)

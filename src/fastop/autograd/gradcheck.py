@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from fastop._tensor import Tensor, to_tensor
+from fastop.autograd._graph import grad
 from fastop.ops.checking import numerical_jacobian
 
 __all__ = ["gradcheck", "gradgradcheck", "GradcheckError"]
@@ -36,7 +38,6 @@ def _as_list(values: Any) -> list[Any]:
 
 def _float64_copies(inputs: Sequence[Any]) -> list[Any]:
     """float64 copies of float tensors/arrays (keeping stop_gradient); others as they are."""
-    from fastop.tensor import Tensor, to_tensor
     out = []
     for x in inputs:
         if isinstance(x, Tensor) and x.dtype.is_floating:
@@ -49,14 +50,12 @@ def _float64_copies(inputs: Sequence[Any]) -> list[Any]:
 
 
 def _outputs(result: Any) -> list[Any]:
-    from fastop.tensor import Tensor
     return [o for o in _as_list(result) if isinstance(o, Tensor) and o.dtype.is_floating]
 
 
 def _analytic(fn: Callable, xs: list[Any], wrt: list[Any]) -> list[list[np.ndarray]]:
     """J[output][input] of shape (input size, output size), one backward per output
     element."""
-    from fastop.tensor import grad
     outs = _outputs(fn(*xs))
     jac = [[np.zeros((x.size, o.size)) for x in wrt] for o in outs]
     for oi, o in enumerate(outs):
@@ -90,7 +89,6 @@ def gradcheck(fn: Callable[..., Any], inputs: Any, eps: float = 1e-6, atol: floa
     raises :class:`GradcheckError` (returns False when ``raise_exception=False``).
     """
     xs = _float64_copies(_as_list(inputs))
-    from fastop.tensor import Tensor
     wrt = [x for x in xs if isinstance(x, Tensor) and not x.stop_gradient]
     if not wrt:
         raise ValueError("gradcheck: no input has stop_gradient=False; nothing to check")
@@ -121,7 +119,6 @@ def gradgradcheck(fn: Callable[..., Any], inputs: Any, grad_outputs: Any = None,
     gradient that was not recorded (a gradient rule using an op without a gradient
     rule) raises :class:`GradcheckError` saying so.
     """
-    from fastop.tensor import Tensor, grad, to_tensor
     xs = _float64_copies(_as_list(inputs))
     wrt_index = [i for i, x in enumerate(xs) if isinstance(x, Tensor) and not x.stop_gradient]
     if not wrt_index:

@@ -32,10 +32,24 @@ from fastop.distributed._collective import (ReduceOp, all_gather, all_reduce, ba
 from fastop.distributed._data_parallel import DataParallel
 from fastop.distributed._optimizer import DistributedOptimizer
 from fastop.distributed._world import world as _process_group
+from fastop.distributed._buckets import average_flat as _average_flat
+from fastop._job import install as _install_process_group
 
 __all__ = ["init_parallel_env", "is_initialized", "get_rank", "get_world_size", "barrier",
            "all_reduce", "broadcast", "all_gather", "ReduceOp", "ParallelEnv",
            "DataParallel", "DistributedOptimizer", "DistributedTimeoutError"]
+
+
+def _size_and_rank() -> tuple[int, int]:
+    """(world size, rank) once :func:`init_parallel_env` has run, else (1, 0): what the
+    layers below ask through :mod:`fastop._job` (the data loader's default rank)."""
+    if not is_initialized():
+        return 1, 0
+    group = _process_group()
+    return group.size, group.rank
+
+
+_install_process_group(_size_and_rank, _average_flat)
 
 
 class ParallelEnv:

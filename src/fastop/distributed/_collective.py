@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from fastop._core.storage import DenseTensor
+from fastop.tensor.creation import zeros
 from fastop.distributed._world import World, init_parallel_env, world
 
 __all__ = ["ReduceOp", "get_rank", "get_world_size", "all_reduce", "broadcast",
@@ -209,7 +210,6 @@ def all_gather(tensor_list: list, tensor: Any, group: Any = None,
     if tensor_list and len(tensor_list) != w.size:
         raise ValueError(f"fastop.distributed.all_gather: 'tensor_list' must be empty or "
                          f"hold one tensor per rank ({w.size}), got {len(tensor_list)}")
-    from fastop import zeros
     gathered = zeros([w.size, *tensor.shape], dtype=tensor.dtype)
     if w.size > 1:
         send = _contiguous(tensor)

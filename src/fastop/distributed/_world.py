@@ -24,6 +24,9 @@ import sys
 import time
 from typing import Any, Callable
 
+from fastop._job import LAUNCHER_VARS
+from fastop._threads import set_num_threads
+
 __all__ = ["World", "world", "init_parallel_env", "is_initialized", "DistributedTimeoutError",
            "MPI_MISSING_HINT"]
 
@@ -37,7 +40,6 @@ SPIN_SECONDS = 0.05
 MAX_NAP = 0.001
 _yield_cpu = getattr(os, "sched_yield", lambda: time.sleep(0))
 _THREAD_VARS = ("FASTOP_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-_LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK")
 
 
 class DistributedTimeoutError(RuntimeError):
@@ -65,7 +67,7 @@ def _timeout_from_env() -> float:
 def _launcher_size() -> int | None:
     """The number of ranks the environment says an MPI launcher started, or None when
     no launcher's variables are set (-1: a launcher that does not say how many)."""
-    if not any(v in os.environ for v in _LAUNCHER_VARS):
+    if not any(v in os.environ for v in LAUNCHER_VARS):
         return None
     for var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE"):
         try:
@@ -198,7 +200,6 @@ def init_parallel_env() -> None:
         w.local_rank, w.local_size = local.Get_rank(), local.Get_size()
         local.Free()
         if not any(os.environ.get(v) for v in _THREAD_VARS):
-            from fastop import set_num_threads
             cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
                 else os.cpu_count() or 1
             set_num_threads(max(1, cores // w.local_size))

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from fastop._job import size_and_rank
 from fastop.io._checks import check_bool, check_int, check_sized
 from fastop.io.dataset import IterableDataset
 from fastop.io.sampler import RandomSampler, Sampler, SequenceSampler, epoch_indices
@@ -88,20 +89,6 @@ class BatchSampler(Sampler[list]):
             yield batch
 
 
-def _distributed_world() -> tuple[int, int]:
-    """(world size, rank) from fastop.distributed when it is there and initialised, else
-    (1, 0). Imported here, on use (it is not needed otherwise)."""
-    from importlib import import_module
-    try:
-        distributed = import_module("fastop.distributed")
-    except ImportError:
-        return 1, 0
-    is_initialized = getattr(distributed, "is_initialized", None)
-    if is_initialized is not None and not is_initialized():
-        return 1, 0
-    return int(distributed.get_world_size()), int(distributed.get_rank())
-
-
 class DistributedBatchSampler(BatchSampler):
     """The share of one rank (process) of a data set's batches in data-parallel training.
 
@@ -134,7 +121,7 @@ class DistributedBatchSampler(BatchSampler):
         self.shuffle = check_bool(owner, "shuffle", shuffle)
         self.drop_last = check_bool(owner, "drop_last", drop_last)
         if num_replicas is None or rank is None:
-            world, world_rank = _distributed_world()
+            world, world_rank = size_and_rank()
             num_replicas = world if num_replicas is None else num_replicas
             rank = world_rank if rank is None else rank
         self.nranks = check_int(owner, "num_replicas", num_replicas)

@@ -31,6 +31,7 @@ import numpy as np
 
 from fastop import initializer as _init
 from fastop._core.storage import as_dtype
+from fastop._tensor import to_tensor
 from fastop.ops._dispatch import current_mode
 
 __all__ = ["Layer", "ParamAttr", "is_parameter", "create_parameter"]
@@ -95,7 +96,6 @@ def create_parameter(shape: Sequence[int], dtype: Any = "float32", name: str | N
     initializer = initializer if initializer is not None else _init.XavierUniform()
     dtype = as_dtype(dtype)
     if current_mode() == "eager":
-        from fastop import to_tensor
         param = to_tensor(initializer(shape, dtype), stop_gradient=not trainable)
         param.name = name
     else:
@@ -372,7 +372,6 @@ class Layer:
             return self
         if current_mode() != "eager":
             raise RuntimeError("Layer.to(dtype=...) works in eager mode")
-        from fastop import to_tensor
         dtype = as_dtype(dtype)
         for layer in self.sublayers(include_self=True):
             object.__setattr__(layer, "_dtype", dtype)

@@ -17,6 +17,7 @@ from fastop import initializer as _init
 from fastop.nn import functional as F
 from fastop.nn.layer import Layer
 from fastop.ops._dispatch import current_mode
+from fastop.tensor.creation import full
 
 __all__ = ["LayerNorm", "BatchNorm1D"]
 
@@ -60,7 +61,6 @@ def _running_stat(layer: Layer, suffix: str, value: float, size: int) -> Any:
         from fastop import static
         return static.create_global_var([size], value, layer._dtype, persistable=True,
                                         name=f"{layer.full_name()}.{suffix}")
-    from fastop import full
     return full([size], value, layer._dtype)
 
 

@@ -260,7 +260,8 @@ class OpDef(OpBase):
     # fastop.ops._dispatch's scalar rule), e.g. where's x and y, not its condition
     promotes: tuple[str, ...] | None = None
     int_to_float: bool = False    # integer/bool inputs compute in float32 (true division)
-    # how to rebuild an op that is not in the registry (py_func's functions), for saving
+    # where the op came from, for saving a Program that holds it: py_func's functions
+    # (a PyFuncSource), or the module of a load_directory op (ops._sources.DirectorySource)
     source: Any = field(default=None, repr=False)
     registry: "Registry | None" = field(default=None, repr=False, compare=False)
 

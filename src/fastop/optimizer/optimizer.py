@@ -44,6 +44,7 @@ from fastop.ops._dispatch import current_mode
 from fastop.ops.builtin._table import B
 from fastop.regularizer import L2Decay, WeightDecayRegularizer
 from fastop.static.framework import Variable
+from fastop.tensor.creation import full
 
 __all__ = ["Optimizer", "SGD", "Momentum", "Adam", "AdamW"]
 
@@ -204,7 +205,6 @@ class Optimizer:
         rate = self.get_lr() * ratio
         entry = self._lr_tensors.get((param.dtype, ratio))
         if entry is None:
-            from fastop import full
             entry = self._lr_tensors[param.dtype, ratio] = [rate, full([1], rate, param.dtype)]
         elif entry[0] != rate:
             np.asarray(entry[1])[0] = entry[0] = rate
@@ -241,7 +241,6 @@ class Optimizer:
     def _eager_state(self, param: Any) -> dict[str, Any]:
         state = self._state.get(id(param))
         if state is None:
-            from fastop import full
             state = self._state[id(param)] = {
                 key: full(shape, value, param.dtype)
                 for key, (shape, value) in self._state_init(param).items()}

@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import os
 
+from fastop._version import __version__
 from fastop.plugins._manager import (ENTRY_POINT_GROUP, EntryPoint, PluginError, PluginInfo,
                                      PluginLoadWarning, PluginManager, UntrustedOpModuleError,
                                      entry_points, manager)
+from fastop.ops._sources import set_directory_loader
 
 __all__ = ["PluginLoadWarning", "PluginError", "UntrustedOpModuleError", "PluginInfo", "PluginManager", "EntryPoint",
            "ENTRY_POINT_GROUP", "entry_points", "manager", "load_plugins",
            "load_builtin_plugin", "load_directory", "list", "loaded_plugins", "op_samples"]
 
 
+set_directory_loader(manager)   # saved Programs load their directory ops through it
+
+
 def load_builtin_plugin() -> None:
     """Register fastop's own ops (``import fastop`` does, before anything else)."""
-    from fastop import __version__
     manager.load_builtin(__version__)
 
 

@@ -53,6 +53,7 @@ from fastop._env import env_flag
 from fastop._errors import UntrustedCodeError
 from fastop.ops import OpDef, Registry, registry as default_registry
 from fastop.ops._registry import did_you_mean
+from fastop.ops._sources import DirectorySource
 
 __all__ = ["PluginLoadWarning", "PluginError", "UntrustedOpModuleError", "PluginInfo",
            "EntryPoint", "PluginManager", "entry_points", "manager", "ENTRY_POINT_GROUP"]
@@ -422,15 +423,10 @@ class PluginManager:
                              directory=directory, strict=strict)
         if info is not None:
             self._from_directory[directory, name] = info
+            origin = DirectorySource(directory, name)
+            for op_name in info.ops:        # what a saved Program records for the op
+                self.registry.get(op_name).source = origin
         return info
-
-    def directory_source(self, op_name: str) -> dict[str, str] | None:
-        """Where an op loaded from a directory came from (``{"directory", "module"}``),
-        for a saved Program to load it again; None for any other op."""
-        for (directory, module), info in self._from_directory.items():
-            if op_name in info.ops:
-                return {"directory": directory, "module": module}
-        return None
 
     def check_directory_source(self, op_name: str, source: dict[str, str],
                                allows: Callable[[str], bool] | None = None) -> str:

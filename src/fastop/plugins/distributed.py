@@ -4,7 +4,9 @@ through the same hook as any plugin (``fastop_register_ops``), which
 of gradients — and the executor runs like any Python-kernel op.
 
 Registered at ``import fastop`` (so a saved program using it loads anywhere); MPI is
-only touched when the kernel runs, under an MPI launcher.
+only touched when the kernel runs, under an MPI launcher. The kernel averages through
+the process group fastop.distributed installs in :mod:`fastop._job` (this layer is
+below it and does not import it).
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import math
 
 import numpy as np
 
+from fastop._job import allreduce_mean as job_allreduce_mean
 from fastop.hookspecs import hookimpl
 from fastop.ops._registry import TensorMeta
 
@@ -49,16 +52,15 @@ def fastop_register_ops(registry):
 
     @op.kernel("float32", "float64")
     def allreduce_mean(xs):
-        from fastop.distributed._buckets import average_flat
         check_bucket(xs)
-        return average_flat(xs)
+        return job_allreduce_mean(xs, "dist::allreduce_mean")
 
 
 @hookimpl
 def fastop_op_samples():
     """Buckets for fastop.testing.opcheck: several shapes in one bucket, float32 and
     float64, and a bucket of one tensor (outside an MPI launcher: the concatenation)."""
-    from fastop.testing import Sample
+    from fastop.ops.checking import Sample
 
     rng = np.random.default_rng(0)
     return {"dist::allreduce_mean": [

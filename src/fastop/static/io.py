@@ -42,10 +42,10 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from fastop import initializer as _init
-from fastop import plugins
 from fastop._core.storage import DType, as_dtype
 from fastop._files import LoadError, UntrustedCodeError, atomic_write, read_npz
 from fastop.ops import TensorMeta, UnknownOpError, registry
+from fastop.ops._sources import DirectorySource, directory_loader
 from fastop.static.executor import Executor, Scope, global_scope
 from fastop.static.framework import Operator, Program
 from fastop.static.py_func import PyFuncOp, PyFuncSource
@@ -264,9 +264,8 @@ def _encode_op(op: Operator) -> dict[str, Any]:
     else:
         record.update(op=opdef.name, plugin=opdef.plugin, plugin_version=opdef.version,
                       attrs={k: _encode_attr(opdef.name, k, v) for k, v in op.attrs.items()})
-        source = plugins.manager.directory_source(opdef.name)
-        if source is not None:     # an op from load_directory: where to load it again
-            record["source"] = source
+        if isinstance(source, DirectorySource):   # from load_directory: load it again
+            record["source"] = source.as_record()
     return record
 
 
@@ -491,8 +490,8 @@ def _check_directory_op(policy: CodePolicy, name: str, source: Any, where: str) 
         raise policy.error(f"{where}: 'source' must be {{\"directory\": ..., \"module\": "
                            f"...}}, got {source!r:.80}")
     try:
-        plugins.manager.check_directory_source(name, source, policy.allows)
-    except plugins.UntrustedOpModuleError as exc:
+        directory_loader().check_directory_source(name, source, policy.allows)
+    except UntrustedCodeError as exc:
         raise type(exc)(f"{policy.caller}: cannot read {policy.source!r}: {where}: "
                         f"{exc}") from None
     except ValueError as exc:
@@ -502,7 +501,7 @@ def _check_directory_op(policy: CodePolicy, name: str, source: Any, where: str) 
 def _load_directory_op(policy: CodePolicy, name: str, source: Any, where: str) -> None:
     _check_directory_op(policy, name, source, where)
     try:
-        plugins.manager.load_directory_source(name, source, policy.allows)
+        directory_loader().load_directory_source(name, source, policy.allows)
     except ValueError as exc:
         raise policy.error(f"{where}: {exc}") from exc
 
