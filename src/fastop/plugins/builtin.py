@@ -14,4 +14,5 @@ def fastop_register_ops(registry):
 @hookimpl
 def fastop_op_samples():
     from fastop.ops.builtin import samples
-    return samples()
+    from fastop.static.parameters import samples as parameter_samples
+    return {**samples(), **parameter_samples()}

@@ -85,3 +85,16 @@ def create_global_var(shape: Sequence[int], value: float, dtype: Any,
     var = block.create_var(name, dtype, shape, persistable=True, stop_gradient=True)
     _startup_init(name, shape, dtype, _init.Constant(float(value)))
     return var
+
+
+def samples() -> dict[str, list[Any]]:
+    """Samples of ``static::initialize`` for :func:`fastop.testing.opcheck` (served by
+    the built-in plugin's ``fastop_op_samples`` hook): an Initializer drawing from its
+    seed, and a plain ``f(shape, dtype)``."""
+    from fastop.ops.checking import Sample
+    return {"static::initialize": [
+        Sample(initializer=_init.Normal(0.0, 2.0), shape=[2, 3],
+               dtype=as_dtype("float64"), seed=7),
+        Sample(initializer=_init.Constant(0.5), shape=[4], dtype=as_dtype("float32"),
+               seed=0),
+    ]}
