@@ -131,6 +131,24 @@ def test_ranks_out_of_step_end_in_a_watchdog_error_not_a_hang():
            "all_reduce" in output, output
 
 
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_tensors_that_differ_between_ranks_raise_on_every_rank(ranks):
+    """(float32 on one rank and float64 on another would be reinterpreted; a broadcast
+    of another size would end in a bare MPI error.)"""
+    code, output, _ = run(ranks, "mismatch", "-")
+    assert code == 0, output
+    assert sorted(re.findall(r"rank (\d): mismatches named", output)) == \
+        [str(r) for r in range(ranks)], output
+
+
+@pytest.mark.parametrize("skip,calls", [(None, "2"), ("1", "1")])
+def test_the_comparison_costs_one_collective_and_only_on_the_public_calls(skip, calls):
+    code, output, _ = run(2, "count", "-", FASTOP_DIST_SKIP_CHECKS=skip)
+    assert code == 0, output
+    assert sorted(re.findall(r"rank \d: all_reduce (\d) backward (\d)", output)) == \
+        [(calls, "1")] * 2, output
+
+
 def test_each_rank_gets_its_share_of_the_cores_unless_told():
     cores = len(os.sched_getaffinity(0))
     code, output, _ = run(2, "threads", "-", FASTOP_NUM_THREADS=None, OMP_NUM_THREADS=None,

@@ -16,6 +16,13 @@ instead of hanging; an uncaught exception on any rank prints its traceback and a
 the whole job (:func:`_install_excepthook`). ``python -m mpi4py script.py`` aborts on a
 non-zero ``sys.exit`` too; a rank that leaves early without an error is caught by its
 peers' timeout.
+
+The public collectives (``all_reduce``, ``broadcast``, ``all_gather``) first compare
+the ranks' tensors (one all-gather of a small header: the collective, its op or source,
+the dtype and the shape), so tensors that differ between ranks raise the same error on
+every rank instead of giving each rank different garbage; ``FASTOP_DIST_SKIP_CHECKS=1``
+turns that off. DataParallel's gradient buckets skip it: it compares the models once,
+when it wraps them.
 """
 from __future__ import annotations
 
@@ -23,6 +30,8 @@ import os
 import sys
 import time
 from typing import Any, Callable
+
+from fastop._env import env_flag
 
 __all__ = ["World", "world", "init_parallel_env", "is_initialized", "DistributedTimeoutError",
            "MPI_MISSING_HINT"]
@@ -99,11 +108,14 @@ class World:
 
     def __init__(self, mpi: Any | None) -> None:
         self.MPI = mpi
+        self._mpi_errors: Any = () if mpi is None else mpi.Exception   # what MPI raises
         self.comm = None if mpi is None else mpi.COMM_WORLD
         self.rank = 0 if mpi is None else self.comm.Get_rank()
         self.size = 1 if mpi is None else self.comm.Get_size()
         self.local_rank, self.local_size = 0, 1   # set by init_parallel_env
         self.timeout = _timeout_from_env()
+        # compare the ranks' tensors before each public collective (see the module doc)
+        self.check_collectives = not env_flag("FASTOP_DIST_SKIP_CHECKS")
         self.collectives = 0          # started by this rank, for error messages
         self.failure: DistributedTimeoutError | None = None
         self.stuck: Any = None              # the requests of the collective that timed out
@@ -111,15 +123,26 @@ class World:
 
     def complete(self, what: str, start: Callable[[], Any]) -> None:
         """Run one collective: `start()` returns its MPI request(s); poll them until done,
-        or raise :class:`DistributedTimeoutError` after ``self.timeout`` seconds."""
+        or raise :class:`DistributedTimeoutError` after ``self.timeout`` seconds. An
+        error MPI reports (a message truncated, say) is a RuntimeError naming `what` and
+        the rank."""
         if self.failure is not None:
             raise DistributedTimeoutError(f"{what}: an earlier collective of rank "
                                           f"{self.rank} timed out ({self.failure})")
         self.collectives += 1
-        requests = start()
-        test = self.MPI.Request.Testall if isinstance(requests, list) else type(requests).Test
-        if test(requests):
-            return
+        try:
+            requests = start()
+            test = self.MPI.Request.Testall if isinstance(requests, list) \
+                else type(requests).Test
+            if test(requests):
+                return
+            self._poll(what, requests, test)
+        except self._mpi_errors as exc:
+            raise RuntimeError(f"fastop.distributed: {what} failed on rank {self.rank} of "
+                               f"{self.size}: MPI error: {exc}") from exc
+
+    def _poll(self, what: str, requests: Any, test: Callable[[Any], bool]) -> None:
+        """Wait for `requests` to complete, or time out (:meth:`complete`)."""
         began = time.monotonic()
         spin_until, deadline = began + SPIN_SECONDS, began + self.timeout
         nap = 2e-5
