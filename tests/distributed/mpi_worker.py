@@ -14,6 +14,8 @@ as the one-process reference). ``python mpi_worker.py SCENARIO OUT_DIR``:
 * ``mismatch`` — the ranks pass tensors of different dtypes or shapes (or a different
   op or src) to the collectives: each must raise the same error on every rank, and the
   collectives after it still work.
+* ``shm raise|kill|timeout`` — prints the MPICH shared-memory files this rank maps,
+  then rank 1 raises, or kills itself, or stops (rank 0 then times out).
 * ``count`` — prints how many MPI collectives one all_reduce and one DataParallel
   gradient average take (the header comparison: 2 and 1; 1 and 1 with
   ``FASTOP_DIST_SKIP_CHECKS=1``).
@@ -294,6 +296,18 @@ def main() -> int:
         dist.barrier()
     elif scenario == "mismatch":
         check_mismatches(rank, world)
+    elif scenario == "shm":
+        mapped = sorted({line.split(maxsplit=5)[5].strip().removesuffix(" (deleted)")
+                         for line in open("/proc/self/maps")
+                         if "/dev/shm/mpich_shm_" in line})
+        print(f"rank {rank} maps {' '.join(mapped)}", flush=True)
+        dist.barrier()
+        if rank == 1 and out == "raise":
+            raise RuntimeError("deliberate failure on rank 1")
+        if rank == 1 and out == "kill":
+            os.kill(os.getpid(), 9)
+        if rank == 0 or out == "kill":
+            dist.barrier()                  # alone: the timeout, or the launcher, ends it
     elif scenario == "count":
         from fastop.distributed._world import world as process_group
         model = fastop.DataParallel(nn.Linear(3, 1))

@@ -149,6 +149,18 @@ def test_the_comparison_costs_one_collective_and_only_on_the_public_calls(skip, 
         [(calls, "1")] * 2, output
 
 
+@pytest.mark.skipif(not os.path.isdir("/dev/shm") or not os.path.exists("/proc/self/maps"),
+                    reason="needs Linux /dev/shm")
+@pytest.mark.parametrize("how", ["raise", "kill", "timeout"])
+def test_a_job_that_aborts_leaves_no_shared_memory_file(how):
+    code, output, _ = run(2, "shm", how, FASTOP_DIST_TIMEOUT="3")
+    assert code != 0, output
+    assert len(re.findall(r"rank \d maps ", output)) == 2, output
+    segments = set(re.findall(r"/dev/shm/mpich_shm_\w+", output))   # ranks' lines may mix
+    assert segments, output
+    assert [path for path in segments if os.path.exists(path)] == [], output
+
+
 def test_each_rank_gets_its_share_of_the_cores_unless_told():
     cores = len(os.sched_getaffinity(0))
     code, output, _ = run(2, "threads", "-", FASTOP_NUM_THREADS=None, OMP_NUM_THREADS=None,

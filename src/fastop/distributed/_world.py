@@ -17,6 +17,12 @@ the whole job (:func:`_install_excepthook`). ``python -m mpi4py script.py`` abor
 non-zero ``sys.exit`` too; a rank that leaves early without an error is caught by its
 peers' timeout.
 
+MPICH keeps its shared-memory segment (``/dev/shm/mpich_shm_*``, 2 MiB) as a file until
+``MPI_Finalize``: a job that ends in an abort, or loses a rank to SIGKILL, would leave it
+behind. Once every rank has started (the barrier of :func:`init_parallel_env`) each rank
+removes the files of the segments it has mapped — the memory stays until the last rank
+exits, whichever way it exits — and an aborting rank removes them too.
+
 The public collectives (``all_reduce``, ``broadcast``, ``all_gather``) first compare
 the ranks' tensors (one all-gather of a small header: the collective, its op or source,
 the dtype and the shape), so tensors that differ between ranks raise the same error on
@@ -188,6 +194,7 @@ def _install_excepthook(w: World) -> None:
 
     def _abort_on_uncaught_exception(exc_type, exc, tb):
         try:
+            remove_shared_memory_files()
             sys.stderr.write(f"fastop.distributed: uncaught exception on rank {w.rank} "
                              f"of {w.size}; aborting the job\n")
             previous(exc_type, exc, tb)
@@ -200,6 +207,32 @@ def _install_excepthook(w: World) -> None:
         finally:
             w.comm.Abort(1)
     sys.excepthook = _abort_on_uncaught_exception
+
+
+_MPICH_SEGMENTS = "/dev/shm/mpich_shm_"
+
+
+def remove_shared_memory_files() -> list[str]:
+    """Unlink the files of the MPICH shared-memory segments this process has mapped
+    (read from ``/proc/self/maps``; nothing where that does not exist); their paths. The
+    mappings stay valid: the memory is freed when the last process unmaps it."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            lines = maps.read().splitlines()
+    except OSError:
+        return []
+    removed = []
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        path = fields[5] if len(fields) == 6 else ""
+        if path.startswith(_MPICH_SEGMENTS) and not path.endswith(" (deleted)") \
+                and path not in removed:
+            try:
+                os.unlink(path)
+                removed.append(path)
+            except OSError:             # another rank of this machine removed it first
+                pass
+    return removed
 
 
 def init_parallel_env() -> None:
@@ -226,6 +259,7 @@ def init_parallel_env() -> None:
                 else os.cpu_count() or 1
             set_num_threads(max(1, cores // w.local_size))
         w.complete("init_parallel_env", w.comm.Ibarrier)
+        remove_shared_memory_files()        # every rank has mapped them: see the module doc
     w.initialized = True
 
 
