@@ -16,6 +16,7 @@ as the one-process reference). ``python mpi_worker.py SCENARIO OUT_DIR``:
   collectives after it still work.
 * ``shm raise|kill|timeout`` — prints the MPICH shared-memory files this rank maps,
   then rank 1 raises, or kills itself, or stops (rank 0 then times out).
+* ``truncate`` — rank 0 broadcasts 3 values into rank 1's 2 (unchecked).
 * ``count`` — prints how many MPI collectives one all_reduce and one DataParallel
   gradient average take (the header comparison: 2 and 1; 1 and 1 with
   ``FASTOP_DIST_SKIP_CHECKS=1``).
@@ -308,6 +309,12 @@ def main() -> int:
             os.kill(os.getpid(), 9)
         if rank == 0 or out == "kill":
             dist.barrier()                  # alone: the timeout, or the launcher, ends it
+    elif scenario == "truncate":            # run with FASTOP_DIST_SKIP_CHECKS=1
+        try:
+            dist.broadcast(fastop.ones([3 if rank == 0 else 2]), src=0)
+            print(f"rank {rank}: broadcast done", flush=True)
+        except RuntimeError as exc:
+            print(f"rank {rank}: {exc}", flush=True)
     elif scenario == "count":
         from fastop.distributed._world import world as process_group
         model = fastop.DataParallel(nn.Linear(3, 1))

@@ -141,6 +141,14 @@ def test_tensors_that_differ_between_ranks_raise_on_every_rank(ranks):
         [str(r) for r in range(ranks)], output
 
 
+def test_an_unchecked_broadcast_of_another_size_names_the_collective_and_rank():
+    code, output, _ = run(2, "truncate", "-", FASTOP_DIST_SKIP_CHECKS="1")
+    assert code == 0, output
+    assert "rank 0: broadcast done" in output
+    assert "rank 1: fastop.distributed: broadcast from rank 0 failed on rank 1 of 2: MPI " \
+           "error: " in output and "FASTOP_DIST_SKIP_CHECKS=1" in output, output
+
+
 @pytest.mark.parametrize("skip,calls", [(None, "2"), ("1", "1")])
 def test_the_comparison_costs_one_collective_and_only_on_the_public_calls(skip, calls):
     code, output, _ = run(2, "count", "-", FASTOP_DIST_SKIP_CHECKS=skip)

@@ -144,8 +144,11 @@ class World:
                 return
             self._poll(what, requests, test)
         except self._mpi_errors as exc:
+            hint = "" if self.check_collectives else (
+                " (with FASTOP_DIST_SKIP_CHECKS=1 the ranks' tensors are not compared: "
+                "tensors of different sizes on the ranks end like this)")
             raise RuntimeError(f"fastop.distributed: {what} failed on rank {self.rank} of "
-                               f"{self.size}: MPI error: {exc}") from exc
+                               f"{self.size}: MPI error: {exc}{hint}") from exc
 
     def _poll(self, what: str, requests: Any, test: Callable[[Any], bool]) -> None:
         """Wait for `requests` to complete, or time out (:meth:`complete`)."""
