@@ -493,6 +493,7 @@ def _op_modules(directory: str, stacklevel: int) -> list[str]:
     (others — helpers, scripts — are not imported: importing runs code). An entry that
     is no regular file (a subdirectory, a dangling symlink, a FIFO) or cannot be read
     is skipped with a :class:`PluginLoadWarning` naming it."""
+    from fastop._files import read_bounded     # here: `import fastop` does not load it
     names = []
     for filename in sorted(os.listdir(directory)):
         stem = filename[:-3]
@@ -500,7 +501,6 @@ def _op_modules(directory: str, stacklevel: int) -> list[str]:
             continue
         path = os.path.join(directory, filename)
         try:
-            from fastop._files import read_bounded
             source = read_bounded(path, "load_directory", MAX_MODULE_BYTES)
         except (OSError, LoadError) as exc:
             warnings.warn(f"load_directory: skipped {path}: it cannot be read as a module "
