@@ -202,9 +202,9 @@ def _malformed() -> tuple[type[BaseException], ...]:
     import tokenize
     import zipfile
     import zlib
-    return (tokenize.TokenError, zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, struct.error, EOFError,
-            ValueError, KeyError, IndexError, TypeError, OverflowError, NotImplementedError,
-            RuntimeError, OSError, SyntaxError)
+    return (tokenize.TokenError, zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error,
+            struct.error, EOFError, ValueError, KeyError, IndexError, TypeError,
+            OverflowError, NotImplementedError, RuntimeError, OSError, SyntaxError)
 
 
 def read_npz(path: str, caller: str, what: str) -> dict[str, np.ndarray]:

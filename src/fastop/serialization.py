@@ -24,7 +24,8 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
-from fastop._files import SAVED_DTYPE_NAMES, SAVED_DTYPES, LoadError, UntrustedCodeError, atomic_write, read_npz
+from fastop._files import (SAVED_DTYPE_NAMES, SAVED_DTYPES, LoadError, UntrustedCodeError,
+                           atomic_write, read_npz)
 
 __all__ = ["save", "load", "LoadError", "UntrustedCodeError"]
 

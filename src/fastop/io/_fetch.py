@@ -12,8 +12,8 @@ from fastop._tensor import from_numpy_tensor, to_tensor
 from fastop.io.collate import default_collate_fn, default_convert_fn
 from fastop.io.dataset import IterableDataset, Subset, TensorDataset
 
-__all__ = ["add_note", "MapFetcher", "IterableFetcher", "make_fetcher", "direct_fields", "map_leaves",
-           "converter_for", "tensor_of_fresh_array", "batch_tensor"]
+__all__ = ["add_note", "MapFetcher", "IterableFetcher", "make_fetcher", "direct_fields",
+           "map_leaves", "converter_for", "tensor_of_fresh_array", "batch_tensor"]
 
 # Arrays of these dtypes (fastop's) become Tensors without a copy; others are converted
 # (int8, int16, uint16, ... to int64), as fastop.to_tensor converts them.

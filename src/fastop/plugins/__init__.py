@@ -39,10 +39,11 @@ def load_directory(path: str | os.PathLike[str]) -> list[PluginInfo]:
     name another module owns; the directory is appended to ``sys.path`` for the modules
     to import their helpers) and registered like an installed plugin: its ops are
     attributed to the directory (its real path) and the module's ``__version__`` (empty
-    when it has none), and a module that fails (or is interrupted) is skipped with one :class:`PluginLoadWarning` (an error with
-    ``FASTOP_STRICT_PLUGINS=1``), leaving nothing of it registered. An op name that
-    another plugin already defines is such a failure, naming both. Loading a directory
-    again is a no-op (a module that failed is tried again). A static Program saved with
+    when it has none), and a module that fails is skipped with one
+    :class:`PluginLoadWarning` (an error with ``FASTOP_STRICT_PLUGINS=1``), leaving
+    nothing of it registered (a Ctrl-C while it loads also leaves nothing of it, and
+    propagates). An op name that another plugin already defines is such a failure,
+    naming both. Loading a directory again is a no-op (a module that failed is tried again). A static Program saved with
     one of these ops records the directory and module; loading the Program imports the
     module again only when the caller allows it (``static.load_program``'s
     ``allowed_modules=[module]`` or ``trust_code=True``), or finds the op already
