@@ -43,11 +43,11 @@ def load_directory(path: str | os.PathLike[str]) -> list[PluginInfo]:
     :class:`PluginLoadWarning` (an error with ``FASTOP_STRICT_PLUGINS=1``), leaving
     nothing of it registered (a Ctrl-C while it loads also leaves nothing of it, and
     propagates). An op name that another plugin already defines is such a failure,
-    naming both. Loading a directory again is a no-op (a module that failed is tried again). A static Program saved with
-    one of these ops records the directory and module; loading the Program imports the
-    module again only when the caller allows it (``static.load_program``'s
-    ``allowed_modules=[module]`` or ``trust_code=True``), or finds the op already
-    registered by a load_directory call.
+    naming both. Loading a directory again is a no-op (a module that failed is tried
+    again). A static Program saved with one of these ops records the directory and
+    module; loading the Program imports the module again only when the caller allows it
+    (``static.load_program``'s ``allowed_modules=[module]`` or ``trust_code=True``), or
+    finds the op already registered by a load_directory call.
 
     An entry that is not a regular file (a subdirectory ``x.py``, a dangling symlink, a
     FIFO) is skipped with a PluginLoadWarning naming it. Raises NotADirectoryError, or
