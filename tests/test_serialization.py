@@ -429,3 +429,21 @@ def test_loading_a_device_or_a_directory_names_it(tmp_path):
         fastop.load(tmp_path)
     with pytest.raises(FileNotFoundError):
         fastop.load(tmp_path / "missing")
+
+
+def test_a_sparse_terabyte_file_is_refused_without_reading_it(tmp_path):
+    path = tmp_path / "huge.pdparams"
+    with open(path, "wb") as f:
+        f.truncate(1 << 40)                     # 1 TiB of holes
+    proc = run_loader(f"""
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+        import fastop
+        try:
+            fastop.load({str(path)!r})
+        except fastop.serialization.LoadError as exc:
+            print(exc)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"fastop.load: cannot read {str(path)!r}: the file is "
+                                  f"truncated, corrupted or not a fastop state-dict file")
