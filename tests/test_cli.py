@@ -240,6 +240,17 @@ def test_profile_reports_a_failing_script_and_still_summarizes(tmp_path):
     assert "KeyError: 'boom'" in proc.stderr and "fastop::tanh" in proc.stdout
 
 
+def test_profile_out_in_a_missing_directory_is_one_line_naming_it(tmp_path):
+    script = tmp_path / "work.py"
+    script.write_text(PROFILED_SCRIPT)
+    out = tmp_path / "missing" / "dir" / "t.json"
+    proc = run_profile("--out", str(out), str(script), "1", "0")
+    assert proc.returncode == 2
+    assert proc.stderr == (f"fastop profile: error: --out {str(out)!r}: directory "
+                           f"{str(out.parent)!r} does not exist\n")
+    assert "argv" not in proc.stdout                    # the script did not run for nothing
+
+
 def test_profile_usage_errors(capsys, tmp_path):
     code, _, err = run_cli(capsys, "profile", str(tmp_path / "missing.py"))
     assert code == 2 and "no such script" in err

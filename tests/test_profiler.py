@@ -1,7 +1,9 @@
 """fastop.profiler: which calls it records (eager ops, plugin Python ops, PyLayer, backward
 nodes nested under backward(), optimizer updates, static ops and py_func, user ranges),
 from several threads; the summary; the Chrome trace; Paddle's schedule."""
+import gc
 import json
+import os
 import threading
 from collections import Counter
 
@@ -461,3 +463,54 @@ def test_profiler_is_a_lazy_attribute_of_fastop():
     code = ("import sys, fastop; assert 'fastop.profiler' not in sys.modules; "
             "assert fastop.profiler.Profiler")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+# -- storage dtypes, bad paths, profilers nobody holds ------------------------------------
+def test_summary_and_trace_name_float16_and_uint8_inputs(tmp_path):
+    half = fastop.to_tensor(np.ones(3, "float16"))
+    byte = fastop.to_tensor(np.ones(3, "uint8"))
+    with Profiler() as prof:
+        half.astype("float32")
+        byte.astype("float32")
+    table = prof.summary_table(group_by="shape")
+    assert "fastop::cast [[3]]" in table
+    dtypes = [e.inputs[0][0] for e in prof.events() if e.name == "fastop::cast"]
+    assert dtypes == ["float16", "uint8"]
+    prof.export_chrome_tracing(str(tmp_path / "t.json"))
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    assert [e["args"]["input dtypes"] for e in events if e["name"] == "fastop::cast"] == \
+        [["float16"], ["uint8"]]
+
+
+def test_export_errors_name_the_path_given_not_a_temporary(tmp_path):
+    with Profiler() as prof:
+        fastop.ones([2]).sum()
+    missing = tmp_path / "missing" / "t.json"
+    with pytest.raises(FileNotFoundError) as info:
+        prof.export_chrome_tracing(str(missing))
+    assert str(missing) in str(info.value) and ".fastop_trace" not in str(info.value)
+    assert f"directory {str(tmp_path / 'missing')!r} does not exist" in str(info.value)
+    (tmp_path / "t.json").mkdir()               # the rename over a directory fails
+    with pytest.raises(OSError) as info:
+        prof.export_chrome_tracing(str(tmp_path / "t.json"))
+    assert str(tmp_path / "t.json") in str(info.value)
+    assert ".fastop_trace" not in str(info.value)
+    assert [n for n in os.listdir(tmp_path) if n.startswith(".fastop_trace")] == []
+
+
+def test_a_profiler_nobody_holds_stops_recording():
+    from fastop._core import profiling
+    prof = Profiler()
+    prof.start()
+    assert profiling.is_active()
+    del prof
+    gc.collect()
+    assert not profiling.is_active()
+    with Profiler() as outer:                   # a dropped nested one leaves the outer on
+        inner = Profiler()
+        inner.start()
+        del inner
+        gc.collect()
+        assert profiling.is_active()
+        fastop.ones([2]).sum()
+    assert not profiling.is_active() and named(outer, "fastop::sum")

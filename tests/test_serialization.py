@@ -1,6 +1,7 @@
 """fastop.save / fastop.load: round trips, atomic writes, clear errors, no pickle."""
 import io
 import os
+import re
 import signal
 import subprocess
 import time
@@ -187,7 +188,7 @@ def test_object_array_in_archive_is_refused_on_load(tmp_path):
     ({1: np.zeros(1)}, "keys must be non-empty strings"),
     ({"a": {}}, "'a' is an empty dict"),
     ({"a": "text"}, "'a' must be a tensor, array or number, got str"),
-    ({"a": np.zeros(2, "uint8")}, "'a' has dtype uint8"),
+    ({"a": np.zeros(2, "uint16")}, "'a' has dtype uint16"),
 ])
 def test_bad_state_dicts_raise(tmp_path, bad, match):
     with pytest.raises((TypeError, ValueError), match=match):
@@ -370,3 +371,79 @@ def test_saved_files_get_the_usual_permissions(tmp_path):
     os.umask(umask)
     fastop.save({"w": np.zeros(1)}, tmp_path / "m.npz")
     assert (tmp_path / "m.npz").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+# -- every storage dtype; files that are not regular files -------------------------------
+
+def test_float16_and_uint8_tensors_save_and_load(tmp_path):
+    """What Layer.to(dtype='float16') and fastop.uint8 make is saved and read back."""
+    layer = fastop.nn.Linear(2, 3)
+    layer.to(dtype="float16")
+    image = fastop.to_tensor(np.arange(6, dtype="uint8").reshape(2, 3))
+    fastop.save({"model": layer.state_dict(), "image": image}, tmp_path / "m.pdparams")
+    loaded = fastop.load(tmp_path / "m.pdparams")
+    assert loaded["image"].dtype == fastop.uint8
+    np.testing.assert_array_equal(loaded["image"].numpy(), image.numpy())
+    weight = loaded["model"]["weight"]
+    assert weight.dtype == fastop.float16
+    np.testing.assert_array_equal(weight.numpy(), layer.weight.numpy())
+
+
+def test_a_member_whose_header_length_lies_is_a_load_error(tmp_path):
+    out = io.BytesIO()
+    np.lib.format.write_array(out, np.ones(3, "float32"))
+    data = bytearray(out.getvalue())
+    data[8:10] = (20).to_bytes(2, "little")     # the header ends mid-dict
+    _archive(tmp_path / "lying.npz", {"w.npy": bytes(data)})
+    with pytest.raises(LoadError, match=r"lying\.npz.*member 'w' is not a \.npy array"):
+        fastop.load(tmp_path / "lying.npz")
+
+
+def run_loader(script, timeout=60):
+    """Run `script` in a fresh process (a loader that blocks fails this test only)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_loading_a_fifo_is_a_load_error_not_a_hang(tmp_path):
+    fifo = tmp_path / "m.pdparams"
+    os.mkfifo(fifo)
+    proc = run_loader(f"""
+        import fastop
+        try:
+            fastop.load({str(fifo)!r})
+        except fastop.serialization.LoadError as exc:
+            print(exc)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == (f"fastop.load: cannot read {str(fifo)!r}: it is a FIFO "
+                                   f"(named pipe), not a regular file")
+
+
+def test_loading_a_device_or_a_directory_names_it(tmp_path):
+    with pytest.raises(LoadError, match=r"'/dev/zero': it is a character device"):
+        fastop.load("/dev/zero")
+    with pytest.raises(IsADirectoryError, match=re.escape(str(tmp_path))):
+        fastop.load(tmp_path)
+    with pytest.raises(FileNotFoundError):
+        fastop.load(tmp_path / "missing")
+
+
+def test_a_sparse_terabyte_file_is_refused_without_reading_it(tmp_path):
+    path = tmp_path / "huge.pdparams"
+    with open(path, "wb") as f:
+        f.truncate(1 << 40)                     # 1 TiB of holes
+    proc = run_loader(f"""
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+        import fastop
+        try:
+            fastop.load({str(path)!r})
+        except fastop.serialization.LoadError as exc:
+            print(exc)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"fastop.load: cannot read {str(path)!r}: the file is "
+                                  f"truncated, corrupted or not a fastop state-dict file")

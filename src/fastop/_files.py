@@ -6,6 +6,11 @@ the target. A process that dies mid-save leaves at most that temporary; the next
 of the same path removes the temporaries of that name whose process is gone (a live
 process's, another thread's or another program's, are left alone).
 
+Opening (:func:`open_to_load`): a loader opens a regular file only, without blocking
+(a FIFO would block ``open()`` until a writer comes; ``/dev/zero`` never ends), and
+checks its size before reading, so a file larger than the loader reads is refused
+instead of read whole. Every loader of fastop opens its files through it.
+
 Reading (:func:`read_npz`): an ``.npz`` archive is read member by member with numpy's
 ``.npy`` header parser and never with pickle; before anything is allocated, each
 member's header must describe an array of a dtype fastop saves whose size is exactly
@@ -15,8 +20,10 @@ file. Every way a file can be malformed, truncated, crafted or foreign is one
 """
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 
 import numpy as np
@@ -26,10 +33,13 @@ from fastop._errors import LoadError, UntrustedCodeError
 if TYPE_CHECKING:
     import zipfile
 
-__all__ = ["LoadError", "UntrustedCodeError", "atomic_write", "read_npz"]
+__all__ = ["LoadError", "UntrustedCodeError", "atomic_write", "open_to_load", "read_bounded",
+           "read_npz"]
 
 TMP_SUFFIX = ".fastop-tmp"
-SAVED_DTYPES = {np.dtype(n) for n in ("bool", "int32", "int64", "float32", "float64")}
+SAVED_DTYPES = {np.dtype(n) for n in ("bool", "int32", "int64", "float32", "float64",
+                                       "float16", "uint8")}   # fastop's storage dtypes
+SAVED_DTYPE_NAMES = "bool, int32, int64, float32, float64, float16 and uint8"
 MAX_DEFLATE_RATIO = 1032        # deflate's limit: no member inflates more than this
 _CHUNK = 1 << 24                # bytes read at a time into an array
 
@@ -107,6 +117,59 @@ def _fsync_directory(directory: str) -> None:
         os.close(fd)
 
 
+# ----------------------------------------------------------------------------- opening
+
+def _kind(mode: int) -> str:
+    """What a file that is not a regular file is, in words."""
+    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def open_to_load(path: str, caller: str, max_bytes: int | None = None) -> BinaryIO:
+    """`path` opened for reading as a loader must: a regular file, at most `max_bytes`
+    long (None: any size).
+
+    The open does not block (``O_NONBLOCK``: a FIFO's ``open()`` would wait for a
+    writer forever). A directory raises IsADirectoryError, a missing file
+    FileNotFoundError (the OSErrors of ``open``); a FIFO, device or socket, or a file
+    over `max_bytes`, raises :class:`LoadError` ``"<caller>: cannot read '<path>': ..."``.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, f"{caller}: cannot read a directory", path)
+        if not stat.S_ISREG(info.st_mode):
+            raise LoadError(f"{caller}: cannot read {path!r}: it is {_kind(info.st_mode)}, "
+                            f"not a regular file")
+        if max_bytes is not None and info.st_size > max_bytes:
+            raise LoadError(f"{caller}: cannot read {path!r}: it holds {info.st_size} bytes, "
+                            f"more than the {max_bytes} such a file may hold")
+        if flags & getattr(os, "O_NONBLOCK", 0):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bounded(path: str, caller: str, max_bytes: int) -> bytes:
+    """The bytes of the regular file `path` (:func:`open_to_load`), refused with a
+    :class:`LoadError` when it holds more than `max_bytes` (also a file that grows
+    while it is read: no more than ``max_bytes + 1`` bytes are ever read)."""
+    with open_to_load(path, caller, max_bytes) as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise LoadError(f"{caller}: cannot read {path!r}: it holds more than the "
+                        f"{max_bytes} bytes such a file may hold")
+    return data
+
+
 # ----------------------------------------------------------------------------- reading
 
 class _Capped:
@@ -136,18 +199,20 @@ def _malformed() -> tuple[type[BaseException], ...]:
     they should be (NotImplementedError: an unknown compression method; RuntimeError:
     an encrypted member; OverflowError: offsets beyond what seek takes)."""
     import struct
+    import tokenize
     import zipfile
     import zlib
-    return (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, struct.error, EOFError,
-            ValueError, KeyError, IndexError, TypeError, OverflowError, NotImplementedError,
-            RuntimeError, OSError, SyntaxError)
+    return (tokenize.TokenError, zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error,
+            struct.error, EOFError, ValueError, KeyError, IndexError, TypeError,
+            OverflowError, NotImplementedError, RuntimeError, OSError, SyntaxError)
 
 
 def read_npz(path: str, caller: str, what: str) -> dict[str, np.ndarray]:
     """The arrays of the ``.npz`` archive at `path` by member name (without ``.npy``),
     in archive order, as native-byte-order numpy arrays of a dtype fastop saves.
 
-    A missing or unreadable file raises the OSError of opening it; anything wrong with
+    The file is opened with :func:`open_to_load` (a regular file only). A missing or
+    unreadable file raises the OSError of opening it; anything wrong with
     its contents a :class:`LoadError` ``"<caller>: cannot read '<path>': <problem>"``
     (`what` names the kind of file expected, for a file that is no archive at all).
     """
@@ -156,7 +221,7 @@ def read_npz(path: str, caller: str, what: str) -> dict[str, np.ndarray]:
         error.__cause__ = cause
         return error
     import zipfile      # here, not at import: `import fastop` stays fast (~15 ms)
-    with open(path, "rb") as f:
+    with open_to_load(path, caller) as f:
         size = os.fstat(f.fileno()).st_size
         try:
             with zipfile.ZipFile(_Capped(f, size)) as archive:  # type: ignore[arg-type]
@@ -203,6 +268,7 @@ def _check_directory(infos: list[zipfile.ZipInfo], size: int,
 def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo,
                  fail: Callable[..., LoadError]) -> np.ndarray:
     """One member's array: its header checked against its size, then its bytes."""
+    import tokenize
     name = info.filename[:-4]
     fmt = np.lib.format
     with archive.open(info) as member:
@@ -214,11 +280,13 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo,
                 shape, fortran, dtype = fmt.read_array_header_2_0(member)
             else:
                 raise ValueError(f".npy format version {version} is not read")
-        except (ValueError, TypeError, SyntaxError, EOFError) as exc:
-            raise fail(f"member {name!r} is not a .npy array ({exc})", exc) from exc
+        except (ValueError, TypeError, SyntaxError, EOFError, tokenize.TokenError) as exc:
+            # a header whose length field lies ends mid-expression: TokenError
+            raise fail(f"member {name!r} is not a .npy array "
+                       f"({type(exc).__name__}: {exc})", exc) from exc
         if dtype.hasobject or dtype.newbyteorder("=") not in SAVED_DTYPES:
-            raise fail(f"member {name!r} has dtype {dtype}; fastop reads bool, int32, "
-                       f"int64, float32 and float64 (no pickled objects)")
+            raise fail(f"member {name!r} has dtype {dtype}; fastop reads "
+                       f"{SAVED_DTYPE_NAMES} (no pickled objects)")
         native = dtype.newbyteorder("=")
         count = 1
         for d in shape:

@@ -220,6 +220,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if not os.path.isfile(args.script):
         print(f"fastop profile: error: no such script: {args.script!r}", file=sys.stderr)
         return 2
+    if args.out:                # checked before the script runs, not after
+        out_dir = os.path.dirname(os.path.abspath(args.out))
+        if not os.path.isdir(out_dir):
+            print(f"fastop profile: error: --out {args.out!r}: directory {out_dir!r} does "
+                  f"not exist", file=sys.stderr)
+            return 2
     prof = Profiler()
     prof.start()
     try:
@@ -230,7 +236,11 @@ def cmd_profile(args: argparse.Namespace) -> int:
     print()
     prof.summary(sorted_by=args.sort, group_by=args.group, row_limit=args.rows)
     if args.out:
-        prof.export_chrome_tracing(args.out)
+        try:
+            prof.export_chrome_tracing(args.out)
+        except OSError as exc:
+            print(f"fastop profile: error: {exc}", file=sys.stderr)
+            return code or 1
         print(f"fastop profile: trace written to {args.out} (open it in "
               f"https://ui.perfetto.dev or chrome://tracing)", file=sys.stderr)
     return code

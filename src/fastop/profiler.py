@@ -45,6 +45,7 @@ from typing import Any, TextIO
 
 from fastop._core import profiling as _recorder
 from fastop._core.kernel import CKernel
+from fastop._core.storage import DTYPE_NAMES
 
 __all__ = ["Profiler", "ProfilerState", "ProfilerTarget", "SortedKeys", "RecordEvent",
            "record_function", "make_scheduler", "export_chrome_tracing", "ProfilerEvent"]
@@ -54,7 +55,7 @@ _CATEGORY = {_KINDS["op"]: "op", _KINDS["static_op"]: "static op",
              _KINDS["pylayer"]: "PyLayer", _KINDS["node"]: "backward node",
              _KINDS["backward"]: "autograd", _KINDS["run"]: "static",
              _KINDS["user"]: "user", _KINDS["step"]: "step"}
-_DTYPE_NAMES = ("bool", "int32", "int64", "float32", "float64")   # by dtype code
+_DTYPE_NAMES = DTYPE_NAMES     # by dtype code: every storage dtype, float16 and uint8 too
 _FLOAT32 = 3
 _TIME_UNITS = {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0}
 _NO_PLUGIN = "-"
@@ -364,7 +365,8 @@ class Profiler:
 
     Profilers nest: one started while another records sees the calls of its own time
     window, the other sees them too (a script with a profiler of its own can run under
-    ``python -m fastop profile``).
+    ``python -m fastop profile``). A profiler that nobody holds any more stops recording
+    (``p = Profiler(); p.start(); del p`` would otherwise record every op forever).
     """
 
     def __init__(self, *, targets: Iterable[ProfilerTarget] | None = None,
@@ -398,6 +400,12 @@ class Profiler:
         self._window = (0, 0)                           # its events in [since, until]
         self._recording_trace: _recorder.Trace | None = None
         self._events: list[ProfilerEvent] | None = None
+
+    def __del__(self) -> None:
+        # Its recording session holds the recorder on: release it with the profiler.
+        if getattr(self, "_recording", False):
+            self._recording = False
+            _recorder.stop()
 
     # -- the schedule ---------------------------------------------------------------
     def __enter__(self) -> Profiler:
@@ -549,16 +557,31 @@ class Profiler:
         """Write the events in the Trace Event Format (chrome://tracing, Perfetto): a
         complete ("X") event per call with name, category, ts and dur in microseconds,
         pid, tid and its inputs, plugin and Python function as args; a track per thread
-        named after it. Written atomically (a temporary file renamed)."""
+        named after it. Written atomically (a temporary file renamed); a file that
+        cannot be written is an OSError naming `path` (and its directory when that is
+        missing), not the temporary."""
         if self._trace is None:
             raise RuntimeError("Profiler.export_chrome_tracing: nothing was recorded yet")
         document = chrome_trace(self.events(), self.threads())
+        path = os.fspath(path)
         directory = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".fastop_trace", suffix=".json")
+        if not os.path.isdir(directory):
+            raise FileNotFoundError(f"Profiler.export_chrome_tracing: cannot write "
+                                    f"{path!r}: directory {directory!r} does not exist")
+        try:
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".fastop_trace", suffix=".json")
+        except OSError as exc:
+            raise type(exc)(exc.errno, f"Profiler.export_chrome_tracing: cannot write "
+                                       f"{path!r}: {exc.strerror}") from exc
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 json.dump(document, out, separators=(",", ":"))
             os.replace(tmp, path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise type(exc)(exc.errno, f"Profiler.export_chrome_tracing: cannot write "
+                                       f"{path!r}: {exc.strerror}") from exc
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)

@@ -24,7 +24,8 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
-from fastop._files import SAVED_DTYPES, LoadError, UntrustedCodeError, atomic_write, read_npz
+from fastop._files import (SAVED_DTYPE_NAMES, SAVED_DTYPES, LoadError, UntrustedCodeError,
+                           atomic_write, read_npz)
 from fastop._tensor import from_numpy_tensor
 
 __all__ = ["save", "load", "LoadError", "UntrustedCodeError"]
@@ -53,8 +54,7 @@ def _flatten(obj: Mapping[str, Any], prefix: str, path: str) -> Iterator[tuple[s
         array = np.asarray(value)
         if array.dtype not in SAVED_DTYPES:
             raise TypeError(f"fastop.save({path!r}): '{name}' has dtype {array.dtype}; "
-                            f"only bool, int32, int64, float32 and float64 are saved "
-                            f"(no pickled objects)")
+                            f"only {SAVED_DTYPE_NAMES} are saved (no pickled objects)")
         yield name, array
 
 

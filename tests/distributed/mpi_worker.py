@@ -11,6 +11,15 @@ as the one-process reference). ``python mpi_worker.py SCENARIO OUT_DIR``:
 * ``threads`` — prints this rank's default fastop thread count and its local ranks.
 * ``fail`` — rank 1 raises an exception; the others wait in a collective.
 * ``uneven`` — rank 0 runs one all_reduce more than the others, which then exit.
+* ``mismatch`` — the ranks pass tensors of different dtypes or shapes (or a different
+  op or src) to the collectives: each must raise the same error on every rank, and the
+  collectives after it still work.
+* ``shm raise|kill|timeout`` — prints the MPICH shared-memory files this rank maps,
+  then rank 1 raises, or kills itself, or stops (rank 0 then times out).
+* ``truncate`` — rank 0 broadcasts 3 values into rank 1's 2 (unchecked).
+* ``count`` — prints how many MPI collectives one all_reduce and one DataParallel
+  gradient average take (the header comparison: 2 and 1; 1 and 1 with
+  ``FASTOP_DIST_SKIP_CHECKS=1``).
 """
 from __future__ import annotations
 
@@ -229,6 +238,50 @@ def check_model_mismatch(rank, world):
         raise AssertionError("DataParallel accepted different models on the ranks")
 
 
+def check_mismatches(rank, world):
+    """Each case: what rank 0 and the others pass; every rank must raise a ValueError
+    naming the collective, this rank, and both ranks' tensors."""
+    last = world - 1
+    cases = [
+        ("all_reduce", lambda: dist.all_reduce(fastop.ones([3], "float32" if rank == 0
+                                                          else "float64")),
+         f"rank 0 calls all_reduce(SUM) of float32[3] and rank 1 calls all_reduce(SUM) "
+         f"of float64[3]"),
+        ("all_reduce", lambda: dist.all_reduce(fastop.ones([3 if rank == 0 else 4])),
+         "rank 0 calls all_reduce(SUM) of float32[3] and rank 1 calls all_reduce(SUM) "
+         "of float32[4]"),
+        ("all_reduce", lambda: dist.all_reduce(
+            fastop.ones([2]), op=dist.ReduceOp.SUM if rank == 0 else dist.ReduceOp.MAX),
+         "rank 0 calls all_reduce(SUM) of float32[2] and rank 1 calls all_reduce(MAX)"),
+        ("broadcast", lambda: dist.broadcast(fastop.ones([2 if rank == 0 else 3]), src=0),
+         "rank 0 calls broadcast(src=0) of float32[2] and rank 1 calls broadcast(src=0) "
+         "of float32[3]"),
+        ("broadcast", lambda: dist.broadcast(fastop.ones([2]), src=0 if rank == 0 else last),
+         f"rank 0 calls broadcast(src=0) of float32[2] and rank 1 calls "
+         f"broadcast(src={last}) of float32[2]"),
+        ("all_gather", lambda: dist.all_gather([], fastop.ones([2], "float32" if rank == 0
+                                                              else "int64")),
+         "rank 0 calls all_gather of float32[2] and rank 1 calls all_gather of int64[2]"),
+        ("all_reduce" if rank == 0 else "broadcast",
+         lambda: dist.all_reduce(fastop.ones([2])) if rank == 0 else
+         dist.broadcast(fastop.ones([2]), src=0),
+         "rank 0 calls all_reduce(SUM) of float32[2] and rank 1 calls broadcast(src=0)"),
+    ]
+    for fn, call, expected in cases:
+        try:
+            call()
+        except ValueError as exc:
+            assert str(exc).startswith(f"fastop.distributed.{fn} on rank {rank} of "
+                                       f"{world}: "), str(exc)
+            assert expected in str(exc), (expected, str(exc))
+        else:
+            raise AssertionError(f"rank {rank}: no error for {expected}")
+    t = fastop.full([2], rank + 1.0)
+    dist.all_reduce(t)                              # the ranks are still in step
+    assert t.numpy().tolist() == [world * (world + 1) / 2] * 2, t.numpy()
+    print(f"rank {rank}: mismatches named", flush=True)
+
+
 def main() -> int:
     scenario, out = sys.argv[1], sys.argv[2]
     dist.init_parallel_env()
@@ -252,6 +305,35 @@ def main() -> int:
             print(f"failing at {time.time()}", flush=True)
             raise RuntimeError("deliberate failure on rank 1")
         dist.barrier()
+    elif scenario == "mismatch":
+        check_mismatches(rank, world)
+    elif scenario == "shm":
+        mapped = sorted({line.split(maxsplit=5)[5].strip().removesuffix(" (deleted)")
+                         for line in open("/proc/self/maps")
+                         if "/dev/shm/mpich_shm_" in line})
+        print(f"rank {rank} maps {' '.join(mapped)}", flush=True)
+        dist.barrier()
+        if rank == 1 and out == "raise":
+            raise RuntimeError("deliberate failure on rank 1")
+        if rank == 1 and out == "kill":
+            os.kill(os.getpid(), 9)
+        if rank == 0 or out == "kill":
+            dist.barrier()                  # alone: the timeout, or the launcher, ends it
+    elif scenario == "truncate":            # run with FASTOP_DIST_SKIP_CHECKS=1
+        try:
+            dist.broadcast(fastop.ones([3 if rank == 0 else 2]), src=0)
+            print(f"rank {rank}: broadcast done", flush=True)
+        except RuntimeError as exc:
+            print(f"rank {rank}: {exc}", flush=True)
+    elif scenario == "count":
+        from fastop.distributed._world import world as process_group
+        model = fastop.DataParallel(nn.Linear(3, 1))
+        before = process_group().collectives
+        dist.all_reduce(fastop.ones([3]))
+        middle = process_group().collectives
+        model(fastop.ones([2, 3])).sum().backward()
+        print(f"rank {rank}: all_reduce {middle - before} backward "
+              f"{process_group().collectives - middle}", flush=True)
     elif scenario == "uneven":          # rank 0 takes one step more, the others leave
         for step in range(3 if rank == 0 else 2):
             if step == 2:

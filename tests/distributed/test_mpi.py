@@ -131,6 +131,44 @@ def test_ranks_out_of_step_end_in_a_watchdog_error_not_a_hang():
            "all_reduce" in output, output
 
 
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_tensors_that_differ_between_ranks_raise_on_every_rank(ranks):
+    """(float32 on one rank and float64 on another would be reinterpreted; a broadcast
+    of another size would end in a bare MPI error.)"""
+    code, output, _ = run(ranks, "mismatch", "-")
+    assert code == 0, output
+    assert sorted(re.findall(r"rank (\d): mismatches named", output)) == \
+        [str(r) for r in range(ranks)], output
+
+
+def test_an_unchecked_broadcast_of_another_size_names_the_collective_and_rank():
+    code, output, _ = run(2, "truncate", "-", FASTOP_DIST_SKIP_CHECKS="1")
+    assert code == 0, output
+    assert "rank 0: broadcast done" in output
+    assert "rank 1: fastop.distributed: broadcast from rank 0 failed on rank 1 of 2: MPI " \
+           "error: " in output and "FASTOP_DIST_SKIP_CHECKS=1" in output, output
+
+
+@pytest.mark.parametrize("skip,calls", [(None, "2"), ("1", "1")])
+def test_the_comparison_costs_one_collective_and_only_on_the_public_calls(skip, calls):
+    code, output, _ = run(2, "count", "-", FASTOP_DIST_SKIP_CHECKS=skip)
+    assert code == 0, output
+    assert sorted(re.findall(r"rank \d: all_reduce (\d) backward (\d)", output)) == \
+        [(calls, "1")] * 2, output
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm") or not os.path.exists("/proc/self/maps"),
+                    reason="needs Linux /dev/shm")
+@pytest.mark.parametrize("how", ["raise", "kill", "timeout"])
+def test_a_job_that_aborts_leaves_no_shared_memory_file(how):
+    code, output, _ = run(2, "shm", how, FASTOP_DIST_TIMEOUT="3")
+    assert code != 0, output
+    assert len(re.findall(r"rank \d maps ", output)) == 2, output
+    segments = set(re.findall(r"/dev/shm/mpich_shm_\w+", output))   # ranks' lines may mix
+    assert segments, output
+    assert [path for path in segments if os.path.exists(path)] == [], output
+
+
 def test_each_rank_gets_its_share_of_the_cores_unless_told():
     cores = len(os.sched_getaffinity(0))
     code, output, _ = run(2, "threads", "-", FASTOP_NUM_THREADS=None, OMP_NUM_THREADS=None,

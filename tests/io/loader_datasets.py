@@ -119,3 +119,21 @@ def collate_worker_info(samples):
     """A collate_fn reporting who collated: (worker id, num_workers, dataset class)."""
     info = get_worker_info()
     return info.id, info.num_workers, type(info.dataset).__name__
+
+
+def collate_with_lock(samples):
+    """A collate_fn whose batch cannot be pickled back to the main process."""
+    return [np.stack([s[0] for s in samples]), threading.Lock()]
+
+
+class Ragged(Dataset):
+    """Sample i: an array of i + 1 values when i >= ragged_from, else of 1 value."""
+
+    def __init__(self, n, ragged_from):
+        self.n, self.ragged_from = n, ragged_from
+
+    def __getitem__(self, i):
+        return np.zeros(i + 1 if i >= self.ragged_from else 1, "float32")
+
+    def __len__(self):
+        return self.n

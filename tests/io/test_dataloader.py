@@ -219,3 +219,26 @@ def test_import_fastop_loads_neither_io_nor_multiprocessing():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
+
+
+class RaggedFrom(Dataset):
+    """Sample i: one value, or i + 1 values from sample 5 on (batch 2 of size 2 is
+    ragged); sample 7 raises."""
+
+    def __getitem__(self, i):
+        if i == 7:
+            raise KeyError(f"no sample {i}")
+        return np.zeros(i + 1 if i >= 5 else 1, "float32")
+
+    def __len__(self):
+        return 8
+
+
+def test_errors_name_the_batch_and_the_sample_in_the_main_process():
+    with pytest.raises(ValueError, match=r"shapes \[\[1\], \[6\]\]") as info:
+        list(DataLoader(RaggedFrom(), batch_size=2))
+    assert "DataLoader: while loading batch 2 (sample indices [4, 5])" in info.value.__notes__
+    with pytest.raises(KeyError, match="no sample 7") as info:
+        list(DataLoader(RaggedFrom(), batch_size=None))
+    assert info.value.__notes__ == ["DataLoader: raised by dataset[7] (sample index 7)",
+                                    "DataLoader: while loading batch 7 (sample index 7)"]

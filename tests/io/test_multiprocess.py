@@ -19,7 +19,7 @@ import fastop
 from fastop.io import DataLoader, TensorDataset
 from fastop.io._shared_memory import shm_directory
 
-from loader_datasets import (FailingOddly, Failing, Records, SplitStream, Squares,
+from loader_datasets import (FailingOddly, Failing, Ragged, Records, SplitStream, Squares,
                              WholeStream, WithLock, WorkerFacts, failing_init,
                              offset_init)
 
@@ -174,8 +174,46 @@ def test_an_exception_in_a_worker_is_raised_with_the_worker_and_its_traceback():
     with pytest.raises(ValueError, match="sample 5 is broken") as info:
         list(loader)
     note = "\n".join(info.value.__notes__)
-    assert "DataLoader worker 0 (pid" in note and "while loading a batch" in note
+    assert "DataLoader worker 0 (pid" in note
+    assert "in batch 2 while loading sample indices [4, 5]" in note
+    assert "raised by dataset[5] (sample index 5)" in note
     assert "in __getitem__" in note and "loader_datasets.py" in note
+
+
+def test_a_ragged_batch_in_a_worker_names_the_batch():
+    loader = DataLoader(Ragged(8, ragged_from=5), batch_size=2, num_workers=2)
+    with pytest.raises(ValueError, match=r"shapes \[\[1\], \[6\]\]") as info:
+        list(loader)
+    note = "\n".join(info.value.__notes__)
+    assert "DataLoader worker 0 (pid" in note
+    assert "in batch 2 while loading sample indices [4, 5]" in note
+
+
+_UNPICKLABLE_BATCH_SCRIPT = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {here!r})
+    from fastop.io import DataLoader
+    from loader_datasets import Squares, collate_with_lock
+    if __name__ == "__main__":
+        try:
+            list(DataLoader(Squares(8), batch_size=2, num_workers=2,
+                            collate_fn=collate_with_lock))
+        except Exception as exc:
+            print(type(exc).__name__, exc)
+            print(*getattr(exc, "__notes__", []))
+""")
+
+
+def test_a_batch_that_cannot_be_pickled_back_is_an_error_not_a_hang(tmp_path):
+    script = tmp_path / "unpicklable_batch.py"
+    script.write_text(_UNPICKLABLE_BATCH_SCRIPT.format(here=os.path.dirname(__file__)))
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "TypeError" in out and "lock" in out, out + result.stderr
+    assert "DataLoader worker 0 (pid" in out and "in batch 0 while sending the batch of " \
+        "sample indices [0, 1] to the main process: it cannot be pickled" in out
 
 
 def test_an_exception_that_cannot_travel_becomes_a_runtime_error_with_its_text():

@@ -31,7 +31,8 @@ def _run_worker(dataset, messages, collate_fn=None, init_fn=None, auto_collate=T
     worker._worker_info = None            # the thread set the process-wide info
     out = []
     while not results.empty():
-        out.append(results.get())
+        task_id, data = results.get()
+        out.append((task_id, pickle.loads(data)))
     return out
 
 
@@ -56,7 +57,9 @@ def test_errors_carry_the_worker_and_traceback_and_the_loop_goes_on():
     assert not isinstance(out[1][1], WorkerError)
     with pytest.raises(ValueError, match="sample 1 is broken") as info:
         error.reraise()
-    assert "DataLoader worker 1 (pid" in info.value.__notes__[0]
+    assert info.value.__notes__[0] == "DataLoader: raised by dataset[1] (sample index 1)"
+    assert "DataLoader worker 1 (pid" in info.value.__notes__[1]
+    assert "while loading sample indices [1]" in info.value.__notes__[1]
 
 
 def test_an_unpicklable_exception_becomes_a_runtime_error():

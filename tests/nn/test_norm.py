@@ -206,3 +206,25 @@ def test_batch_norm_static_eval_program(run_static):
 def test_batch_norm_bad_input(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+@pytest.mark.parametrize("shape,data_format", [([0, 3], "NCL"), ([0, 3, 4], "NCL"),
+                                               ([2, 0, 3], "NLC")])
+def test_batch_norm_refuses_an_empty_batch_in_training_and_keeps_its_statistics(
+        shape, data_format):
+    bn = nn.BatchNorm1D(3, data_format=data_format)
+    bn(fastop.to_tensor(np.arange(12, dtype="float32").reshape(4, 3) if data_format == "NCL"
+                        else np.ones((2, 2, 3), "float32")))
+    mean, variance = bn._mean.numpy().copy(), bn._variance.numpy().copy()
+    with pytest.raises(ValueError, match=rf"BatchNorm1D '{bn.full_name()}': training needs "
+                                         rf"at least one value per channel .*got an input of "
+                                         rf"shape \[{', '.join(map(str, shape))}\]"):
+        bn(fastop.zeros(shape))
+    np.testing.assert_array_equal(bn._mean.numpy(), mean)
+    np.testing.assert_array_equal(bn._variance.numpy(), variance)
+    with pytest.raises(ValueError, match=r"batch_norm: training needs at least one value"):
+        F.batch_norm(fastop.zeros(shape), bn._mean, bn._variance, training=True,
+                     data_format=data_format)
+    assert not np.isnan(bn._mean.numpy()).any()
+    bn.eval()
+    assert bn(fastop.zeros(shape)).shape == shape        # running statistics: no batch needed

@@ -460,3 +460,28 @@ def test_backward_then_apply_gradients_is_minimize_in_static_mode():
         programs.append([op.type for op in main.global_block().ops])
     assert programs[0] == programs[1]
     assert optimizer.SGD(0.1, parameters=make_params()).apply_gradients([]) == []
+
+
+@pytest.mark.parametrize("make", [optimizer.SGD, optimizer.Momentum, optimizer.Adam,
+                                  optimizer.AdamW])
+def test_parameters_of_a_storage_only_dtype_are_refused_at_construction(make):
+    """(Before: one step on a float16 model failed inside fastop::full_like.)"""
+    dtype = "float16"
+    model = nn.Linear(3, 2)
+    model.to(dtype=dtype)
+    with pytest.raises(TypeError, match=rf"{make.__name__}: parameter item 0 "
+                                        rf"\('{model.weight.name}'\) is {dtype}, a dtype "
+                                        rf"fastop stores but does not compute in"):
+        make(0.1, parameters=model.parameters())
+
+
+def test_a_storage_only_static_parameter_is_refused():
+    fastop.enable_static()
+    try:
+        with fastop.static.program_guard(fastop.static.Program(), fastop.static.Program()):
+            half = fastop.static.create_parameter([2], "float16", name="half_w")
+            with pytest.raises(TypeError, match=r"SGD: parameter item 0 \('half_w'\) is "
+                                                r"float16"):
+                optimizer.SGD(0.1, parameters=[half])
+    finally:
+        fastop.disable_static()

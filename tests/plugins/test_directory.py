@@ -161,13 +161,85 @@ def test_a_clash_with_an_installed_plugin_names_both(op_dir, request):
     assert fastop.ops.activations.swish.plugin == "fastop-activations"
 
 
-def test_a_module_name_already_imported_from_elsewhere_is_refused(op_dir):
-    write(op_dir, "json", "import fastop\n\n@fastop.hookimpl\n"
-                          "def fastop_register_ops(registry):\n    pass\n")
-    with pytest.warns(PluginLoadWarning, match=r"a module named 'json' is already imported "
-                                               r"from .*; rename .*json\.py"):
-        load_directory(op_dir)
+def test_a_module_named_like_another_module_never_replaces_it(op_dir, request):
+    """A directory module is imported under a private name: `import json` and
+    `import colorsys` (not yet imported) stay the standard library's."""
+    import json
+    ns = unique(request)
+    sys.modules.pop("colorsys", None)
+    for name in ("json", "colorsys"):
+        write(op_dir, name, f"import fastop\n\n@fastop.hookimpl\n"
+                            f"def fastop_register_ops(registry):\n"
+                            f"    registry.define('{ns}::{name}_op', inputs=['x'], "
+                            f"outputs=['y'], meta=lambda x: x)\n")
+    infos = load_directory(op_dir)
+    assert sorted(i.module for i in infos) == ["colorsys", "json"]
+    assert f"{ns}::colorsys_op" in fastop.ops.registry
     assert sys.modules["json"] is json
+    import colorsys
+    assert colorsys.__file__ != str(op_dir / "colorsys.py") and hasattr(colorsys, "rgb_to_hsv")
+    private = [n for n, m in sys.modules.items()
+               if getattr(m, "__file__", None) == os.path.join(os.path.realpath(op_dir),
+                                                                 "colorsys.py")]
+    assert len(private) == 1 and private[0].startswith("fastop_directory_ops.")
+    assert private[0].endswith(".colorsys")
+
+
+def test_ctrl_c_in_a_hook_rolls_the_module_back_and_propagates(op_dir, request, recwarn):
+    ns = unique(request)
+    write(op_dir, f"{ns}_ops", f"""
+        import fastop
+        interrupted = []
+
+        @fastop.hookimpl
+        def fastop_register_ops(registry):
+            registry.define("{ns}::first", inputs=["x"], outputs=["y"], meta=lambda x: x)
+            if not interrupted:
+                interrupted.append(True)
+                raise KeyboardInterrupt
+            registry.define("{ns}::second", inputs=["x"], outputs=["y"], meta=lambda x: x)
+    """)
+    with pytest.raises(KeyboardInterrupt):
+        load_directory(op_dir)
+    assert f"{ns}::first" not in fastop.ops.registry
+    assert not any(i.directory == os.path.realpath(op_dir) for i in fastop.plugins.list())
+    (info,) = load_directory(op_dir)
+    assert info.ops == (f"{ns}::first", f"{ns}::second") and not recwarn.list
+
+
+def test_entries_that_are_not_regular_files_are_skipped_naming_them(op_dir, request):
+    ns = unique(request)
+    write(op_dir, f"{ns}_ops", RELU.format(ns=ns))
+    (op_dir / "sub_ops.py").mkdir()
+    (op_dir / "dangling_ops.py").symlink_to(op_dir / "nowhere.py")
+    with pytest.warns(PluginLoadWarning) as caught:
+        (info,) = load_directory(op_dir)
+    assert info.module == f"{ns}_ops"
+    messages = " | ".join(str(w.message) for w in caught)
+    assert "sub_ops.py" in messages and "IsADirectoryError" in messages
+    assert "dangling_ops.py" in messages and "FileNotFoundError" in messages
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_named_like_a_module_is_skipped_not_waited_on(op_dir, request):
+    ns = unique(request)
+    write(op_dir, f"{ns}_ops", RELU.format(ns=ns))
+    os.mkfifo(op_dir / "x.py")
+    script = textwrap.dedent(f"""
+        import warnings, fastop
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            infos = fastop.plugins.load_directory({str(op_dir)!r})
+        print([i.module for i in infos])
+        print(" | ".join(str(w.message) for w in caught))
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                              p for p in sys.path if p)})
+    assert proc.returncode == 0, proc.stderr
+    modules, messages = proc.stdout.splitlines()
+    assert modules == f"['{ns}_ops']"
+    assert f"skipped {os.path.realpath(op_dir)}/x.py" in messages and "FIFO" in messages
 
 
 def test_bad_directories_are_errors(op_dir, tmp_path):

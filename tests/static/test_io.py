@@ -472,3 +472,92 @@ def test_allowed_modules_may_be_any_iterable(static_env, tmp_path):
     path = _py_func_program(tmp_path, "numpy:tanh")
     program = static.load_program(path, allowed_modules=(m for m in ["numpy"]))
     assert "py_func" in str(program)
+
+
+# -- files that are not regular files, or too large to be programs -----------------------
+
+def run_loader(script, timeout=60):
+    """Run `script` in a fresh process (a loader that blocks fails this test only)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.parametrize("suffix,call", [
+    (".program.json", "static.load_program(prefix)"),
+    (".params.npz", "static.load(static.Program(), prefix)"),
+])
+def test_loading_a_fifo_is_a_load_error_not_a_hang(tmp_path, suffix, call):
+    prefix = str(tmp_path / "model")
+    os.mkfifo(prefix + suffix)
+    proc = run_loader(f"""
+        from fastop import static
+        from fastop.serialization import LoadError
+        prefix = {prefix!r}
+        try:
+            {call}
+        except LoadError as exc:
+            print(exc)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert f"cannot read {prefix + suffix!r}: it is a FIFO (named pipe)" in proc.stdout
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "/dev/urandom", "sparse"])
+def test_a_program_file_that_never_ends_or_is_huge_is_refused_unread(tmp_path, target):
+    """Under a 4 GiB address-space cap, reading any of these whole would fail with a
+    MemoryError (and without one, fill the memory)."""
+    prefix = str(tmp_path / "model")
+    if target == "sparse":
+        with open(prefix + ".program.json", "wb") as f:
+            f.truncate(1 << 40)                 # 1 TiB of holes
+    else:
+        os.symlink(target, prefix + ".program.json")
+    proc = run_loader(f"""
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+        from fastop import static
+        from fastop.serialization import LoadError
+        try:
+            static.load_program({prefix!r})
+        except LoadError as exc:
+            print(exc)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert f"static.load_program: cannot read {prefix + '.program.json'!r}: it " in proc.stdout
+    expected = "1099511627776 bytes, more than" if target == "sparse" else \
+        "a character device"
+    assert expected in proc.stdout
+
+
+def test_float16_and_uint8_parameters_save_and_load(static_env, exe, tmp_path):
+    main, startup = static.Program(), static.Program()
+    with static.program_guard(main, startup):
+        half = static.create_parameter([2, 3], "float16", name="half")
+        byte = static.create_parameter([4], "uint8", name="byte")
+    scope = static.Scope()
+    values = {"half": np.arange(6, dtype="float16").reshape(2, 3),
+              "byte": np.arange(4, dtype="uint8")}
+    for name, value in values.items():
+        scope.set(name, value)
+    static.save(main, str(tmp_path / "m"), scope=scope)
+    loaded = static.Scope()
+    static.load(main, str(tmp_path / "m"), scope=loaded)
+    for name, value in values.items():
+        got = np.asarray(loaded.find_var(name))
+        assert got.dtype == value.dtype
+        np.testing.assert_array_equal(got, value)
+
+
+def test_a_parameter_member_whose_header_length_lies_is_a_load_error(static_env, tmp_path):
+    import io
+    import zipfile
+    out = io.BytesIO()
+    np.lib.format.write_array(out, np.ones(3, "float32"))
+    data = bytearray(out.getvalue())
+    data[8:10] = (20).to_bytes(2, "little")
+    with zipfile.ZipFile(tmp_path / "m.params.npz", "w") as z:
+        z.writestr("w.npy", bytes(data))
+    with pytest.raises(LoadError, match=r"m\.params\.npz.*member 'w' is not a \.npy array"):
+        static.load(static.Program(), str(tmp_path / "m"))

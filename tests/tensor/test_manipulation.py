@@ -91,3 +91,29 @@ def test_eager_equals_static(run_static):
         eager = eager if isinstance(eager, list) else [eager]
         for e, s in zip(eager, run_static(fn, X)):
             np.testing.assert_array_equal(s, e.numpy())
+
+
+@pytest.mark.parametrize("index", [lambda x: x[5], lambda x: x[-4], lambda x: x[1, 7],
+                                   lambda x: x[fastop.to_tensor([0, 3])],
+                                   lambda x: fastop.gather(x, fastop.to_tensor([0, 3])),
+                                   lambda x: fastop.gather(x, fastop.to_tensor([-4]))])
+def test_an_index_out_of_range_is_an_index_error_as_in_numpy(index):
+    """numpy, Python sequences and Paddle raise IndexError; fastop's is also the
+    ValueError it raised before."""
+    x = fastop.to_tensor(np.zeros((3, 2), "float32"))
+    with pytest.raises(IndexError, match=r"fastop::(slice|gather): .*out of range|"
+                                         r"fastop::gather: each index must be in \[-n, n\)"
+                       ) as info:
+        index(x)
+    assert isinstance(info.value, ValueError)
+
+
+def test_an_index_out_of_range_in_static_mode_is_an_index_error():
+    fastop.enable_static()
+    try:
+        with fastop.static.program_guard(fastop.static.Program(), fastop.static.Program()):
+            v = fastop.static.data("v", [3, 2], "float32")
+            with pytest.raises(IndexError, match=r"fastop::slice: an index"):
+                v[5]
+    finally:
+        fastop.disable_static()

@@ -19,6 +19,10 @@ def bool_attr(attrs: dict, name: str, default: Any) -> bool:
 def ints_attr(attrs: dict, name: str, default: Any = None) -> list[int]:
     """attrs[name] (else `default`) as a list of ints: None gives [], one int gives [it]."""
 
+class IndexOutOfRangeError(IndexError, ValueError):
+    """An index is out of range for its axis (an IndexError and a ValueError)."""
+
+
 class CKernel:
     @property
     def name(self) -> str: ...

@@ -31,7 +31,13 @@ from fastop._core.parallel import num_processors
 cnp.import_array()
 
 __all__ = ["CKernel", "PythonKernel", "set_num_threads", "int_attr", "bool_attr", "ints_attr",
-           "add_note"]
+           "add_note", "IndexOutOfRangeError"]
+
+
+class IndexOutOfRangeError(IndexError, ValueError):
+    """An index is out of range for its axis: an IndexError, as numpy, Python sequences
+    and Paddle raise, and still a ValueError, as fastop raised before. A kernel's
+    ``reasons`` give it as ``{status: (IndexOutOfRangeError, "what it means")}``."""
 
 cdef int _num_threads = 1
 cdef Py_ssize_t _thread_threshold = 1 << 15
@@ -228,9 +234,11 @@ cdef class CKernel:
         if given:
             parts += ", " + ", ".join(f"{k}={v!r}" for k, v in given.items())
         exc = TypeError if status == K_ERR_DTYPE else ValueError
-        reason = reason or (self.reasons or {}).get(status) \
+        meaning = reason or (self.reasons or {}).get(status) \
             or _REASONS.get(status, f"error {status}")
-        raise exc(f"{self.name}: {reason}; got {parts}")
+        if isinstance(meaning, tuple):      # (the exception class, the text)
+            exc, meaning = meaning
+        raise exc(f"{self.name}: {meaning}; got {parts}")
 
     cdef tuple run(self, tuple inputs, object out, const fastop_attrs* attrs, type out_cls,
                    dict given=None):

@@ -20,7 +20,7 @@ from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_ATTR, K_ERR_
                                   K_ERR_DTYPE, K_ERR_SHAPE, K_ERR_VALUE, get_num_threads,
                                   use_threads, normalize_axis)
 from fastop._core.parallel cimport parallel_run
-from fastop._core.kernel import int_attr, ints_attr
+from fastop._core.kernel import IndexOutOfRangeError, int_attr, ints_attr
 
 __all__ = ["gather", "gather_grad"]
 
@@ -300,5 +300,5 @@ gather_grad = make_kernel("gather_grad", ("x", "index", "dout"), ("dx",),
                           _gather_grad_kernel, 0, ("axis",), _pack_axis, 0)
 for _k in (gather, gather_grad):
     (<CKernel>_k).reasons = {K_ERR_ATTR: "axis must be in [-ndim, ndim) of x",
-                             K_ERR_VALUE: "each index must be in [-n, n) (n: x's size "
-                                          "along axis)"}
+                             K_ERR_VALUE: (IndexOutOfRangeError, "each index must be in "
+                                          "[-n, n) (n: x's size along axis)")}

@@ -30,7 +30,7 @@ from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM,
                                    view_set_contiguous_strides)
 from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_ATTR, K_ERR_BROADCAST,
                                   K_ERR_SHAPE, K_ERR_VALUE, K_ERR_LAYOUT, normalize_axis)
-from fastop._core.kernel import ints_attr, int_attr
+from fastop._core.kernel import IndexOutOfRangeError, ints_attr, int_attr
 
 __all__ = ["reshape", "transpose", "squeeze", "unsqueeze", "slice", "broadcast_to",
            "expand_as", "SLICE_END"]
@@ -487,8 +487,8 @@ expand_as = make_kernel("expand_as", ("x", "y"), ("out",), _infer_expand_as, _br
                                              f"{FASTOP_MAX_NDIM} dims"}
 (<CKernel>slice).reasons = {K_ERR_ATTR: "each axis must be in [-ndim, ndim) of x and given "
                                         "once, and strides must not be 0",
-                            K_ERR_VALUE: "an index (decrease_axis) is out of range for its "
-                                         "axis"}
+                            K_ERR_VALUE: (IndexOutOfRangeError, "an index (decrease_axis) is "
+                                                                "out of range for its axis")}
 for _k in (broadcast_to, expand_as):
     (<CKernel>_k).reasons = {K_ERR_BROADCAST: "x's shape must broadcast to the target shape "
                                               "(numpy's rules)",

@@ -6,6 +6,14 @@ Tensors are handed to MPI zero-copy through the buffer protocol and written in p
 (a non-contiguous view goes through a contiguous copy). Every collective is a
 non-blocking MPI request polled with a deadline (:meth:`World.complete`). In a world of
 one process each call is the identity and MPI is never imported.
+
+Before its data moves, each public collective compares what the ranks pass (one
+all-gather of a header per call, :func:`_check_agreement`): tensors of different shapes
+or dtypes, a different op or source, or a different collective on another rank raise
+one ValueError, the same on every rank, naming the collective, the ranks and what each
+passed (MPI would reinterpret one rank's float64 as another's float32, or truncate).
+``FASTOP_DIST_SKIP_CHECKS=1`` skips the comparison; DataParallel's gradient buckets
+never make it (it compares the models once, when it wraps them).
 """
 from __future__ import annotations
 
@@ -37,6 +45,51 @@ class ReduceOp(enum.IntEnum):
 # MPI's name for each fastop/numpy dtype
 _MPI_TYPES = {"bool": "C_BOOL", "int32": "INT32_T", "int64": "INT64_T",
               "float32": "FLOAT", "float64": "DOUBLE"}
+
+
+# The header each rank sends before a public collective: the collective, its op (all_reduce)
+# or source (broadcast), the dtype, the number of dimensions, then the shape (at most 8).
+_KINDS = ("all_reduce", "broadcast", "all_gather")
+_DTYPE_NAMES = tuple(_MPI_TYPES)
+_MAX_NDIM = 8
+_HEADER = 4 + _MAX_NDIM
+
+
+def _header(fn: str, tensor: DenseTensor, extra: int) -> np.ndarray:
+    shape = tensor.shape
+    header = np.zeros(_HEADER, np.int64)
+    header[:4] = (_KINDS.index(fn), extra, _DTYPE_NAMES.index(tensor.dtype.name), len(shape))
+    header[4:4 + len(shape)] = shape
+    return header
+
+
+def _header_text(header: np.ndarray) -> str:
+    """``all_reduce(SUM) of float32[2, 3]``: what a rank's header says it passes."""
+    kind, extra, dtype, ndim = (int(v) for v in header[:4])
+    shape = [int(d) for d in header[4:4 + ndim]]
+    fn = _KINDS[kind]
+    detail = f"({ReduceOp(extra).name})" if fn == "all_reduce" else \
+        f"(src={extra})" if fn == "broadcast" else ""
+    return f"{fn}{detail} of {_DTYPE_NAMES[dtype]}{shape}"
+
+
+def _check_agreement(w: World, fn: str, tensor: DenseTensor, extra: int = 0) -> None:
+    """Raise the same ValueError on every rank when the ranks do not all call `fn` with
+    a tensor of one shape and dtype (and one op or source, `extra`); one all-gather of
+    a header. Skipped with ``FASTOP_DIST_SKIP_CHECKS=1``."""
+    if not w.check_collectives:
+        return
+    mine = _header(fn, tensor, extra)
+    everyone = np.empty((w.size, _HEADER), np.int64)
+    w.complete(f"{fn} (comparing the ranks' tensors)",
+               lambda: w.comm.Iallgather(mpi_buffer(w, mine), mpi_buffer(w, everyone)))
+    for rank in range(1, w.size):
+        if not np.array_equal(everyone[rank], everyone[0]):
+            raise ValueError(
+                f"fastop.distributed.{fn} on rank {w.rank} of {w.size}: every rank must "
+                f"pass a tensor of the same shape and dtype (and the same op and src), "
+                f"but rank 0 calls {_header_text(everyone[0])} and rank {rank} calls "
+                f"{_header_text(everyone[rank])}")
 
 
 class _CompletedTask:
@@ -162,6 +215,7 @@ def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: Any = None,
     op = _check_op("all_reduce", op, tensor.dtype.name)
     w = _ready("all_reduce", group)
     if w.size > 1:
+        _check_agreement(w, "all_reduce", tensor, int(op))
         buffer = _contiguous(tensor)
         allreduce_buffers(w, [buffer], op, "all_reduce")
         _written(tensor, buffer)
@@ -177,6 +231,8 @@ def broadcast(tensor: Any, src: int, group: Any = None,
             or not 0 <= src < w.size:
         raise ValueError(f"fastop.distributed.broadcast: src must be a rank in "
                          f"[0, {w.size}), got {src!r}")
+    if w.size > 1:
+        _check_agreement(w, "broadcast", tensor, int(src))
     broadcast_tensors(w, [tensor], int(src), f"broadcast from rank {src}")
     return _finish(sync_op)
 
@@ -212,6 +268,7 @@ def all_gather(tensor_list: list, tensor: Any, group: Any = None,
                          f"hold one tensor per rank ({w.size}), got {len(tensor_list)}")
     gathered = zeros([w.size, *tensor.shape], dtype=tensor.dtype)
     if w.size > 1:
+        _check_agreement(w, "all_gather", tensor)
         send = _contiguous(tensor)
         w.complete("all_gather", lambda: w.comm.Iallgather(mpi_buffer(w, send),
                                                            mpi_buffer(w, gathered)))

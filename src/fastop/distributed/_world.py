@@ -16,6 +16,19 @@ instead of hanging; an uncaught exception on any rank prints its traceback and a
 the whole job (:func:`_install_excepthook`). ``python -m mpi4py script.py`` aborts on a
 non-zero ``sys.exit`` too; a rank that leaves early without an error is caught by its
 peers' timeout.
+
+MPICH keeps its shared-memory segment (``/dev/shm/mpich_shm_*``, 2 MiB) as a file until
+``MPI_Finalize``: a job that ends in an abort, or loses a rank to SIGKILL, would leave it
+behind. Once every rank has started (the barrier of :func:`init_parallel_env`) each rank
+removes the files of the segments it has mapped — the memory stays until the last rank
+exits, whichever way it exits — and an aborting rank removes them too.
+
+The public collectives (``all_reduce``, ``broadcast``, ``all_gather``) first compare
+the ranks' tensors (one all-gather of a small header: the collective, its op or source,
+the dtype and the shape), so tensors that differ between ranks raise the same error on
+every rank instead of giving each rank different garbage; ``FASTOP_DIST_SKIP_CHECKS=1``
+turns that off. DataParallel's gradient buckets skip it: it compares the models once,
+when it wraps them.
 """
 from __future__ import annotations
 
@@ -24,6 +37,7 @@ import sys
 import time
 from typing import Any, Callable
 
+from fastop._env import env_flag
 from fastop._job import LAUNCHER_VARS
 from fastop._threads import set_num_threads
 
@@ -101,11 +115,14 @@ class World:
 
     def __init__(self, mpi: Any | None) -> None:
         self.MPI = mpi
+        self._mpi_errors: Any = () if mpi is None else mpi.Exception   # what MPI raises
         self.comm = None if mpi is None else mpi.COMM_WORLD
         self.rank = 0 if mpi is None else self.comm.Get_rank()
         self.size = 1 if mpi is None else self.comm.Get_size()
         self.local_rank, self.local_size = 0, 1   # set by init_parallel_env
         self.timeout = _timeout_from_env()
+        # compare the ranks' tensors before each public collective (see the module doc)
+        self.check_collectives = not env_flag("FASTOP_DIST_SKIP_CHECKS")
         self.collectives = 0          # started by this rank, for error messages
         self.failure: DistributedTimeoutError | None = None
         self.stuck: Any = None              # the requests of the collective that timed out
@@ -113,15 +130,29 @@ class World:
 
     def complete(self, what: str, start: Callable[[], Any]) -> None:
         """Run one collective: `start()` returns its MPI request(s); poll them until done,
-        or raise :class:`DistributedTimeoutError` after ``self.timeout`` seconds."""
+        or raise :class:`DistributedTimeoutError` after ``self.timeout`` seconds. An
+        error MPI reports (a message truncated, say) is a RuntimeError naming `what` and
+        the rank."""
         if self.failure is not None:
             raise DistributedTimeoutError(f"{what}: an earlier collective of rank "
                                           f"{self.rank} timed out ({self.failure})")
         self.collectives += 1
-        requests = start()
-        test = self.MPI.Request.Testall if isinstance(requests, list) else type(requests).Test
-        if test(requests):
-            return
+        try:
+            requests = start()
+            test = self.MPI.Request.Testall if isinstance(requests, list) \
+                else type(requests).Test
+            if test(requests):
+                return
+            self._poll(what, requests, test)
+        except self._mpi_errors as exc:
+            hint = "" if self.check_collectives else (
+                " (with FASTOP_DIST_SKIP_CHECKS=1 the ranks' tensors are not compared: "
+                "tensors of different sizes on the ranks end like this)")
+            raise RuntimeError(f"fastop.distributed: {what} failed on rank {self.rank} of "
+                               f"{self.size}: MPI error: {exc}{hint}") from exc
+
+    def _poll(self, what: str, requests: Any, test: Callable[[Any], bool]) -> None:
+        """Wait for `requests` to complete, or time out (:meth:`complete`)."""
         began = time.monotonic()
         spin_until, deadline = began + SPIN_SECONDS, began + self.timeout
         nap = 2e-5
@@ -167,6 +198,7 @@ def _install_excepthook(w: World) -> None:
 
     def _abort_on_uncaught_exception(exc_type, exc, tb):
         try:
+            remove_shared_memory_files()
             sys.stderr.write(f"fastop.distributed: uncaught exception on rank {w.rank} "
                              f"of {w.size}; aborting the job\n")
             previous(exc_type, exc, tb)
@@ -179,6 +211,32 @@ def _install_excepthook(w: World) -> None:
         finally:
             w.comm.Abort(1)
     sys.excepthook = _abort_on_uncaught_exception
+
+
+_MPICH_SEGMENTS = "/dev/shm/mpich_shm_"
+
+
+def remove_shared_memory_files() -> list[str]:
+    """Unlink the files of the MPICH shared-memory segments this process has mapped
+    (read from ``/proc/self/maps``; nothing where that does not exist); their paths. The
+    mappings stay valid: the memory is freed when the last process unmaps it."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            lines = maps.read().splitlines()
+    except OSError:
+        return []
+    removed = []
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        path = fields[5] if len(fields) == 6 else ""
+        if path.startswith(_MPICH_SEGMENTS) and not path.endswith(" (deleted)") \
+                and path not in removed:
+            try:
+                os.unlink(path)
+                removed.append(path)
+            except OSError:             # another rank of this machine removed it first
+                pass
+    return removed
 
 
 def init_parallel_env() -> None:
@@ -204,6 +262,7 @@ def init_parallel_env() -> None:
                 else os.cpu_count() or 1
             set_num_threads(max(1, cores // w.local_size))
         w.complete("init_parallel_env", w.comm.Ibarrier)
+        remove_shared_memory_files()        # every rank has mapped them: see the module doc
     w.initialized = True
 
 

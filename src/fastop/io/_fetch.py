@@ -12,13 +12,20 @@ from fastop._tensor import from_numpy_tensor, to_tensor
 from fastop.io.collate import default_collate_fn, default_convert_fn
 from fastop.io.dataset import IterableDataset, Subset, TensorDataset
 
-__all__ = ["MapFetcher", "IterableFetcher", "make_fetcher", "direct_fields", "map_leaves",
-           "converter_for", "tensor_of_fresh_array", "batch_tensor"]
+__all__ = ["add_note", "MapFetcher", "IterableFetcher", "make_fetcher", "direct_fields",
+           "map_leaves", "converter_for", "tensor_of_fresh_array", "batch_tensor"]
 
 # Arrays of these dtypes (fastop's) become Tensors without a copy; others are converted
 # (int8, int16, uint16, ... to int64), as fastop.to_tensor converts them.
 _SHARED_DTYPES = frozenset(np.dtype(t) for t in (np.bool_, np.int32, np.int64, np.float32,
                                                   np.float64, np.float16, np.uint8))
+
+
+def add_note(exc: BaseException, note: str) -> None:
+    """Attach `note` to `exc`, shown under its message in the traceback (Python 3.11+;
+    on 3.10 the exception is left as it is)."""
+    if hasattr(exc, "add_note"):
+        exc.add_note(note)
 
 
 def _unchanged(value: Any) -> Any:
@@ -97,10 +104,18 @@ class MapFetcher:
                 indices = index_map.take(indices)
             return [a.take(indices, axis=0) for a in arrays]
         if not self.auto_collate:
-            return self.collate_fn(self.dataset[indices])
+            return self.collate_fn(self._sample(indices))
         if isinstance(indices, np.ndarray):
             indices = indices.tolist()       # datasets get Python ints, as in Paddle
-        return self.collate_fn([self.dataset[i] for i in indices])
+        return self.collate_fn([self._sample(i) for i in indices])
+
+    def _sample(self, index: int) -> Any:
+        """``dataset[index]``; an exception it raises names the index (a note)."""
+        try:
+            return self.dataset[index]
+        except Exception as exc:
+            add_note(exc, f"DataLoader: raised by dataset[{index}] (sample index {index})")
+            raise
 
 
 class IterableFetcher:

@@ -67,8 +67,13 @@ def _context() -> Any:
 
 
 def _discard(message: Any) -> None:
-    """Drop a result nobody will use, deleting its shared-memory files."""
-    _, result = message
+    """Drop a result nobody will use (pickled, as workers send them), deleting its
+    shared-memory files."""
+    _, data = message
+    try:
+        result = pickle.loads(data)
+    except Exception:
+        return                  # its files go with the pool's (remove_files)
     if not isinstance(result, (WorkerError, Exhausted)):
         shm.release_batch(result)
 
@@ -232,7 +237,7 @@ class MultiProcessIterator:
         started = time.monotonic()
         while True:
             try:
-                task_id, result = self._pool.result_queue.get(timeout=_POLL)
+                task_id, data = self._pool.result_queue.get(timeout=_POLL)
             except queue.Empty:
                 self._pool.check_workers()
                 if self._timeout and time.monotonic() - started > self._timeout:
@@ -241,9 +246,15 @@ class MultiProcessIterator:
                                        f"within timeout={self._timeout} seconds") from None
                 continue
             if task_id < self._first_task:
-                _discard((task_id, result))           # an earlier epoch's
+                _discard((task_id, data))             # an earlier epoch's
                 continue
-            self._arrived[task_id] = result
+            try:
+                self._arrived[task_id] = pickle.loads(data)
+            except Exception as exc:
+                self._pool.shutdown()
+                raise RuntimeError(f"DataLoader: batch {task_id - self._first_task} came "
+                                   f"back from a worker but cannot be unpickled in the main "
+                                   f"process ({type(exc).__name__}: {exc})") from exc
             return
 
     def __next__(self) -> Any:
@@ -264,7 +275,7 @@ class MultiProcessIterator:
                 continue
             if isinstance(result, WorkerError):
                 self._pool.shutdown()
-                result.reraise()
+                result.reraise(batch=task_id - self._first_task)
             self._send()
             return self._convert(shm.receive_batch(result))
         if self._owns_pool:

@@ -14,10 +14,11 @@ from itertools import repeat
 from typing import Any
 
 from fastop.io._checks import check_bool, check_int
-from fastop.io._fetch import (IterableFetcher, MapFetcher, batch_tensor, converter_for,
+from fastop.io._fetch import (IterableFetcher, MapFetcher, add_note, batch_tensor, converter_for,
                               make_fetcher, map_leaves)
 from fastop.io.batch_sampler import BatchSampler, index_batches
 from fastop.io.dataset import IterableDataset
+from fastop.io.worker import describe_task
 from fastop.static import CPUPlace
 
 __all__ = ["DataLoader"]
@@ -204,11 +205,15 @@ class DataLoader:
                 yield [convert(a) for convert, a in zip(converters, fetcher.fetch(indices))]
             return
         iterable = isinstance(fetcher, IterableFetcher)
-        for task in tasks:
+        for batch_index, task in enumerate(tasks):
             try:
                 batch = fetcher.fetch(task)
             except StopIteration:
                 if iterable:
                     return
+                raise
+            except Exception as exc:
+                add_note(exc, f"DataLoader: while loading batch {batch_index} "
+                              f"({describe_task(task)})")
                 raise
             yield self._output(map_leaves(batch, batch_tensor))

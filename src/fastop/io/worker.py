@@ -6,6 +6,11 @@ process, seeds Python's, numpy's and fastop's generators from the loader's base 
 plus its id, then loads the batches the main process asks for until it is told to stop
 (or its parent has died). Each result goes back with its task id, so the main process
 restores the order; an exception goes back with the worker's traceback.
+
+A result is pickled here, before it is queued: a batch that cannot be pickled (one that
+holds a lock, say) becomes a :class:`WorkerError` the main process raises, where the
+queue's feeder thread would only print the error and the main process would wait for
+that batch forever.
 """
 from __future__ import annotations
 
@@ -75,11 +80,13 @@ class WorkerError:
         except Exception:
             self.exc_bytes = None
 
-    def reraise(self) -> None:
-        """Raise the worker's exception in the main process, naming the worker and
-        carrying its traceback (as a note; on Python 3.10 as the cause)."""
+    def reraise(self, batch: int | None = None) -> None:
+        """Raise the worker's exception in the main process, naming the worker, the
+        `batch` (its index in the epoch, when known) and carrying the worker's traceback
+        (as a note; on Python 3.10 as the cause)."""
+        in_batch = "" if batch is None else f" in batch {batch}"
         where = (f"DataLoader worker {self.worker_id} (pid {self.pid}) raised "
-                 f"{self.type_name} {self.context}")
+                 f"{self.type_name}{in_batch} {self.context}")
         exc: BaseException = RuntimeError(f"{where}: {self.message}")
         if self.exc_bytes is not None:
             try:
@@ -91,6 +98,35 @@ class WorkerError:
             exc.add_note(note)
             raise exc
         raise exc from RuntimeError(note)
+
+
+def describe_task(task: Any) -> str:
+    """A task in words, for errors: the sample indices of a map-style batch (the first
+    few of a long one), the sample index without automatic batching, or a batch size."""
+    if isinstance(task, int):
+        return f"sample index {task}"
+    try:
+        indices = [int(i) for i in task]
+    except TypeError:
+        return f"a batch of {task} samples"
+    shown = ", ".join(map(str, indices[:8])) + (", ..." if len(indices) > 8 else "")
+    return f"sample indices [{shown}]"
+
+
+def pickled_result(result: Any, worker_id: int, task: Any) -> bytes:
+    """`result` pickled for the main process; a result that cannot be pickled becomes
+    a :class:`WorkerError` naming the pickling error (its shared-memory files are
+    deleted)."""
+    try:
+        return pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:
+        from fastop.io._shared_memory import release_batch
+        release_batch(result)
+        error = WorkerError(worker_id, f"while sending the batch of {describe_task(task)} "
+                            f"to the main process: it cannot be pickled (return arrays, "
+                            f"numbers, strings, lists and dicts from the dataset and "
+                            f"collate_fn)", exc)
+        return pickle.dumps(error, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _seed_generators(base_seed: int, worker_id: int) -> int:
@@ -151,13 +187,13 @@ def worker_loop(payload: bytes, index_queue: Any, result_queue: Any, worker_id: 
             continue
         task_id, task = message
         if failure is not None:
-            result_queue.put((task_id, failure))
+            result_queue.put((task_id, pickle.dumps(failure)))
             continue
         try:
             result: Any = share_batch(fetcher.fetch(task), shm_prefix)
         except StopIteration as exc:
             result = Exhausted() if isinstance(fetcher, IterableFetcher) else \
-                WorkerError(worker_id, "while loading a batch", exc)
+                WorkerError(worker_id, f"while loading {describe_task(task)}", exc)
         except Exception as exc:
-            result = WorkerError(worker_id, "while loading a batch", exc)
-        result_queue.put((task_id, result))
+            result = WorkerError(worker_id, f"while loading {describe_task(task)}", exc)
+        result_queue.put((task_id, pickled_result(result, worker_id, task)))

@@ -323,6 +323,7 @@ def batch_norm(x: Any, running_mean: Any, running_var: Any, weight: Any = None,
     batch_stats = training if use_global_stats is None else not use_global_stats
     if batch_stats:
         axes = [d for d in range(nd) if d != channel]
+        check_batch_statistics("batch_norm", x, axes)
         mean = B.mean(x, axis=axes, keepdim=True)
         centered = B.subtract(x, mean)
         var = B.mean(B.square(centered), axis=axes, keepdim=True)
@@ -337,6 +338,17 @@ def batch_norm(x: Any, running_mean: Any, running_var: Any, weight: Any = None,
     if bias is not None:
         out = B.add(out, B.reshape(bias, shape=stat_shape))
     return out
+
+
+def check_batch_statistics(who: str, x: Any, axes: Sequence[int]) -> None:
+    """Raise a ValueError naming `who` when `x` has no value per channel over `axes`
+    (an empty batch): its batch statistics would be NaN, and so would the running ones
+    they update. Dims unknown until run time (static mode) are not checked."""
+    shape = list(x.shape)
+    if any(shape[d] == 0 for d in axes):
+        raise ValueError(f"{who}: training needs at least one value per channel to compute "
+                         f"batch statistics, got an input of shape {shape}; the running "
+                         f"mean and variance are left as they were")
 
 
 def _update_running(running: Any, batch: Any, momentum: float) -> None:

@@ -106,6 +106,10 @@ class BatchNorm1D(Layer):
             raise ValueError(f"BatchNorm1D: expected a 2-D or 3-D input, got shape "
                              f"{list(x.shape)}")
         data_format = "NLC" if self._data_format == "NLC" and len(x.shape) == 3 else "NCL"
+        if self.training and not self._use_global_stats:
+            channel = len(x.shape) - 1 if data_format == "NLC" else 1
+            F.check_batch_statistics(f"BatchNorm1D {self.full_name()!r}", x,
+                                     [d for d in range(len(x.shape)) if d != channel])
         return F.batch_norm(x, self._mean, self._variance, self.weight, self.bias,
                             training=self.training, momentum=self._momentum,
                             epsilon=self._epsilon, data_format=data_format,

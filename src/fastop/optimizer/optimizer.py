@@ -154,7 +154,21 @@ class Optimizer:
                 raise TypeError(f"{where}: item {i} is item {seen[id(p)]} again (each "
                                 f"parameter once)")
             seen[id(p)] = i
+            self._check_updatable(p, f"item {i}")
         return items
+
+    def _check_updatable(self, param: Any, which: str) -> None:
+        """Refuse a parameter of a dtype fastop stores but does not compute in (float16,
+        uint8): its update would fail inside an internal op, mid-step."""
+        dtype = param.dtype
+        if dtype.is_storage_only:
+            name = getattr(param, "name", None)
+            raise TypeError(
+                f"{type(self).__name__}: parameter {which}{f' ({name!r})' if name else ''} "
+                f"is {dtype.name}, a dtype fastop stores but does not compute in; "
+                f"optimizers update float32 and float64 "
+                f"parameters: keep the model in float32 (layer.to(dtype='float32')) and "
+                f"cast only what must be stored small")
 
     # -- learning rate -------------------------------------------------------------------
     def _checked_rate(self, value: Any) -> float:

@@ -39,19 +39,23 @@ def load_directory(path: str | os.PathLike[str]) -> list[PluginInfo]:
     OneFlow's ``custom_op_module``); returns the plugins loaded.
 
     Every ``*.py`` file of the directory that implements ``fastop_register_ops`` is
-    imported as a top-level module (the directory is appended to ``sys.path``) and
-    registered like an installed plugin: its ops are attributed to the directory (its
-    real path) and the module's ``__version__`` (empty when it has none), and a module
-    that fails is skipped with one :class:`PluginLoadWarning` (an error with
-    ``FASTOP_STRICT_PLUGINS=1``), leaving nothing of it registered. An op name that
-    another plugin already defines is such a failure, naming both. Loading a directory
-    again is a no-op (a module that failed is tried again). A static Program saved with
-    one of these ops records the directory and module; loading the Program imports the
-    module again only when the caller allows it (``static.load_program``'s
-    ``allowed_modules=[module]`` or ``trust_code=True``), or finds the op already
-    registered by a load_directory call.
+    imported under a private name, ``fastop_directory_ops.d<hash>.<module>`` (never a
+    name another module owns; the directory is appended to ``sys.path`` for the modules
+    to import their helpers) and registered like an installed plugin: its ops are
+    attributed to the directory (its real path) and the module's ``__version__`` (empty
+    when it has none), and a module that fails is skipped with one
+    :class:`PluginLoadWarning` (an error with ``FASTOP_STRICT_PLUGINS=1``), leaving
+    nothing of it registered (a Ctrl-C while it loads also leaves nothing of it, and
+    propagates). An op name that another plugin already defines is such a failure,
+    naming both. Loading a directory again is a no-op (a module that failed is tried
+    again). A static Program saved with one of these ops records the directory and
+    module; loading the Program imports the module again only when the caller allows it
+    (``static.load_program``'s ``allowed_modules=[module]`` or ``trust_code=True``), or
+    finds the op already registered by a load_directory call.
 
-    Raises NotADirectoryError, or PluginError when no module there implements the hook.
+    An entry that is not a regular file (a subdirectory ``x.py``, a dangling symlink, a
+    FIFO) is skipped with a PluginLoadWarning naming it. Raises NotADirectoryError, or
+    PluginError when no module there implements the hook.
     """
     return manager.load_directory(path)
 

@@ -50,7 +50,7 @@ import pluggy
 
 from fastop import hookspecs
 from fastop._env import env_flag
-from fastop._errors import UntrustedCodeError
+from fastop._errors import LoadError, UntrustedCodeError
 from fastop.ops import OpDef, Registry, registry as default_registry
 from fastop.ops._registry import did_you_mean
 from fastop.ops._sources import DirectorySource
@@ -282,12 +282,14 @@ class PluginManager:
     # -- one plugin --------------------------------------------------------------------
     def register(self, plugin: ModuleType | Any, dist: str, version: str, *,
                  entry_point: str | None = None, directory: str | None = None,
-                 strict: bool | None = None) -> PluginInfo | None:
+                 strict: bool | None = None, module: str | None = None) -> PluginInfo | None:
         """Register one plugin object (a module of hook implementations) and define its
         ops, attributed to ``dist`` and ``version``; on failure nothing of it remains
         and it is reported (warning, or PluginError when strict). Returns its info, or
-        None when it failed."""
-        module = getattr(plugin, "__name__", repr(plugin))
+        None when it failed. `module` names the plugin's module in reports (default: its
+        ``__name__``). A KeyboardInterrupt or SystemExit while it loads rolls it back
+        too, then propagates."""
+        module = module or getattr(plugin, "__name__", repr(plugin))
         name = f"{dist}:{entry_point or module}"
         what = f"{dist} {version}".strip() if directory is None else \
             f"module {module} in directory {directory}"
@@ -300,11 +302,13 @@ class PluginManager:
             with self.registry.providing(dist, version):
                 self.hooks.register(plugin, name=name)
             self._validate(plugin)
-        except Exception as exc:
+        except BaseException as exc:
             for op in self._op_names() - before:
                 self.registry.remove(op)
             if self.hooks.is_registered(plugin):
                 self.hooks.unregister(plugin)
+            if not isinstance(exc, Exception):      # Ctrl-C, SystemExit: rolled back
+                raise
             self._fail(what, exc, strict)
             return None
         info = PluginInfo(dist, version, module, entry_point,
@@ -399,7 +403,7 @@ class PluginManager:
         register each as a plugin (OneFlow's ``custom_op_module``): see
         :func:`fastop.plugins.load_directory`."""
         directory = _op_directory(path)
-        names = _op_modules(directory)
+        names = _op_modules(directory, _caller_outside_fastop())
         if not names:
             raise PluginError(f"load_directory: no module in {directory} implements "
                               f"fastop_register_ops (a '*.py' file with a function "
@@ -420,7 +424,7 @@ class PluginManager:
             self._fail(f"module {name} in directory {directory}", exc, strict)
             return None
         info = self.register(module, directory, str(getattr(module, "__version__", "")),
-                             directory=directory, strict=strict)
+                             directory=directory, strict=strict, module=name)
         if info is not None:
             self._from_directory[directory, name] = info
             origin = DirectorySource(directory, name)
@@ -486,42 +490,65 @@ def _op_directory(path: str | os.PathLike[str]) -> str:
     return directory
 
 
-def _op_modules(directory: str) -> list[str]:
+# The largest op module read when looking for fastop_register_ops (bytes).
+MAX_MODULE_BYTES = 1 << 24
+
+# The package under which directory op modules are imported (see _private_name).
+DIRECTORY_PACKAGE = "fastop_directory_ops"
+
+
+def _op_modules(directory: str, stacklevel: int) -> list[str]:
     """The ``*.py`` modules of a directory whose source mentions fastop_register_ops
-    (others — helpers, scripts — are not imported: importing runs code)."""
+    (others — helpers, scripts — are not imported: importing runs code). An entry that
+    is no regular file (a subdirectory, a dangling symlink, a FIFO) or cannot be read
+    is skipped with a :class:`PluginLoadWarning` naming it."""
+    from fastop._files import read_bounded     # here: `import fastop` does not load it
     names = []
     for filename in sorted(os.listdir(directory)):
         stem = filename[:-3]
-        if filename.endswith(".py") and stem.isidentifier() and stem != "__init__":
-            with open(os.path.join(directory, filename), encoding="utf-8",
-                      errors="replace") as f:
-                if "fastop_register_ops" in f.read():
-                    names.append(stem)
+        if not (filename.endswith(".py") and stem.isidentifier() and stem != "__init__"):
+            continue
+        path = os.path.join(directory, filename)
+        try:
+            source = read_bounded(path, "load_directory", MAX_MODULE_BYTES)
+        except (OSError, LoadError) as exc:
+            warnings.warn(f"load_directory: skipped {path}: it cannot be read as a module "
+                          f"({type(exc).__name__}: {exc})", PluginLoadWarning,
+                          stacklevel=stacklevel)
+            continue
+        if b"fastop_register_ops" in source:
+            names.append(stem)
     return names
 
 
+def _private_name(directory: str, name: str) -> str:
+    """The name ``directory/name.py`` is imported under: ``fastop_directory_ops.<hash of
+    the directory>.<name>``, which no other module owns (a ``colorsys.py`` imported as
+    ``colorsys`` would be what every ``import colorsys`` in the process returns)."""
+    import hashlib
+    digest = hashlib.sha256(directory.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return f"{DIRECTORY_PACKAGE}.d{digest}.{name}"
+
+
 def _import_file(directory: str, name: str) -> ModuleType:
-    """Import ``directory/name.py`` as top-level module ``name``, with the directory on
-    sys.path: its modules import each other by name, and a function recorded by module
-    and name (a py_func in a saved Program) is found again after load_directory."""
+    """Import ``directory/name.py`` under its private name (:func:`_private_name`), with
+    the directory appended to sys.path: its modules import each other (helpers) by
+    name, where no earlier entry of sys.path provides that name."""
     from importlib.util import module_from_spec, spec_from_file_location
     if directory not in sys.path:
         sys.path.append(directory)
     filename = os.path.join(directory, name + ".py")
-    existing = sys.modules.get(name)
+    private = _private_name(directory, name)
+    existing = sys.modules.get(private)
     if existing is not None:
-        if os.path.realpath(getattr(existing, "__file__", "") or "") == filename:
-            return existing
-        raise ImportError(f"a module named {name!r} is already imported from "
-                          f"{getattr(existing, '__file__', None) or 'elsewhere'}; rename "
-                          f"{filename}")
-    spec = spec_from_file_location(name, filename)
+        return existing
+    spec = spec_from_file_location(private, filename)
     module = module_from_spec(spec)
-    sys.modules[name] = module
+    sys.modules[private] = module
     try:
         spec.loader.exec_module(module)
     except BaseException:
-        del sys.modules[name]
+        del sys.modules[private]
         raise
     return module
 

@@ -43,7 +43,7 @@ import numpy as np
 
 from fastop import initializer as _init
 from fastop._core.storage import DType, as_dtype
-from fastop._files import LoadError, UntrustedCodeError, atomic_write, read_npz
+from fastop._files import LoadError, UntrustedCodeError, atomic_write, read_bounded, read_npz
 from fastop.ops import TensorMeta, UnknownOpError, registry
 from fastop.ops._sources import DirectorySource, directory_loader
 from fastop.static.executor import Executor, Scope, global_scope
@@ -54,6 +54,10 @@ __all__ = ["save", "load", "load_program"]
 
 FORMAT = "fastop.program"
 FORMAT_VERSION = 2   # 2: a py_func op records its inputs' metas (it is an OpDef)
+
+# The largest program file read (bytes): a program of 100k ops is about 30 MiB of JSON.
+# Checked before reading, so /dev/zero or a sparse 1 TiB file is refused, not read whole.
+MAX_PROGRAM_BYTES = 1 << 28
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _REF = re.compile(rf"(?P<module>{_IDENT}(?:\.{_IDENT})*):(?P<qualname>{_IDENT}(?:\.{_IDENT})*)")
@@ -573,13 +577,13 @@ def load_program(model_path: str, *, allowed_modules: Sequence[str] | None = Non
     (py_func) are imported only from `allowed_modules` (module names; a module allows
     its submodules) or, with ``trust_code=True``, from any module; otherwise loading
     raises :class:`~fastop.serialization.UntrustedCodeError` naming the function and
-    the argument that allows it. A malformed file raises
+    the argument that allows it. A malformed file, one that is not a regular file (a
+    FIFO, a device) or one over ``MAX_PROGRAM_BYTES`` raises
     :class:`~fastop.serialization.LoadError`."""
     import json
     path = model_path + ".program.json"
     policy = CodePolicy.of(allowed_modules, trust_code, path, "static.load_program")
-    with open(path, "rb") as f:
-        raw = f.read()
+    raw = read_bounded(path, "static.load_program", MAX_PROGRAM_BYTES)
     try:
         data = json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError) as exc:     # JSON and UTF-8 errors are ValueErrors
