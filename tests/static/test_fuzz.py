@@ -82,17 +82,23 @@ class Dag:
                 inputs, attrs = calls[sample_pick % len(calls)]
             choices = iter(links[1:] * 10)
 
-            def arg(value):
+            # only inputs that take gradients take another op's output: the others
+            # (an optimizer's beta powers, a label) have a domain the samples respect
+            takes_outputs = set(registry.get(name).differentiable_inputs)
+
+            def arg(value, linkable):
                 value = np.asarray(value)
                 fits = [(n, i) for n, i, shape, dtype in outputs
                         if shape == value.shape and dtype == value.dtype]
                 pick = next(choices)
-                if value.dtype.kind == "f" and fits and pick % 3:
+                if linkable and value.dtype.kind == "f" and fits and pick % 3:
                     return ("out", *fits[pick % len(fits)])
                 self.feeds.append(value)
                 return ("feed", len(self.feeds) - 1)
-            args = [None if x is None else [arg(v) for v in x] if isinstance(x, list)
-                    else arg(x) for x in inputs]
+            args = [None if x is None
+                    else [arg(v, spec.name in takes_outputs) for v in x]
+                    if isinstance(x, list) else arg(x, spec.name in takes_outputs)
+                    for spec, x in zip(registry.get(name).inputs, inputs)]
             self.nodes.append((name, attrs, args))
             for i, value in enumerate(self.eager_values()[-1]):
                 if value.dtype.kind == "f":
