@@ -447,10 +447,12 @@ class OpDef(OpBase):
                 f"{'is' if len(bad) == 1 else 'are'} not among the outputs whose gradients "
                 f"the backward op leaves out ({[o for k, o in enumerate(outputs) if k not in taken]})")
         input_order = [a.name for a in self.inputs]
+        gradient_specs = dict(zip(diff, backward_op.outputs))
         layout = None if backward_op.fixed_outputs else tuple(
             ("none", -1) if spec.name not in diff else
-            ("list" if spec.variadic else "maybe" if spec.optional else "one",
-             forward_needs.index(spec.name) if spec.variadic or spec.optional else -1)
+            ("list", forward_needs.index(spec.name)) if gradient_specs[spec.name].variadic
+            else ("maybe", forward_needs.index(spec.name))
+            if gradient_specs[spec.name].optional else ("one", -1)
             for spec in self.inputs)
         rule = GradRule(otherwise, forward_needs, reads=reads,
                         materialize_grads=otherwise is None, backward_op=backward_op,
@@ -478,8 +480,7 @@ class OpDef(OpBase):
 
     def _check_backward_specs(self, backward_op: OpDef, needs: tuple[str, ...]) -> None:
         """The backward op declares a needed variadic or optional input as the forward op
-        does, and a variadic or optional gradient for such a differentiable input (the
-        input itself needed, to know how many gradients there are)."""
+        does, and each gradient as :meth:`_gradient_spec` says."""
         specs = {a.name: a for a in self.inputs}
         for name, spec in zip(needs, backward_op.inputs):
             want = specs.get(name)
@@ -487,22 +488,35 @@ class OpDef(OpBase):
                                                                      spec.optional):
                 raise OpDefinitionError(
                     f"{self.name}: backward op {backward_op.name} declares input "
-                    f"'{spec}' for '{want}'; declare it '{spec.name}{str(want)[len(want.name):]}'"
-                    f" as this op does")
+                    f"'{spec}' for '{want}'; declare it "
+                    f"'{spec.name}{str(want)[len(want.name):]}' as this op does")
+        self._check_variadic_needs(needs)
         for name, out in zip(self.differentiable_inputs, backward_op.outputs):
-            want = specs[name]
-            if (want.variadic or want.optional) and name not in needs:
-                kind = "variadic" if want.variadic else "optional"
-                raise OpDefinitionError(
-                    f"{self.name}: the backward kernel must take {kind} input '{name}' (add "
-                    f"it to needs): it gives " + ("one gradient per entry of it"
-                                                  if want.variadic else
-                                                  "None for its gradient when it is absent"))
+            want = ArgSpec.parse(self._gradient_spec(name, needs))
             if (want.variadic, want.optional) != (out.variadic, out.optional):
                 raise OpDefinitionError(
                     f"{self.name}: backward op {backward_op.name} declares output '{out}' "
-                    f"for the gradient of '{want}'; declare it "
+                    f"for the gradient of '{specs[name]}'; declare it "
                     f"'{out.name}{str(want)[len(want.name):]}'")
+
+    def _gradient_spec(self, name: str, needs: tuple[str, ...]) -> str:
+        """The backward op's output for the gradient of input `name`: ``"dxs*"`` for a
+        variadic input (one tensor per entry), ``"db?"`` for an optional one the
+        backward op takes (none when it is absent), else ``"d<name>"`` (an optional input
+        it does not take: the gradient is made always, and dropped when it is absent)."""
+        spec = next(a for a in self.inputs if a.name == name)
+        suffix = "*" if spec.variadic else "?" if spec.optional and name in needs else ""
+        return "d" + name + suffix
+
+    def _check_variadic_needs(self, needs: tuple[str, ...]) -> None:
+        """The backward op takes each differentiable variadic input: its gradient has one
+        tensor per entry."""
+        for spec in self.inputs:
+            if spec.variadic and spec.name in self.differentiable_inputs \
+                    and spec.name not in needs:
+                raise OpDefinitionError(
+                    f"{self.name}: the backward kernel must take variadic input "
+                    f"'{spec.name}' (add it to needs): it returns one gradient per entry")
 
     def grad_kernel(self, needs: Iterable[str], meta: Callable[..., Any] | None = None,
                     nondifferentiable: Iterable[str] = ()) -> Callable[[Callable], Callable]:
@@ -538,6 +552,7 @@ class OpDef(OpBase):
                         meta: Callable[..., Any] | None, nondiff: tuple[str, ...]) -> None:
         if self.registry is None:
             raise OpDefinitionError(f"{self.name}: define the op through a Registry first")
+        self._check_variadic_needs(needs)
         out_names = {a.name for a in self.outputs}
         specs = {a.name: a for a in self.inputs}
         grad_names = tuple(n for n in needs if n[1:] in out_names and n.startswith("d")
@@ -545,14 +560,18 @@ class OpDef(OpBase):
         diff = self.differentiable_inputs
         if meta is None:
             meta = _default_grad_meta(self.name, needs, grad_names, diff)
-        grad_outputs = tuple("d" + str(specs[n]) for n in diff)
-        kernel = fn if not any(s.variadic or s.optional for s in map(specs.get, diff)) \
-            else _structured_backward_kernel(self.name, fn, needs, diff, specs)
+        grad_outputs = tuple(self._gradient_spec(n, needs) for n in diff)
+        kernel = fn if all(o.isidentifier() for o in grad_outputs) \
+            else _structured_backward_kernel(self.name, fn, needs, diff, grad_outputs)
         gop = self.registry.define(self.name + "_grad", inputs=tuple(str(specs.get(n, n)) for n in needs),
                                    outputs=grad_outputs, attrs=dict(self.attrs), meta=meta,
                                    doc=f"Backward kernel of {self.name}.")
         gop.kernel()(kernel)
-        self.grad_op(gop, needs, nondifferentiable=nondiff)
+        try:
+            self.grad_op(gop, needs, nondifferentiable=nondiff)
+        except OpDefinitionError:
+            self.registry.remove(gop.name)      # a refused definition leaves nothing
+            raise
 
     @property
     def differentiable_inputs(self) -> tuple[str, ...]:
@@ -825,7 +844,7 @@ def _default_grad_meta(op: str, needs: tuple[str, ...], grad_names: tuple[str, .
 
 
 def _structured_backward_kernel(op: str, fn: Callable, needs: tuple[str, ...],
-                                diff: tuple[str, ...], specs: Mapping[str, ArgSpec]
+                                diff: tuple[str, ...], grad_outputs: tuple[str, ...]
                                 ) -> Callable[..., Any]:
     """The kernel of the backward op of `op`, whose differentiable inputs include
     variadic or optional ones: `fn` (the user's backward kernel) returns a list of
@@ -833,8 +852,9 @@ def _structured_backward_kernel(op: str, fn: Callable, needs: tuple[str, ...],
     op's outputs are those gradients one tensor each. Checks what `fn` returned against
     that, naming `op` and `fn`."""
     who = f"{op}: the backward kernel {getattr(fn, '__qualname__', fn)!s}"
-    where = [needs.index(x) if specs[x].variadic or specs[x].optional else -1
-             for x in diff]
+    specs = [ArgSpec.parse(g) for g in grad_outputs]
+    where = [needs.index(x) if spec.variadic or spec.optional else -1
+             for x, spec in zip(diff, specs)]
 
     def backward_kernel(*values: Any, **attrs: Any) -> tuple[Any, ...]:
         result = fn(*values, **attrs)
@@ -842,10 +862,9 @@ def _structured_backward_kernel(op: str, fn: Callable, needs: tuple[str, ...],
             result = (result,)
         if not isinstance(result, (tuple, list)) or len(result) != len(diff):
             raise TypeError(f"{who} returned {_describe(result)}; expected one gradient "
-                            f"per differentiable input ({', '.join(map(str, (specs[x] for x in diff)))})")
+                            f"per differentiable input ({', '.join(diff)})")
         flat: list[Any] = []
-        for x, k, g in zip(diff, where, result):
-            spec = specs[x]
+        for x, spec, k, g in zip(diff, specs, where, result):
             if spec.variadic:
                 n = len(values[k])
                 if not isinstance(g, (list, tuple)) or len(g) != n:
