@@ -11,8 +11,9 @@ import pytest
 
 import fastop
 from fastop.autograd import GradcheckError, gradcheck, gradgradcheck
+from fastop import plugins
 from fastop.ops import registry
-from fastop.ops._registry import REQUIRED
+from fastop.testing import Sample
 
 
 def _rng() -> np.random.Generator:
@@ -164,17 +165,66 @@ def test_double_backward_matches_finite_differences(name):
         raise
 
 
-PLUGIN_OPS = sorted(op.name for op in registry
-                    if op.namespace not in ("fastop", "eagertest") and op.grad_rule is not None
-                    and len(op.inputs) == 1 and all(a.default is not REQUIRED
-                                                    for a in op.attrs.values()))
+def _installed_plugin_ops() -> list[str]:
+    """The differentiable ops of the installed plugin distributions (not their backward
+    kernel ops, which are checked through their forward ops)."""
+    backward_kernels = {op.grad_rule.kernel_op for op in registry
+                        if op.grad_rule is not None and op.grad_rule.kernel_op}
+    return sorted(name for p in plugins.list() if p.entry_point is not None
+                  for name in p.ops if name not in backward_kernels
+                  and registry.get(name).grad_rule is not None)
+
+
+PLUGIN_OPS = _installed_plugin_ops()
+
+
+def _eager_call(op, sample):
+    """``(fn, flat_inputs)`` for gradcheck from one of the op's own samples (a list of
+    inputs or a Sample): its float inputs in float64, the differentiable ones leaves
+    wanting gradients,
+    a variadic input's list flattened into the arguments; `fn` returns the op's floating
+    outputs."""
+    inputs, attrs = (sample.inputs, sample.attrs) if isinstance(sample, Sample) \
+        else (list(sample), {})
+    diff = set(op.differentiable_inputs)
+    flat, counts = [], []
+    for spec, x in zip(op.inputs, inputs):
+        group = x if spec.variadic else [x]
+        counts.append(len(group) if spec.variadic else -1)
+        for a in group:
+            if a is None:
+                flat.append(None)
+                continue
+            a = np.asarray(a)
+            floating = a.dtype.kind == "f"
+            flat.append(fastop.to_tensor(a.astype(np.float64) if floating else a,
+                                         stop_gradient=not (floating and spec.name in diff)))
+
+    def fn(*args):
+        args, grouped = list(args), []
+        for n in counts:
+            grouped.append(args.pop(0) if n < 0 else [args.pop(0) for _ in range(n)])
+        out = op(*grouped, **attrs)
+        outs = out if isinstance(out, tuple) else (out,)
+        return [o for o in outs if o.dtype in (fastop.float32, fastop.float64)]
+    return fn, flat
 
 
 @pytest.mark.parametrize("name", PLUGIN_OPS)
 def test_installed_plugin_ops_are_differentiable_in_eager_mode(name):
     # Python-kernel ops from plugins run through the eager dispatcher and record nodes
-    # like built-ins; their one-input forms are checked with default attributes.
+    # like built-ins; each is called with the samples its plugin declares (whatever its
+    # inputs and outputs), in float64.
     op = registry.get(name)
-    x = var(2, 3, kind="away")
-    assert not op(x).stop_gradient
-    assert gradcheck(op, [x], atol=1e-6, rtol=1e-4)
+    samples = plugins.op_samples().get(name)
+    assert samples, f"{name} ({op.plugin}) declares no samples (fastop_op_samples hook)"
+    checked = 0
+    for sample in samples:
+        fn, flat = _eager_call(op, sample)
+        if not any(x is not None and not x.stop_gradient for x in flat):
+            continue                      # a sample without a float input to differentiate
+        outs = fn(*flat)
+        assert outs and not any(o.stop_gradient for o in outs), (name, sample)
+        assert gradcheck(fn, flat, atol=1e-6, rtol=1e-4)
+        checked += 1
+    assert checked, f"{name}: no sample has a floating differentiable input"

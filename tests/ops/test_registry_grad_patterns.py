@@ -12,6 +12,7 @@ import pytest
 import fastop
 from fastop import static
 from fastop.ops import (OpDefinitionError, TensorMeta, UntakenGradientError, registry)
+from fastop.testing import Sample, opcheck
 
 NS = "gradpatterns"
 
@@ -375,3 +376,29 @@ def test_define_refuses_a_meta_that_cannot_be_called(scratch):
     with pytest.raises(OpDefinitionError, match=r"gradscratch::k: the kernel for float64 "
                                                 r"must be callable, got int"):
         scratch.define("gradscratch::k", inputs=["x"], kernels={"float64": 1})
+
+
+# ------------------------------------------------------------------------ opcheck
+
+SAMPLES = {
+    f"{NS}::topk": [Sample(RNG.standard_normal((2, 5)), k=2),
+                    Sample(RNG.standard_normal((3, 4)).astype("float32"), k=3)],
+    f"{NS}::scaled": [[RNG.standard_normal((2, 3))]],
+    f"{NS}::weighted_sum": [[[RNG.standard_normal(3), RNG.standard_normal(3)],
+                             np.array([1.5])]],
+    f"{NS}::affine": [[RNG.standard_normal(3), RNG.standard_normal(3), None],
+                      [RNG.standard_normal(3), RNG.standard_normal(3),
+                       RNG.standard_normal(3)]],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_opcheck_passes_for_each_pattern(name):
+    report = opcheck(name, SAMPLES[name])
+    assert report["meta"] == report["gradient"] == report["eager_static"] == "ok", report
+
+
+def test_opcheck_of_an_undeclared_left_out_output_names_it():
+    with pytest.raises(UntakenGradientError, match=r"scaled_undeclared: a gradient flows "
+                                                   r"into output 'energy'"):
+        opcheck(f"{NS}::scaled_undeclared", SAMPLES[f"{NS}::scaled"])

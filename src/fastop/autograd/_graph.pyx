@@ -354,7 +354,7 @@ cdef class OpNode(Node):
             raise
         if start:
             record(back.op, EVENT_OP, start, args)
-        if self.rule.grad_layout is not None:       # variadic or optional gradients
+        if back.n_out < 0:       # variadic or optional gradients (rule.grad_layout)
             return self.rule.gradients_by_input(outs, saved)
         cdef Py_ssize_t i, j = 0, n = len(plan.diff)
         if n == 1:

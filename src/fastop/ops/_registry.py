@@ -680,9 +680,10 @@ class OpDef(OpBase):
         return self.infer_meta_named(metas, attrs)[0]
 
     def infer_meta_named(self, metas: Sequence[Any], attrs: dict[str, Any]
-                         ) -> tuple[list[TensorMeta], list[str]]:
+                         ) -> tuple[list[TensorMeta], list[str] | None]:
         """:meth:`infer_meta`, with the name of each output tensor (``"dxs[1]"`` for an
-        entry of a variadic output), for the errors about them."""
+        entry of a variadic output) for the errors about them; None when they are the
+        declared outputs."""
         if self.meta_fn is None:
             raise OpDefinitionError(f"{self.name}: has no meta function")
         args = []
@@ -701,8 +702,12 @@ class OpDef(OpBase):
                 f"{self.name}: meta function returned {len(results)} outputs, expected "
                 f"{len(self.outputs)} ({', '.join(map(str, self.outputs))})")
         if self.fixed_outputs:
-            out = [self._output_meta(spec.name, r) for spec, r in zip(self.outputs, results)]
-            return out, [spec.name for spec in self.outputs]
+            try:
+                return [_as_meta(r) for r in results], None
+            except (TypeError, ValueError):     # say which output, what came
+                for spec, r in zip(self.outputs, results):
+                    self._output_meta(spec.name, r)
+                raise
         out, names = [], []
         for spec, r in zip(self.outputs, results):
             if spec.variadic:
@@ -775,7 +780,7 @@ class OpDef(OpBase):
         except Exception as exc:
             add_note(exc, f"raised inside the meta function of op '{self.name}'")
             raise
-        explain = functools.partial(self.explain_results, out) if self.fixed_outputs \
+        explain = functools.partial(self.explain_results, out) if names is None \
             else functools.partial(self.explain_results, out, names=names)
         return PythonKernel(self.name, fn, attrs, [(m.shape, m.dtype.code) for m in out],
                             explain, tuple(inputs))
