@@ -124,8 +124,11 @@ def run_grad_rule(op: OpDef | str, inputs: Sequence[Any], outputs: Sequence[Any]
     rule = op.grad_rule
     if rule is None:
         raise AssertionError(f"{op.name}: has no gradient rule")
-    if rule.backward_op is not None:    # as backward does: declared ones dropped, or an error
-        out_grads = list(out_grads)
+    if rule.backward_op is not None:
+        # as backward does: integer outputs carry no gradient; into an output the
+        # backward op leaves out, one is dropped if declared, else an error
+        out_grads = [g if np.asarray(o).dtype.kind == "f" else None
+                     for g, o in zip(out_grads, outputs)]
         rule.screen_output_grads(op, out_grads)
     named = dict(zip([a.name for a in op.inputs], map(_dense, inputs)))
     named.update(zip([a.name for a in op.outputs], map(_dense, outputs)))
