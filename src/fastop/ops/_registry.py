@@ -1004,15 +1004,21 @@ class Registry:
         declared input, in order, None where there is none (an input not in
         ``differentiable``, or no dependence), and a list for a variadic input. Such a
         rule is differentiable again (double backward). ``@op.grad_kernel(needs=[...])``
-        registers a numpy backward kernel instead (it becomes the op ``<name>_grad``).
+        registers a numpy backward kernel instead (it becomes the op ``<name>_grad``),
+        returning one gradient per differentiable input: a list for a variadic input
+        (which it then takes), None for an optional input it takes and gets as None.
         ``reads={"x": ("y",)}`` declares which needed values each input's gradient reads
         beyond their shapes and dtypes (``fastop.testing.opcheck`` checks it).
 
         An output is non-differentiable when its dtype is not floating (indices, masks:
-        no gradient flows into them). A floating output whose gradient the rule ignores
-        (an auxiliary result) is declared with ``@op.grad(..., materialize_grads=False)``:
-        the rule then gets None for it unless a gradient really flows into it, and can
-        skip its term.
+        no gradient flows into them; a backward kernel leaves them out of ``needs``). A
+        floating output whose gradient the rule ignores (an auxiliary result) is
+        declared: ``@op.grad(..., materialize_grads=False)`` gives the rule None for it
+        unless a gradient really flows into it (and then the rule must use it);
+        ``@op.grad_kernel(..., nondifferentiable=["stat"])`` lets no gradient flow back
+        through it (used later, it counts as a constant). A gradient flowing into a
+        floating output a backward kernel leaves out without that declaration is an
+        :class:`UntakenGradientError` naming the op and the output.
 
         Ops defined inside a plugin's ``fastop_register_ops`` are attributed to the
         plugin's distribution and version; ops defined anywhere else to the calling
