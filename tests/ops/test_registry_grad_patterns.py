@@ -353,6 +353,29 @@ def test_nondifferentiable_must_name_a_left_out_output(scratch):
         op.grad_kernel(needs=["dy"], nondifferentiable=["y"])(lambda dy: dy)
 
 
+def test_wrong_gradient_count_names_the_op_and_what_came(scratch):
+    op = scratch.define("gradscratch::mul", inputs=["x", "w"], outputs=["y"],
+                        meta=lambda x, w: x, kernels={"*": lambda x, w: x * w})
+    op.grad_kernel(needs=["x", "w", "dy"])(lambda x, w, dy: dy * w)     # dw forgotten
+    x = tensor(np.ones(3))
+    with pytest.raises(ValueError, match=r"gradscratch::mul_grad: the Python kernel "
+                                         r"returned 1 value\(s\), expected 2 \(dx, dw\): a "
+                                         r"float64 array of shape \[3\]") as info:
+        op(x, x).sum().backward()
+    assert "raised in the gradient rule of op 'gradscratch::mul'" in info.value.__notes__
+
+
+def test_wrong_backward_meta_names_the_output_and_what_came(scratch):
+    op = scratch.define("gradscratch::neg", inputs=["x"], outputs=["y"],
+                        meta=lambda x: x, kernels={"*": lambda x: -x})
+    op.grad_kernel(needs=["dy"], meta=lambda dy: "like dy")(lambda dy: -dy)
+    with pytest.raises(TypeError, match=r"gradscratch::neg_grad: the meta function "
+                                        r"returned 'like dy' for output 'dx'") as info:
+        op(tensor(np.ones(3))).sum().backward()
+    assert "raised inside the meta function of op 'gradscratch::neg_grad'" in \
+        info.value.__notes__
+
+
 @pytest.mark.parametrize("define", [
     lambda op: op.kernel("float32")(42),
     lambda op: op.kernel()("not a function"),

@@ -796,7 +796,8 @@ class OpDef(OpBase):
         results = result if isinstance(result, (tuple, list)) else (result,)
         if len(results) != len(metas):
             raise ValueError(f"{self.name}: the Python kernel returned {len(results)} "
-                             f"value(s), expected {len(metas)} ({', '.join(names)})")
+                             f"value(s), expected {len(metas)} ({', '.join(names)}): "
+                             f"{_describe(result)}")
         values = []
         for name, value, meta in zip(names, results, metas):
             if not isinstance(value, DenseTensor):
