@@ -399,9 +399,10 @@ class OpDef(OpBase):
         the differentiable inputs, in order. It must take this op's attributes.
 
         A variadic input ``"xs*"`` has a variadic gradient output (``"dxs*"``: one
-        tensor per entry), an optional one ``"b?"`` an optional one (``"db?"``: none
-        when ``b`` is absent); the backward op takes such an input itself (it must be in
-        ``needs``), as it does in the forward op, to know how many gradients to make.
+        tensor per entry), which the backward op makes knowing the input (it must be in
+        ``needs``); an optional input ``"b?"`` the backward op takes has an optional one
+        (``"db?"``: none when ``b`` is absent), one it does not take a plain one (made
+        always, dropped when ``b`` is absent). Needed inputs are declared as in this op.
 
         Eager backward runs the backward op's kernel directly (no Python rule runs);
         ``create_graph=True`` and static ``append_backward`` call the op, so a backward
@@ -442,10 +443,11 @@ class OpDef(OpBase):
         taken = tuple(sorted({k for src, k in args if src == 1}))
         bad = [n for n in nondiff if n not in outputs or outputs.index(n) in taken]
         if bad:
+            left_out = [o for k, o in enumerate(outputs) if k not in taken]
             raise OpDefinitionError(
                 f"{self.name}: nondifferentiable={list(nondiff)}: {bad} "
                 f"{'is' if len(bad) == 1 else 'are'} not among the outputs whose gradients "
-                f"the backward op leaves out ({[o for k, o in enumerate(outputs) if k not in taken]})")
+                f"the backward op leaves out ({left_out})")
         input_order = [a.name for a in self.inputs]
         gradient_specs = dict(zip(diff, backward_op.outputs))
         layout = None if backward_op.fixed_outputs else tuple(
@@ -525,8 +527,10 @@ class OpDef(OpBase):
         ``needs`` names what the kernel takes, in order: forward inputs and outputs by
         name, output grads as ``"d" + output``. The kernel returns one gradient per
         differentiable input: a list of them for a variadic input ``"xs*"`` (one per
-        entry), None for an optional input ``"b?"`` that is absent (it gets None for it).
-        Such an input must be in ``needs``. It becomes the op ``<name>_grad`` in the
+        entry; it must be in ``needs``), None for an optional input ``"b?"`` it takes
+        and gets as None (absent); for an optional input it does not take it returns a
+        gradient always, dropped when the input is absent. It becomes the op
+        ``<name>_grad`` in the
         registry; its meta gives ``d<x>`` the meta of ``x`` when ``x`` is needed, else of
         the single output grad, unless ``meta`` is given (returning a list of metas for a
         variadic input's gradient, None for an absent optional one).
@@ -563,7 +567,8 @@ class OpDef(OpBase):
         grad_outputs = tuple(self._gradient_spec(n, needs) for n in diff)
         kernel = fn if all(o.isidentifier() for o in grad_outputs) \
             else _structured_backward_kernel(self.name, fn, needs, diff, grad_outputs)
-        gop = self.registry.define(self.name + "_grad", inputs=tuple(str(specs.get(n, n)) for n in needs),
+        gop = self.registry.define(self.name + "_grad",
+                                   inputs=tuple(str(specs.get(n, n)) for n in needs),
                                    outputs=grad_outputs, attrs=dict(self.attrs), meta=meta,
                                    doc=f"Backward kernel of {self.name}.")
         gop.kernel()(kernel)
