@@ -345,6 +345,20 @@ def test_optional_input_the_backward_kernel_does_not_take(scratch, with_b):
         np.testing.assert_allclose(b.grad.numpy(), X.sum(0))
 
 
+def test_an_op_with_varying_outputs_takes_no_gradient_rule(scratch):
+    """The backward op of a variadic input's op has a variadic output; a gradient rule of
+    its own would get one gradient per output, which it cannot have."""
+    grad_op = scratch.get(f"{NS}::weighted_sum_grad")
+    assert [str(o) for o in grad_op.outputs] == ["dxs*", "dscale"]
+    for define in (lambda: grad_op.grad(needs=["xs"])(lambda xs, g, h: None),
+                   lambda: grad_op.grad_kernel(needs=["xs"])(lambda xs: None)):
+        with pytest.raises(OpDefinitionError, match=rf"{NS}::weighted_sum_grad: an op with "
+                                                    rf"variadic or optional outputs \(dxs\*\) "
+                                                    rf"cannot have a gradient rule"):
+            define()
+    assert grad_op.grad_rule is None and f"{NS}::weighted_sum_grad_grad" not in scratch
+
+
 def test_nondifferentiable_must_name_a_left_out_output(scratch):
     op = scratch.define("gradscratch::two", inputs=["x"], outputs=["y", "z"],
                         meta=lambda x: [x, x], kernels={"*": lambda x: (x, x)})

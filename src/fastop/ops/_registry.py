@@ -378,6 +378,7 @@ class OpDef(OpBase):
 
         def register(fn: Callable) -> Callable:
             require_callable(self.name, "the gradient rule", fn)
+            self._check_fixed_outputs()
             self._check_needs(needs, allow_grads=False)
             if reads is not None:
                 self._check_reads(needs, reads)
@@ -417,6 +418,7 @@ class OpDef(OpBase):
         (statistics, masks): used later, they count as constants."""
         needs = tuple(needs)
         nondiff = tuple(nondifferentiable)
+        self._check_fixed_outputs()
         self._check_needs(needs, allow_grads=True)
         if otherwise is not None:
             require_callable(self.name, "the gradient rule (otherwise=)", otherwise)
@@ -510,6 +512,14 @@ class OpDef(OpBase):
         suffix = "*" if spec.variadic else "?" if spec.optional and name in needs else ""
         return "d" + name + suffix
 
+    def _check_fixed_outputs(self) -> None:
+        """Gradient rules take one gradient per output: an op whose outputs vary per
+        call (a backward op's variadic or optional gradients) has none."""
+        if not self.fixed_outputs:
+            varying = [str(o) for o in self.outputs if o.optional or o.variadic]
+            raise OpDefinitionError(f"{self.name}: an op with variadic or optional outputs "
+                                    f"({', '.join(varying)}) cannot have a gradient rule")
+
     def _check_variadic_needs(self, needs: tuple[str, ...]) -> None:
         """The backward op takes each differentiable variadic input: its gradient has one
         tensor per entry."""
@@ -545,6 +555,7 @@ class OpDef(OpBase):
 
         def register(fn: Callable) -> Callable:
             require_callable(self.name, "the backward kernel", fn)
+            self._check_fixed_outputs()
             if meta is not None:
                 require_callable(self.name, "the backward kernel's meta function", meta)
             self._check_needs(needs, allow_grads=True)
