@@ -56,6 +56,16 @@ def _samples(name):
 def test_plugin_op_samples_cover_both_float_dtypes(name):
     """A float32 sample checks the float32 kernel against the meta function (and the
     float64 one); a float64 sample is what finite differences need."""
-    dtypes = {np.asarray(s.inputs[0] if isinstance(s, Sample) else s[0]).dtype.name
+    dtypes = {_float_dtype(s.inputs if isinstance(s, Sample) else s)
               for s in _samples(name)}
     assert dtypes >= {"float32", "float64"}, f"{name}: samples in {sorted(dtypes)}"
+
+
+def _float_dtype(inputs):
+    """The dtype of a sample's first floating array (inside a variadic input's list too;
+    past absent optional inputs and integer ones): the float kernel it checks."""
+    for x in inputs:
+        for a in x if isinstance(x, (list, tuple)) else [x]:
+            if a is not None and np.asarray(a).dtype.kind == "f":
+                return np.asarray(a).dtype.name
+    return None

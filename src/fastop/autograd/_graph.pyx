@@ -288,7 +288,7 @@ cdef class OpNode(Node):
                 raise modified_error(self, now, self.saved_versions)
         cdef tuple saved = self.saved if self.unpack_hook is None \
             else unpack_saved(self.saved, self.unpack_hook)
-        if not create_graph and plan.backward is not None and self._kernel_path(grads):
+        if plan.backward is not None and self._kernel_path(grads) and not create_graph:
             return self._flatten(self._backward_kernel(saved, grads))
         if self.rule.materialize_grads:
             for k in range(self.n_out):
@@ -318,11 +318,17 @@ cdef class OpNode(Node):
 
     cdef bint _kernel_path(self, list grads) except -1:
         """Whether the backward op computes this call's gradients: no output it does not
-        take carries a gradient. Missing gradients of those it takes become zeros."""
+        take carries a gradient (one that is declared non-differentiable is dropped; one
+        that is not is an error without an ``otherwise`` rule to take it). Missing
+        gradients of those it takes become zeros."""
         cdef Py_ssize_t k
         cdef tuple taken = self.rule.kernel_outputs
         if self.n_out == 1:
             return True
+        for k in range(self.n_out):
+            if grads[k] is not None and k not in taken:
+                self.rule.screen_output_grads(self.plan.op, grads)
+                break
         for k in range(self.n_out):
             if grads[k] is not None and k not in taken:
                 return False
@@ -348,6 +354,8 @@ cdef class OpNode(Node):
             raise
         if start:
             record(back.op, EVENT_OP, start, args)
+        if back.n_out < 0:       # variadic or optional gradients (rule.grad_layout)
+            return self.rule.gradients_by_input(outs, saved)
         cdef Py_ssize_t i, j = 0, n = len(plan.diff)
         if n == 1:
             return (outs[0],) if plan.diff[0] else (None,)

@@ -15,12 +15,12 @@ import types as _types
 
 from fastop.ops._registry import (ArgSpec, AttrSpec, DuplicateOpError, GradRule, OpDef,
                                   OpDefinitionError, OpError, Registry, TensorMeta,
-                                  UnknownOpError, registry)
+                                  UnknownOpError, UntakenGradientError, registry)
 from fastop.ops._registry import did_you_mean as _did_you_mean
 
 __all__ = ["ArgSpec", "AttrSpec", "DuplicateOpError", "GradRule", "OpDef",
            "OpDefinitionError", "OpError", "Registry", "TensorMeta", "UnknownOpError",
-           "registry", "get"]
+           "UntakenGradientError", "registry", "get"]
 
 
 def get(name: str) -> OpDef:

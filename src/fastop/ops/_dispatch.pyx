@@ -187,7 +187,9 @@ cdef class CallPlan:
         self.op = op
         self.version = _registry_version
         self.n_in = len(op.inputs)
-        self.n_out = len(op.outputs)
+        # -1: output tensors vary per call (a backward op's variadic or optional
+        # gradients): a call returns them as a tuple, even one
+        self.n_out = len(op.outputs) if op.fixed_outputs else -1
         self.fixed = not any(a.variadic for a in op.inputs)
         self.simple = not any(a.optional or a.variadic for a in op.inputs)
         try:

@@ -47,7 +47,8 @@ from fastop.ops._namespaces import OpNamespace, make_namespace
 
 __all__ = [
     "ArgSpec", "AttrSpec", "TensorMeta", "OpDef", "GradRule", "Registry", "OpError",
-    "UnknownOpError", "DuplicateOpError", "OpDefinitionError", "registry", "add_note",
+    "UnknownOpError", "DuplicateOpError", "OpDefinitionError", "UntakenGradientError",
+    "registry", "add_note",
     "apply_grad_rule",
 ]
 
@@ -82,6 +83,10 @@ class DuplicateOpError(OpError):
 
 class OpDefinitionError(OpError, TypeError):
     pass
+
+
+class UntakenGradientError(OpError, RuntimeError):
+    """Backward found a gradient in an op's output its backward kernel does not take."""
 
 
 @dataclass(frozen=True)
@@ -186,6 +191,24 @@ def _as_meta(value: Any) -> TensorMeta:
     return TensorMeta(list(shape), dtype)
 
 
+def require_callable(op: str, what: str, fn: Any) -> None:
+    """Refuse, at definition, a kernel, meta function or rule that cannot be called: a
+    call would fail far from the definition that gave it."""
+    if not callable(fn):
+        raise OpDefinitionError(f"{op}: {what} must be callable, got "
+                                f"{type(fn).__name__} ({fn!r:.60})")
+
+
+def _bare_meta(spec: ArgSpec, result: list | tuple) -> bool:
+    """Whether a meta function's list or tuple `result` is the meta of a single output
+    `spec` itself rather than a list of one per output: a ``(shape, dtype)`` pair, or the
+    list of metas of a variadic output."""
+    if spec.variadic:
+        return not (len(result) == 1 and isinstance(result[0], (list, tuple)))
+    return isinstance(result, tuple) and len(result) == 2 \
+        and not isinstance(result[0], (TensorMeta, tuple))
+
+
 def did_you_mean(name: str, choices: Iterable[str], n: int = 3) -> str:
     """``"; did you mean 'a', 'b'?"`` for the choices closest to `name`, ``""`` when none
     is close: the hint of every unknown-name error (ops, namespaces, variables)."""
@@ -231,6 +254,53 @@ class GradRule:
     kernel_outputs: tuple[int, ...] = ()
     # the composite rule takes a keyword ``needs_input_grad`` (one bool per input)
     wants_needs_input_grad: bool = False
+    # a kernel rule's outputs declared non-differentiable: a gradient into one is dropped
+    nondifferentiable: tuple[int, ...] = ()
+    # a kernel rule given ``otherwise``: `fn` takes the gradients the backward op does not
+    has_otherwise: bool = False
+    # a kernel rule whose backward op has variadic or optional outputs: per declared
+    # input, ("none", -1) (no gradient), ("one", -1), or ("list" | "maybe", k) with k the
+    # needed value giving its entries (a variadic input) or presence (an optional one)
+    grad_layout: tuple[tuple[str, int], ...] | None = None
+
+    def screen_output_grads(self, op: "OpDef", grads: list[Any]) -> None:
+        """A kernel rule's output gradients (None where none flows) made what it takes:
+        the gradient of a declared non-differentiable output dropped; one flowing into
+        another output the backward op does not take is an error, unless ``otherwise``
+        takes it. Integer outputs carry none (eager and static never send one)."""
+        for k, g in enumerate(grads):
+            if g is None or k in self.kernel_outputs:
+                continue
+            if k in self.nondifferentiable:
+                grads[k] = None
+            elif not self.has_otherwise:
+                out = op.outputs[k].name
+                taken = [op.outputs[j].name for j in self.kernel_outputs]
+                raise UntakenGradientError(
+                    f"{op.name}: a gradient flows into output '{out}', but its backward "
+                    f"op {self.kernel_op} takes the gradients of {taken} only; take "
+                    f"'d{out}' in the backward kernel's needs, or declare the output "
+                    f"nondifferentiable=['{out}'] (then no gradient flows back through it)")
+
+    def gradients_by_input(self, outs: Sequence[Any], needed: Sequence[Any]
+                           ) -> tuple[Any, ...]:
+        """The backward op's output tensors (one per entry of a variadic input's
+        gradient, none for an absent optional input) as one gradient per declared input:
+        a list for a variadic one, None for one without (`needed`: the rule's needed
+        values, which hold the variadic and optional inputs)."""
+        result: list[Any] = []
+        j = 0
+        for kind, k in self.grad_layout:
+            if kind == "none" or (kind == "maybe" and needed[k] is None):
+                result.append(None)
+            elif kind == "list":
+                n = len(needed[k])
+                result.append(list(outs[j:j + n]))
+                j += n
+            else:
+                result.append(outs[j])
+                j += 1
+        return tuple(result)
 
     @property
     def kernel_op(self) -> str | None:
@@ -264,10 +334,17 @@ class OpDef(OpBase):
     # (a PyFuncSource), or the module of a load_directory op (ops._sources.DirectorySource)
     source: Any = field(default=None, repr=False)
     registry: "Registry | None" = field(default=None, repr=False, compare=False)
+    # every output is one tensor (no "d?"/"ds*" output: only the backward ops grad_kernel
+    # makes for optional and variadic inputs have those)
+    fixed_outputs: bool = field(default=True, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.fixed_outputs = not any(a.optional or a.variadic for a in self.outputs)
 
     # -- definition (decorators) -----------------------------------------------
     def meta(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """Register the meta function: ``fn(*input_metas, **attrs) -> TensorMeta(s)``."""
+        require_callable(self.name, "the meta function", fn)
         self.meta_fn = fn
         bump_registry_version()
         return fn
@@ -282,6 +359,8 @@ class OpDef(OpBase):
         names = [as_dtype(d).name for d in dtypes] or ["*"]
 
         def register(fn: Callable) -> Callable:
+            require_callable(self.name, f"the kernel for {', '.join(names)}".replace(
+                "for *", "for every dtype"), fn)
             for n in names:
                 self.kernels[n] = fn
             bump_registry_version()
@@ -299,6 +378,8 @@ class OpDef(OpBase):
         reads = None if reads is None else {k: tuple(v) for k, v in reads.items()}
 
         def register(fn: Callable) -> Callable:
+            require_callable(self.name, "the gradient rule", fn)
+            self._check_fixed_outputs()
             self._check_needs(needs, allow_grads=False)
             if reads is not None:
                 self._check_reads(needs, reads)
@@ -312,22 +393,36 @@ class OpDef(OpBase):
 
     def grad_op(self, backward_op: OpDef, needs: Iterable[str],
                 reads: Mapping[str, Iterable[str]] | None = None,
-                otherwise: Callable[..., Any] | None = None) -> OpDef:
+                otherwise: Callable[..., Any] | None = None,
+                nondifferentiable: Iterable[str] = ()) -> OpDef:
         """Declare the gradient as one backward op (OneFlow's ``REGISTER_USER_OP_GRAD``
         binding a backward op): its inputs are ``needs`` — forward inputs and outputs by
         name, output gradients as ``"d" + output`` — and its outputs are the gradients of
         the differentiable inputs, in order. It must take this op's attributes.
 
+        A variadic input ``"xs*"`` has a variadic gradient output (``"dxs*"``: one
+        tensor per entry), which the backward op makes knowing the input (it must be in
+        ``needs``); an optional input ``"b?"`` the backward op takes has an optional one
+        (``"db?"``: none when ``b`` is absent), one it does not take a plain one (made
+        always, dropped when ``b`` is absent). Needed inputs are declared as in this op.
+
         Eager backward runs the backward op's kernel directly (no Python rule runs);
         ``create_graph=True`` and static ``append_backward`` call the op, so a backward
         op with a gradient rule of its own makes higher-order gradients work.
 
-        An op with outputs the backward op does not take (an auxiliary output, rarely
-        used) gives ``otherwise``: a composite rule, with the same forward needs, that
-        receives None for outputs no gradient flows into. It runs whenever one of those
-        outputs carries a gradient, and in static mode; the kernel path otherwise."""
+        Outputs whose gradients the backward op does not take: an integer or bool output
+        never carries a gradient. A floating one carries a gradient when it is used on
+        the way to what is differentiated; then ``otherwise`` (a composite rule, with the
+        same forward needs, receiving None for outputs no gradient flows into) runs
+        instead, or, without it, backward raises an error naming the op and the output.
+        ``nondifferentiable`` declares floating outputs no gradient flows back through
+        (statistics, masks): used later, they count as constants."""
         needs = tuple(needs)
+        nondiff = tuple(nondifferentiable)
+        self._check_fixed_outputs()
         self._check_needs(needs, allow_grads=True)
+        if otherwise is not None:
+            require_callable(self.name, "the gradient rule (otherwise=)", otherwise)
         outputs = [a.name for a in self.outputs]
         grad_names = {"d" + o for o in outputs} - {a.name for a in self.inputs} - set(outputs)
         forward_needs = tuple(n for n in needs if n not in grad_names)
@@ -344,68 +439,156 @@ class OpDef(OpBase):
             raise OpDefinitionError(f"{self.name}: backward op {backward_op.name} must take "
                                     f"this op's attributes {sorted(self.attrs)}, it takes "
                                     f"{sorted(backward_op.attrs)}")
+        self._check_backward_specs(backward_op, needs)
         reads = None if reads is None else {k: tuple(v) for k, v in reads.items()}
         if reads is not None:
             self._check_reads(forward_needs, reads)
+        taken = tuple(sorted({k for src, k in args if src == 1}))
+        bad = [n for n in nondiff if n not in outputs or outputs.index(n) in taken]
+        if bad:
+            left_out = [o for k, o in enumerate(outputs) if k not in taken]
+            raise OpDefinitionError(
+                f"{self.name}: nondifferentiable={list(nondiff)}: {bad} "
+                f"{'is' if len(bad) == 1 else 'are'} not among the outputs whose gradients "
+                f"the backward op leaves out ({left_out})")
         input_order = [a.name for a in self.inputs]
+        gradient_specs = dict(zip(diff, backward_op.outputs))
+        layout = None if backward_op.fixed_outputs else tuple(
+            ("none", -1) if spec.name not in diff else
+            ("list", forward_needs.index(spec.name)) if gradient_specs[spec.name].variadic
+            else ("maybe", forward_needs.index(spec.name))
+            if gradient_specs[spec.name].optional else ("one", -1)
+            for spec in self.inputs)
+        rule = GradRule(otherwise, forward_needs, reads=reads,
+                        materialize_grads=otherwise is None, backward_op=backward_op,
+                        backward_args=args, kernel_outputs=taken,
+                        nondifferentiable=tuple(outputs.index(n) for n in nondiff),
+                        has_otherwise=otherwise is not None, grad_layout=layout)
 
         def kernel_rule(*values: Any, **attrs: Any) -> tuple[Any, ...]:
             """The backward op on the needed values and output gradients."""
             grads = values[len(forward_needs):]
             result = backward_op(*[values[k] if src == 0 else grads[k] for src, k in args],
                                  **attrs)
-            by_input = dict(zip(diff, result if isinstance(result, tuple) else (result,)))
+            outs = result if isinstance(result, tuple) else (result,)
+            if layout is not None:
+                return rule.gradients_by_input(outs, values)
+            by_input = dict(zip(diff, outs))
             return tuple(by_input.get(n) for n in input_order)
 
         kernel_rule.__name__ = kernel_rule.__qualname__ = f"{self.short_name}_grad_rule"
-        taken = tuple(sorted({k for src, k in args if src == 1}))
-        if otherwise is None and len(taken) != len(outputs):
-            raise OpDefinitionError(
-                f"{self.name}: the backward op takes the gradients of "
-                f"{[outputs[k] for k in taken]} only; give otherwise= (a composite rule) "
-                f"for when the others carry one")
-        self.grad_rule = GradRule(kernel_rule if otherwise is None else otherwise,
-                                  forward_needs, reads=reads,
-                                  materialize_grads=otherwise is None,
-                                  backward_op=backward_op, backward_args=args,
-                                  kernel_outputs=taken)
+        if otherwise is None:
+            rule.fn = kernel_rule
+        self.grad_rule = rule
         bump_registry_version()
         return backward_op
 
-    def grad_kernel(self, needs: Iterable[str],
-                    meta: Callable[..., Any] | None = None) -> Callable[[Callable], Callable]:
+    def _check_backward_specs(self, backward_op: OpDef, needs: tuple[str, ...]) -> None:
+        """The backward op declares a needed variadic or optional input as the forward op
+        does, and each gradient as :meth:`_gradient_spec` says."""
+        specs = {a.name: a for a in self.inputs}
+        for name, spec in zip(needs, backward_op.inputs):
+            want = specs.get(name)
+            if want is not None and (want.variadic, want.optional) != (spec.variadic,
+                                                                     spec.optional):
+                raise OpDefinitionError(
+                    f"{self.name}: backward op {backward_op.name} declares input "
+                    f"'{spec}' for '{want}'; declare it "
+                    f"'{spec.name}{str(want)[len(want.name):]}' as this op does")
+        self._check_variadic_needs(needs)
+        for name, out in zip(self.differentiable_inputs, backward_op.outputs):
+            want = ArgSpec.parse(self._gradient_spec(name, needs))
+            if (want.variadic, want.optional) != (out.variadic, out.optional):
+                raise OpDefinitionError(
+                    f"{self.name}: backward op {backward_op.name} declares output '{out}' "
+                    f"for the gradient of '{specs[name]}'; declare it "
+                    f"'{out.name}{str(want)[len(want.name):]}'")
+
+    def _gradient_spec(self, name: str, needs: tuple[str, ...]) -> str:
+        """The backward op's output for the gradient of input `name`: ``"dxs*"`` for a
+        variadic input (one tensor per entry), ``"db?"`` for an optional one the
+        backward op takes (none when it is absent), else ``"d<name>"`` (an optional input
+        it does not take: the gradient is made always, and dropped when it is absent)."""
+        spec = next(a for a in self.inputs if a.name == name)
+        suffix = "*" if spec.variadic else "?" if spec.optional and name in needs else ""
+        return "d" + name + suffix
+
+    def _check_fixed_outputs(self) -> None:
+        """Gradient rules take one gradient per output: an op whose outputs vary per
+        call (a backward op's variadic or optional gradients) has none."""
+        if not self.fixed_outputs:
+            varying = [str(o) for o in self.outputs if o.optional or o.variadic]
+            raise OpDefinitionError(f"{self.name}: an op with variadic or optional outputs "
+                                    f"({', '.join(varying)}) cannot have a gradient rule")
+
+    def _check_variadic_needs(self, needs: tuple[str, ...]) -> None:
+        """The backward op takes each differentiable variadic input: its gradient has one
+        tensor per entry."""
+        for spec in self.inputs:
+            if spec.variadic and spec.name in self.differentiable_inputs \
+                    and spec.name not in needs:
+                raise OpDefinitionError(
+                    f"{self.name}: the backward kernel must take variadic input "
+                    f"'{spec.name}' (add it to needs): it returns one gradient per entry")
+
+    def grad_kernel(self, needs: Iterable[str], meta: Callable[..., Any] | None = None,
+                    nondifferentiable: Iterable[str] = ()) -> Callable[[Callable], Callable]:
         """Register a Python backward kernel (OneFlow's ``backward`` + ``InputGradBind``).
 
         ``needs`` names what the kernel takes, in order: forward inputs and outputs by
         name, output grads as ``"d" + output``. The kernel returns one gradient per
-        differentiable input (None for none). It becomes the op ``<name>_grad`` in the
+        differentiable input: a list of them for a variadic input ``"xs*"`` (one per
+        entry; it must be in ``needs``), None for an optional input ``"b?"`` it takes
+        and gets as None (absent); for an optional input it does not take it returns a
+        gradient always, dropped when the input is absent. It becomes the op
+        ``<name>_grad`` in the
         registry; its meta gives ``d<x>`` the meta of ``x`` when ``x`` is needed, else of
-        the single output grad, unless ``meta`` is given.
+        the single output grad, unless ``meta`` is given (returning a list of metas for a
+        variadic input's gradient, None for an absent optional one).
+
+        The kernel takes the gradients of the outputs it names; an integer or bool output
+        never carries one. ``nondifferentiable`` declares floating outputs it leaves out
+        and that no gradient flows back through; a gradient flowing into another left-out
+        floating output is an error naming the op and the output (see :meth:`grad_op`).
         """
         needs = tuple(needs)
+        nondiff = tuple(nondifferentiable)
 
         def register(fn: Callable) -> Callable:
+            require_callable(self.name, "the backward kernel", fn)
+            self._check_fixed_outputs()
+            if meta is not None:
+                require_callable(self.name, "the backward kernel's meta function", meta)
             self._check_needs(needs, allow_grads=True)
-            self._define_grad_op(needs, fn, meta)
+            self._define_grad_op(needs, fn, meta, nondiff)
             return fn
         return register
 
     def _define_grad_op(self, needs: tuple[str, ...], fn: Callable,
-                        meta: Callable[..., Any] | None) -> None:
+                        meta: Callable[..., Any] | None, nondiff: tuple[str, ...]) -> None:
         if self.registry is None:
             raise OpDefinitionError(f"{self.name}: define the op through a Registry first")
+        self._check_variadic_needs(needs)
         out_names = {a.name for a in self.outputs}
+        specs = {a.name: a for a in self.inputs}
         grad_names = tuple(n for n in needs if n[1:] in out_names and n.startswith("d")
-                           and n not in {a.name for a in self.inputs} | out_names)
+                           and n not in set(specs) | out_names)
         diff = self.differentiable_inputs
         if meta is None:
             meta = _default_grad_meta(self.name, needs, grad_names, diff)
-        gop = self.registry.define(self.name + "_grad", inputs=needs,
-                                   outputs=tuple("d" + n for n in diff),
-                                   attrs=dict(self.attrs), meta=meta,
+        grad_outputs = tuple(self._gradient_spec(n, needs) for n in diff)
+        kernel = fn if all(o.isidentifier() for o in grad_outputs) \
+            else _structured_backward_kernel(self.name, fn, needs, diff, grad_outputs)
+        gop = self.registry.define(self.name + "_grad",
+                                   inputs=tuple(str(specs.get(n, n)) for n in needs),
+                                   outputs=grad_outputs, attrs=dict(self.attrs), meta=meta,
                                    doc=f"Backward kernel of {self.name}.")
-        gop.kernel()(fn)
-        self.grad_op(gop, needs)
+        gop.kernel()(kernel)
+        try:
+            self.grad_op(gop, needs, nondifferentiable=nondiff)
+        except OpDefinitionError:
+            self.registry.remove(gop.name)      # a refused definition leaves nothing
+            raise
 
     @property
     def differentiable_inputs(self) -> tuple[str, ...]:
@@ -508,7 +691,16 @@ class OpDef(OpBase):
         return out
 
     def infer_meta(self, metas: Sequence[Any], attrs: dict[str, Any]) -> list[TensorMeta]:
-        """Output metas from input metas (shape/dtype pairs; None dims unknown)."""
+        """Output metas from input metas (shape/dtype pairs; None dims unknown): one per
+        output tensor (a variadic output's list expanded, an absent optional one left
+        out)."""
+        return self.infer_meta_named(metas, attrs)[0]
+
+    def infer_meta_named(self, metas: Sequence[Any], attrs: dict[str, Any]
+                         ) -> tuple[list[TensorMeta], list[str] | None]:
+        """:meth:`infer_meta`, with the name of each output tensor (``"dxs[1]"`` for an
+        entry of a variadic output) for the errors about them; None when they are the
+        declared outputs."""
         if self.meta_fn is None:
             raise OpDefinitionError(f"{self.name}: has no meta function")
         args = []
@@ -521,12 +713,41 @@ class OpDef(OpBase):
                 args.append(_as_meta(m))
         result = self.meta_fn(*args, **attrs)
         results = list(result) if isinstance(result, (list, tuple)) and not (
-            len(self.outputs) == 1 and isinstance(result, tuple) and len(result) == 2
-            and not isinstance(result[0], (TensorMeta, tuple))) else [result]
+            len(self.outputs) == 1 and _bare_meta(self.outputs[0], result)) else [result]
         if len(results) != len(self.outputs):
-            raise OpDefinitionError(f"{self.name}: meta function returned "
-                                    f"{len(results)} outputs, expected {len(self.outputs)}")
-        return [_as_meta(r) for r in results]
+            raise OpDefinitionError(
+                f"{self.name}: meta function returned {len(results)} outputs, expected "
+                f"{len(self.outputs)} ({', '.join(map(str, self.outputs))})")
+        if self.fixed_outputs:
+            try:
+                return [_as_meta(r) for r in results], None
+            except (TypeError, ValueError):     # say which output, what came
+                for spec, r in zip(self.outputs, results):
+                    self._output_meta(spec.name, r)
+                raise
+        out, names = [], []
+        for spec, r in zip(self.outputs, results):
+            if spec.variadic:
+                if not isinstance(r, (list, tuple)):
+                    raise TypeError(f"{self.name}: the meta function returned {r!r:.80} for "
+                                    f"variadic output '{spec.name}', expected a list of "
+                                    f"TensorMeta")
+                for j, m in enumerate(r):
+                    out.append(self._output_meta(f"{spec.name}[{j}]", m))
+                    names.append(f"{spec.name}[{j}]")
+            elif r is not None or not spec.optional:
+                out.append(self._output_meta(spec.name, r))
+                names.append(spec.name)
+        return out, names
+
+    def _output_meta(self, output: str, value: Any) -> TensorMeta:
+        """What the meta function returned for `output`, as a TensorMeta."""
+        try:
+            return _as_meta(value)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{self.name}: the meta function returned {value!r:.80} for "
+                            f"output '{output}', expected TensorMeta(shape, dtype) "
+                            f"({exc})") from None
 
     # -- kernels ------------------------------------------------------------------
     def kernel_for(self, dtype: Any) -> Any:
@@ -572,36 +793,42 @@ class OpDef(OpBase):
                  if isinstance(x, (list, tuple)) else TensorMeta(x.shape, x.dtype)
                  for x in inputs]
         try:
-            out = self.infer_meta(metas, attrs)
+            out, names = self.infer_meta_named(metas, attrs)
         except Exception as exc:
             add_note(exc, f"raised inside the meta function of op '{self.name}'")
             raise
+        explain = functools.partial(self.explain_results, out) if names is None \
+            else functools.partial(self.explain_results, out, names=names)
         return PythonKernel(self.name, fn, attrs, [(m.shape, m.dtype.code) for m in out],
-                            functools.partial(self.explain_results, out), tuple(inputs))
+                            explain, tuple(inputs))
 
-    def explain_results(self, metas: Sequence[TensorMeta], result: Any) -> list[Any]:
-        """A Python kernel's result that the C check refused: the error naming the
-        output and what was expected — or, for values that are right but not arrays
+    def explain_results(self, metas: Sequence[TensorMeta], result: Any,
+                        names: Sequence[str] | None = None) -> list[Any]:
+        """A Python kernel's result that the C check refused (`metas`: one per output
+        tensor; `names` theirs, when they are not the declared outputs): the error naming
+        the output and what was expected — or, for values that are right but not arrays
         (a numpy scalar), the values to take."""
+        if names is None:
+            names = [o.name for o in self.outputs]
         results = result if isinstance(result, (tuple, list)) else (result,)
-        if len(results) != len(self.outputs):
+        if len(results) != len(metas):
             raise ValueError(f"{self.name}: the Python kernel returned {len(results)} "
-                             f"value(s), expected {len(self.outputs)} "
-                             f"({', '.join(o.name for o in self.outputs)})")
+                             f"value(s), expected {len(metas)} ({', '.join(names)}): "
+                             f"{_describe(result)}")
         values = []
-        for spec, value, meta in zip(self.outputs, results, metas):
+        for name, value, meta in zip(names, results, metas):
             if not isinstance(value, DenseTensor):
                 try:
                     value = np.asarray(value)
                 except Exception:
-                    raise TypeError(f"{self.name}: output '{spec.name}' must be an array, "
+                    raise TypeError(f"{self.name}: output '{name}' must be an array, "
                                     f"the kernel returned {type(value).__name__}") from None
             have = value.dtype.name if isinstance(value, DenseTensor) else value.dtype
             if have != meta.dtype.name:
-                raise TypeError(f"{self.name}: output '{spec.name}' should have dtype "
+                raise TypeError(f"{self.name}: output '{name}' should have dtype "
                                 f"{meta.dtype.name}, the kernel returned {have}")
             if not _fits(value.shape, meta.shape):
-                raise ValueError(f"{self.name}: output '{spec.name}' should have shape "
+                raise ValueError(f"{self.name}: output '{name}' should have shape "
                                  f"{meta.shape}, the kernel returned {list(value.shape)}")
             values.append(value)
         return values
@@ -619,6 +846,9 @@ def _fits(shape: Sequence[int], declared: list[int | None]) -> bool:
 
 def _default_grad_meta(op: str, needs: tuple[str, ...], grad_names: tuple[str, ...],
                        diff: tuple[str, ...]) -> Callable[..., Any]:
+    """The meta of a backward kernel op: ``d<x>`` as ``x`` when the kernel takes ``x``
+    (a list for a variadic input, None for an absent optional one), else as the single
+    output gradient it takes."""
     sources = []
     for x in diff:
         if x in needs:
@@ -630,9 +860,67 @@ def _default_grad_meta(op: str, needs: tuple[str, ...], grad_names: tuple[str, .
                 f"{op}: cannot infer the shape of gradient 'd{x}': the backward kernel "
                 f"does not take '{x}' and has several output grads; pass meta=")
 
-    def meta(*metas: TensorMeta, **attrs: Any) -> list[TensorMeta]:
+    def meta(*metas: TensorMeta, **attrs: Any) -> list[Any]:
         return [metas[i] for i in sources]
+    meta.__qualname__ = f"{op}_grad meta"
     return meta
+
+
+def _structured_backward_kernel(op: str, fn: Callable, needs: tuple[str, ...],
+                                diff: tuple[str, ...], grad_outputs: tuple[str, ...]
+                                ) -> Callable[..., Any]:
+    """The kernel of the backward op of `op`, whose differentiable inputs include
+    variadic or optional ones: `fn` (the user's backward kernel) returns a list of
+    gradients for a variadic input and None for an absent optional one; the backward
+    op's outputs are those gradients one tensor each. Checks what `fn` returned against
+    that, naming `op` and `fn`."""
+    who = f"{op}: the backward kernel {getattr(fn, '__qualname__', fn)!s}"
+    specs = [ArgSpec.parse(g) for g in grad_outputs]
+    where = [needs.index(x) if spec.variadic or spec.optional else -1
+             for x, spec in zip(diff, specs)]
+
+    def backward_kernel(*values: Any, **attrs: Any) -> tuple[Any, ...]:
+        result = fn(*values, **attrs)
+        if len(diff) == 1 and not (isinstance(result, tuple) and len(result) == 1):
+            result = (result,)
+        if not isinstance(result, (tuple, list)) or len(result) != len(diff):
+            raise TypeError(f"{who} returned {_describe(result)}; expected one gradient "
+                            f"per differentiable input ({', '.join(diff)})")
+        flat: list[Any] = []
+        for x, spec, k, g in zip(diff, specs, where, result):
+            if spec.variadic:
+                n = len(values[k])
+                if not isinstance(g, (list, tuple)) or len(g) != n:
+                    raise TypeError(f"{who} returned {_describe(g)} for the gradient of "
+                                    f"variadic input '{x}', expected a list of {n} arrays "
+                                    f"(one per entry)")
+                flat.extend(g)
+            elif spec.optional and values[k] is None:
+                if g is not None:
+                    raise TypeError(f"{who} returned {_describe(g)} for the gradient of "
+                                    f"optional input '{x}', which is absent: return None")
+            elif g is None or isinstance(g, (list, tuple)):
+                raise TypeError(f"{who} returned {_describe(g)} for the gradient of input "
+                                f"'{x}', expected an array")
+            else:
+                flat.append(g)
+        return tuple(flat)
+    backward_kernel.__qualname__ = getattr(fn, "__qualname__", backward_kernel.__qualname__)
+    return backward_kernel
+
+
+def _describe(value: Any) -> str:
+    """A kernel's result, briefly, for errors: ``a list of 2 float64 arrays``."""
+    if isinstance(value, (list, tuple)):
+        kinds = sorted({_describe(v) for v in value})
+        return f"a {type(value).__name__} of {len(value)} ({', '.join(kinds)})" \
+            if value else f"an empty {type(value).__name__}"
+    if value is None:
+        return "None"
+    dtype, shape = getattr(value, "dtype", None), getattr(value, "shape", None)
+    if dtype is not None and shape is not None:
+        return f"a {dtype} array of shape {list(shape)}"
+    return f"{type(value).__name__} {value!r:.40}"
 
 
 def apply_grad_rule(op: OpDef, needed: Sequence[Any], grads: Sequence[Any],
@@ -734,15 +1022,21 @@ class Registry:
         declared input, in order, None where there is none (an input not in
         ``differentiable``, or no dependence), and a list for a variadic input. Such a
         rule is differentiable again (double backward). ``@op.grad_kernel(needs=[...])``
-        registers a numpy backward kernel instead (it becomes the op ``<name>_grad``).
+        registers a numpy backward kernel instead (it becomes the op ``<name>_grad``),
+        returning one gradient per differentiable input: a list for a variadic input
+        (which it then takes), None for an optional input it takes and gets as None.
         ``reads={"x": ("y",)}`` declares which needed values each input's gradient reads
         beyond their shapes and dtypes (``fastop.testing.opcheck`` checks it).
 
         An output is non-differentiable when its dtype is not floating (indices, masks:
-        no gradient flows into them). A floating output whose gradient the rule ignores
-        (an auxiliary result) is declared with ``@op.grad(..., materialize_grads=False)``:
-        the rule then gets None for it unless a gradient really flows into it, and can
-        skip its term.
+        no gradient flows into them; a backward kernel leaves them out of ``needs``). A
+        floating output whose gradient the rule ignores (an auxiliary result) is
+        declared: ``@op.grad(..., materialize_grads=False)`` gives the rule None for it
+        unless a gradient really flows into it (and then the rule must use it);
+        ``@op.grad_kernel(..., nondifferentiable=["stat"])`` lets no gradient flow back
+        through it (used later, it counts as a constant). A gradient flowing into a
+        floating output a backward kernel leaves out without that declaration is an
+        :class:`UntakenGradientError` naming the op and the output.
 
         Ops defined inside a plugin's ``fastop_register_ops`` are attributed to the
         plugin's distribution and version; ops defined anywhere else to the calling
@@ -766,6 +1060,8 @@ class Registry:
             raise OpDefinitionError(f"{name}: input/output names must be unique, got {names}")
         if not out_specs:
             raise OpDefinitionError(f"{name}: an op needs at least one output")
+        if meta is not None:
+            require_callable(name, "the meta function (meta=)", meta)
         op = OpDef(name, in_specs, out_specs,
                    {k: AttrSpec.from_default(k, v) for k, v in (attrs or {}).items()},
                    doc=doc, meta_fn=meta, plugin=plugin, version=version,

@@ -146,6 +146,12 @@ def run_grad_rule(op: OpDef | str, inputs: Sequence[Any], outputs: Sequence[Any]
     rule = op.grad_rule
     if rule is None:
         raise AssertionError(f"{op.name}: has no gradient rule")
+    if rule.backward_op is not None:
+        # as backward does: integer outputs carry no gradient; into an output the
+        # backward op leaves out, one is dropped if declared, else an error
+        out_grads = [g if np.asarray(o).dtype.kind == "f" else None
+                     for g, o in zip(out_grads, outputs)]
+        rule.screen_output_grads(op, out_grads)
     named = dict(zip([a.name for a in op.inputs], map(_dense, inputs)))
     named.update(zip([a.name for a in op.outputs], map(_dense, outputs)))
     grads_in = [from_numpy(np.asarray(g, dtype=np.asarray(o).dtype)) if g is not None
@@ -195,9 +201,11 @@ def check_grad_rule(op: OpDef | str, inputs: Sequence[Any], attrs: dict | None =
         return op.invoke([_dense(x) for x in inputs], attrs)
 
     outs = [np.array(o) for o in forward()]
-    if douts is None:
+    if douts is None:       # none into an output declared non-differentiable
         rng = np.random.default_rng(0)
+        nondiff = () if op.grad_rule is None else op.grad_rule.nondifferentiable
         douts = [rng.standard_normal(o.shape) for o in outs]
+        douts = [None if k in nondiff else d for k, d in enumerate(douts)]
     grads = run_grad_rule(op, inputs, outs, douts, attrs)
 
     def loss() -> list[float]:

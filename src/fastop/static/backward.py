@@ -41,12 +41,19 @@ def _diff_pairs(op: Operator) -> list[tuple[int, int | None, Variable]]:
     return pairs
 
 
+def _carries_gradient(op: Operator) -> list[Variable]:
+    """The outputs of `op` a gradient can flow back through: floating ones not declared
+    non-differentiable (an integer or bool output never carries one)."""
+    nondiff = op.opdef.grad_rule.nondifferentiable
+    return [o for k, o in enumerate(op.outputs) if o.dtype.is_floating and k not in nondiff]
+
+
 def _requiring(ops: Sequence[Operator], sources: set[int], blocked: set[int]) -> set[int]:
     """Ids of the variables whose gradient flows back to a source."""
     req = set(sources) - blocked
     for op in ops:
         if _differentiable(op) and any(id(v) in req for _, _, v in _diff_pairs(op)):
-            req.update(id(o) for o in op.outputs
+            req.update(id(o) for o in _carries_gradient(op)
                        if (not o.stop_gradient or id(o) in sources) and id(o) not in blocked)
     return req
 
@@ -55,6 +62,9 @@ def _grad_inputs(op: Operator, out_grads: list[Variable | None],
                  req: set[int]) -> list[tuple[Variable, Any]]:
     """Append the gradient ops of `op`; (input variable, its gradient) pairs."""
     opdef = op.opdef
+    if opdef.grad_rule.backward_op is not None:
+        out_grads = list(out_grads)
+        opdef.grad_rule.screen_output_grads(opdef, out_grads)
     filled = out_grads if not opdef.grad_rule.materialize_grads else \
         [g if g is not None else B.full_like(o, fill_value=0.0)
          for g, o in zip(out_grads, op.outputs)]

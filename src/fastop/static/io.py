@@ -474,13 +474,18 @@ def _decode_op(policy: CodePolicy, block: Any, i: int, record: Any) -> Operator:
     where = f"op #{i} ({name})"
     attrs_in = _field(policy, record, "attrs", dict, where, "an object")
     attrs = {k: _decode_attr(policy, where, k, v) for k, v in attrs_in.items()}
-    ins, outs = _op_io(policy, block, opdef, record, where, len(opdef.outputs))
+    # an op with variadic or optional outputs makes as many as its meta function says
+    ins, outs = _op_io(policy, block, opdef, record, where,
+                       len(opdef.outputs) if opdef.fixed_outputs else None)
     try:
         attrs = opdef.check_attrs(attrs)
         metas = opdef.infer_meta([_meta(x) for x in ins], attrs)
     except Exception as exc:      # the op's own checks and meta function refuse it
         raise policy.error(f"{where}: the op refuses its recorded inputs and attributes "
                            f"({type(exc).__name__}: {exc})") from exc
+    if len(outs) != len(metas):
+        raise policy.error(f"{where}: the op makes {len(metas)} outputs for its recorded "
+                           f"inputs, got {len(outs)}")
     _check_outputs(policy, where, outs, metas)
     return Operator(block, opdef, ins, outs, attrs)
 
