@@ -20,6 +20,7 @@ and methods, ``fastop.<fn>``, gradient rules, optimizer steps, indexing). One pa
    ``PythonKernel`` whose results the C checker wraps straight into Tensors;
 4. **record** — with grad mode on and an input needing a gradient, a graph node.
 """
+cimport cython
 from fastop._core.storage cimport (DenseTensor, fastop_attrs, FASTOP_FLOAT32,
                                    FASTOP_NUM_COMPUTE_DTYPES)
 from fastop._tensor cimport Tensor, scalar_tensor, wrap_dense
@@ -119,10 +120,10 @@ cdef bint _all_tensors(CallPlan plan, tuple inputs) noexcept:
         if not isinstance(x, Tensor):
             return False
         if (<DenseTensor>x).view.data == NULL and (<DenseTensor>x).view.size:
-            return False                      # uninitialised: _as_tensors explains
+            return False                      # uninitialised: convert_inputs explains
         d = (<Tensor>x).view.dtype
         if d >= FASTOP_NUM_COMPUTE_DTYPES:
-            return False                      # a storage dtype: _as_tensors may cast it
+            return False                      # a storage dtype: convert_inputs may cast it
         if i >= 64 or (plan.group_mask >> i) & 1:
             if dtype >= 0 and d != dtype:
                 return False
@@ -130,6 +131,7 @@ cdef bint _all_tensors(CallPlan plan, tuple inputs) noexcept:
     return not plan.int_to_float or dtype < 0 or dtype >= FASTOP_FLOAT32
 
 
+@cython.final
 cdef class EagerInputs(InputMode):
     """Eager values for convert_inputs: Tensors (0-d ones for scalars, cached per dtype)."""
 

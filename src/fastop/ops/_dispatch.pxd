@@ -67,10 +67,6 @@ cdef class InputMode:
 
 
 cdef CallPlan plan_of(OpBase op)
-# The dtype code choosing the kernel for `inputs` (the one rule: see its docstring), and
-# the plan's kernel for them (its dtype code in `code`; a TypeError when there is none).
-cpdef int kernel_dtype(CallPlan plan, tuple inputs) except -2
-cdef object choose_kernel(CallPlan plan, tuple inputs, int* code)
 # The inputs as `mode`'s tensors by the one input rule (scalar rule included).
 cpdef tuple convert_inputs(CallPlan plan, tuple inputs, InputMode mode)
 # Run the op's kernel for its inputs' dtype: `inputs` per declared input a DenseTensor, a

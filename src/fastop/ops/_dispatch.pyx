@@ -278,10 +278,10 @@ cdef class CallPlan:
         return 0
 
     def choose(self, inputs) -> tuple:
-        """The kernel for `inputs` (see kernel_dtype) and its dtype code: what a call
+        """The kernel for `inputs` (see _kernel_dtype) and its dtype code: what a call
         of the op on them runs, in any mode."""
         cdef int code
-        kernel = choose_kernel(self, tuple(inputs), &code)
+        kernel = _choose_kernel(self, tuple(inputs), &code)
         return kernel, code
 
     # read-only views for tests and tools
@@ -311,20 +311,26 @@ cdef int _input_dtype(object x) except -2:
     return -1 if dtype is None else dtype_code(dtype)
 
 
-cpdef int kernel_dtype(CallPlan plan, tuple inputs) except -2:
+cdef inline int _kernel_dtype(CallPlan plan, tuple inputs) except -2:
     """The dtype code that chooses the op's kernel — for the eager call, the static
     program and executor, the backward and the checks alike: the dispatch input's dtype
     (a variadic input's first tensor's); when that input is absent, the first present
     input's in declared order; float32 for a call without tensor inputs (a creation
     op). `inputs`: per declared input a tensor, a static Variable, a TensorMeta, an
     array or a DType, a list of them (variadic) or None."""
-    cdef int code
-    cdef Py_ssize_t i, n = len(inputs)
-    if plan.dispatch_input < n:
+    if plan.dispatch_input < len(inputs):
         x = inputs[plan.dispatch_input]
         if isinstance(x, DenseTensor):             # the common case, in C
             return (<DenseTensor>x).view.dtype
-        code = _input_dtype(x)
+    return _kernel_dtype_otherwise(plan, inputs)
+
+
+cdef int _kernel_dtype_otherwise(CallPlan plan, tuple inputs) except -2:
+    """_kernel_dtype when the dispatch input is not a tensor."""
+    cdef int code
+    cdef Py_ssize_t i, n = len(inputs)
+    if plan.dispatch_input < n:
+        code = _input_dtype(inputs[plan.dispatch_input])
         if code >= 0:
             return code
     for i in range(n):
@@ -334,10 +340,16 @@ cpdef int kernel_dtype(CallPlan plan, tuple inputs) except -2:
     return FASTOP_FLOAT32
 
 
-cdef object choose_kernel(CallPlan plan, tuple inputs, int* code):
+def kernel_dtype(CallPlan plan, inputs) -> int:
+    """The dtype code that chooses the op's kernel for `inputs` (see _kernel_dtype), for
+    Python callers (the profiler, ``fastop.testing``)."""
+    return _kernel_dtype(plan, tuple(inputs))
+
+
+cdef inline object _choose_kernel(CallPlan plan, tuple inputs, int* code):
     """The plan's kernel for `inputs` (a CKernel or a Python function), its dtype code
     in `code`; a TypeError naming the op when it has none for that dtype."""
-    code[0] = kernel_dtype(plan, inputs)
+    code[0] = _kernel_dtype(plan, inputs)
     kernel = plan.kernels[code[0]]
     if kernel is None:
         raise TypeError(plan.op.no_kernel_message(_DTYPE_NAMES[code[0]]))
@@ -348,7 +360,7 @@ cdef tuple run_kernel(CallPlan plan, tuple inputs, dict attrs, const fastop_attr
                       object out, type out_cls):
     cdef int code
     cdef fastop_attrs own
-    kernel = choose_kernel(plan, inputs, &code)
+    kernel = _choose_kernel(plan, inputs, &code)
     if isinstance(kernel, CKernel):
         if packed == NULL:
             (<CKernel>kernel).pack(attrs, &own)
@@ -544,15 +556,13 @@ cpdef tuple convert_inputs(CallPlan plan, tuple inputs, InputMode mode):
     if n == 2 and (plan.group_mask & 3) == 3 and not plan.int_to_float:
         # the operators' common case: a tensor and a Python number of its kind
         t = mode.own(op, inputs[0])
-        if t is not None and _ready(t):
-            dtype = _dtype_of(t)
-            if _takes_dtype(inputs[1], dtype):
-                return (t, mode.scalar(_fitted(op, 1, inputs[1], dtype), dtype))
+        dtype = _ready_dtype(t)
+        if dtype >= 0 and _takes_dtype(inputs[1], dtype):
+            return (t, mode.scalar(_fitted(op, 1, inputs[1], dtype), dtype))
         t = mode.own(op, inputs[1])
-        if t is not None and _ready(t):
-            dtype = _dtype_of(t)
-            if _takes_dtype(inputs[0], dtype):
-                return (mode.scalar(_fitted(op, 0, inputs[0], dtype), dtype), t)
+        dtype = _ready_dtype(t)
+        if dtype >= 0 and _takes_dtype(inputs[0], dtype):
+            return (mode.scalar(_fitted(op, 0, inputs[0], dtype), dtype), t)
     if n > 64:
         raise TypeError(f"{op.name}: at most 64 inputs")
     cdef list converted = list(inputs)
@@ -592,12 +602,15 @@ cpdef tuple convert_inputs(CallPlan plan, tuple inputs, InputMode mode):
     return tuple(converted)
 
 
-cdef inline bint _ready(object t) noexcept:
-    """A mode's tensor the rule takes as it is: initialised, of a dtype ops compute in."""
+cdef inline int _ready_dtype(object t) except -2:
+    """The dtype code of a mode's tensor the rule takes as it is (initialised, of a
+    dtype ops compute in); -1 for None or any other."""
     if isinstance(t, DenseTensor):
-        return not ((<DenseTensor>t).view.data == NULL and (<DenseTensor>t).view.size) \
-            and (<DenseTensor>t).view.dtype < FASTOP_NUM_COMPUTE_DTYPES
-    return True
+        if ((<DenseTensor>t).view.data == NULL and (<DenseTensor>t).view.size) \
+                or (<DenseTensor>t).view.dtype >= FASTOP_NUM_COMPUTE_DTYPES:
+            return -1
+        return (<DenseTensor>t).view.dtype
+    return -1 if t is None else dtype_code(t.dtype)
 
 
 cdef object _tensor_input(CallPlan plan, InputMode mode, Py_ssize_t i, object value):
@@ -653,13 +666,19 @@ cdef DenseTensor _number_list(object op, Py_ssize_t i, object value, int dtype):
         raise type(e)(_no_fit(op, i, value, dtype) + f" ({e})") from None
 
 
-cdef object _fitted(object op, Py_ssize_t i, object value, int dtype):
+cdef inline object _fitted(object op, Py_ssize_t i, object value, int dtype):
     """A scalar as the Python number the mode makes a tensor of: refused when it does not
     fit an integer `dtype`."""
-    cdef int overflow = 0
-    cdef long long v
     if PyFloat_CheckExact(value) or (PyLong_CheckExact(value) and dtype >= FASTOP_FLOAT32):
         return value                     # the common cases: x * 2.5, x + 1 (a float x)
+    return _fitted_integer(op, i, value, dtype)
+
+
+cdef object _fitted_integer(object op, Py_ssize_t i, object value, int dtype):
+    """_fitted for the other cases: a numpy scalar is its Python number; an integer must
+    fit an int32/int64 dtype."""
+    cdef int overflow = 0
+    cdef long long v
     if isinstance(value, np.generic):
         value = value.item()
     if (dtype == FASTOP_INT32 or dtype == FASTOP_INT64) and PyLong_Check(value) \
