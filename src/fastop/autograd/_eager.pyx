@@ -138,7 +138,7 @@ cdef class EagerInputs(InputMode):
     cpdef object own(self, object op, object value):
         return value if isinstance(value, Tensor) else None
 
-    cpdef object wrap(self, object op, DenseTensor value):
+    cpdef object wrap(self, DenseTensor value):
         return wrap_dense(value)
 
     cpdef object scalar(self, object value, int dtype):

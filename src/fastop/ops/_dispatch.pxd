@@ -61,7 +61,7 @@ ctypedef object (*eager_dispatch_fn)(OpBase op, tuple args, dict kwargs)
 cdef class InputMode:
     """What a mode makes of an op's inputs (convert_inputs decides what they become)."""
     cpdef object own(self, object op, object value)
-    cpdef object wrap(self, object op, DenseTensor value)
+    cpdef object wrap(self, DenseTensor value)
     cpdef object scalar(self, object value, int dtype)
     cpdef object cast(self, object value, int dtype)
 

@@ -280,8 +280,10 @@ cdef class CallPlan:
     def choose(self, inputs) -> tuple:
         """The kernel for `inputs` (see _kernel_dtype) and its dtype code: what a call
         of the op on them runs, in any mode."""
-        cdef int code
-        kernel = _choose_kernel(self, tuple(inputs), &code)
+        cdef int code = _kernel_dtype(self, tuple(inputs))
+        kernel = self.kernels[code]
+        if kernel is None:
+            raise TypeError(self.op.no_kernel_message(_DTYPE_NAMES[code]))
         return kernel, code
 
     # read-only views for tests and tools
@@ -346,21 +348,13 @@ def kernel_dtype(CallPlan plan, inputs) -> int:
     return _kernel_dtype(plan, tuple(inputs))
 
 
-cdef inline object _choose_kernel(CallPlan plan, tuple inputs, int* code):
-    """The plan's kernel for `inputs` (a CKernel or a Python function), its dtype code
-    in `code`; a TypeError naming the op when it has none for that dtype."""
-    code[0] = _kernel_dtype(plan, inputs)
-    kernel = plan.kernels[code[0]]
-    if kernel is None:
-        raise TypeError(plan.op.no_kernel_message(_DTYPE_NAMES[code[0]]))
-    return kernel
-
-
 cdef tuple run_kernel(CallPlan plan, tuple inputs, dict attrs, const fastop_attrs* packed,
                       object out, type out_cls):
-    cdef int code
+    cdef int code = _kernel_dtype(plan, inputs)
     cdef fastop_attrs own
-    kernel = _choose_kernel(plan, inputs, &code)
+    kernel = plan.kernels[code]
+    if kernel is None:
+        raise TypeError(plan.op.no_kernel_message(_DTYPE_NAMES[code]))
     if isinstance(kernel, CKernel):
         if packed == NULL:
             (<CKernel>kernel).pack(attrs, &own)
@@ -505,7 +499,7 @@ cdef class InputMode:
         """`value` when it is one of the mode's tensors (ready to use), else None."""
         raise NotImplementedError(f"{type(self).__name__}.own")
 
-    cpdef object wrap(self, object op, DenseTensor value):
+    cpdef object wrap(self, DenseTensor value):
         """A tensor's value as one of the mode's tensors (of its dtype)."""
         raise NotImplementedError(f"{type(self).__name__}.wrap")
 
@@ -596,7 +590,7 @@ cpdef tuple convert_inputs(CallPlan plan, tuple inputs, InputMode mode):
             continue
         dtype = target if in_group else _natural_dtype(k)
         if number_list[i]:
-            converted[i] = mode.wrap(op, _number_list(op, i, inputs[i], dtype))
+            converted[i] = mode.wrap(_number_list(op, i, inputs[i], dtype))
         else:
             converted[i] = mode.scalar(_fitted(op, i, inputs[i], dtype), dtype)
     return tuple(converted)
@@ -626,7 +620,7 @@ cdef object _tensor_input(CallPlan plan, InputMode mode, Py_ssize_t i, object va
         except (TypeError, ValueError, OverflowError) as e:
             raise type(e)(f"{op.name}: input '{op.inputs[i].name}' must be a tensor, an "
                           f"array or a number, got {value!r:.60}: {e}") from None
-        t = mode.wrap(op, _initialised(op, i, dense))
+        t = mode.wrap(_initialised(op, i, dense))
     elif isinstance(t, DenseTensor):
         _initialised(op, i, <DenseTensor>t)
     cdef int d = _dtype_of(t)

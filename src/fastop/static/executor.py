@@ -4,7 +4,8 @@ that holds persistable values (parameters) across runs.
 
 Lowering: ops are scheduled in dependency order (program order unless a variable is
 read before the op that writes it; a cycle is an error); every variable gets a slot;
-each op becomes a C kernel record (its ``infer``/kernel pointers and packed attrs), a
+each op runs the kernel its call plan chooses (``CallPlan.choose``: the same choice as
+an eager call's and the backward's), as a C kernel record (its ``infer``/kernel pointers and packed attrs), a
 C view record (reshape, transpose, slice, broadcast_to, ...: the output views the
 input's memory) or a Python kernel (py_func and plugin ops alike): a
 :class:`~fastop._core.kernel.PythonKernel` bound to the op's attributes and its output
@@ -277,13 +278,6 @@ def _flat_inputs(op: Operator) -> list[Variable | None]:
     return flat
 
 
-def _kernel(op: Operator) -> tuple[Any, int]:
-    """The kernel a call of the op on its input variables runs and its dtype code: the
-    op's call plan chooses it (``CallPlan.choose``), as for an eager call and the
-    backward; an op without a kernel for its dtypes is refused naming the op."""
-    return op.opdef.plan.choose(op.inputs)
-
-
 def _view_record(op: Operator, kernel: Any) -> bool:
     """Whether the op runs as a C view record: a view kernel (reshape, transpose, slice,
     broadcast_to, ...) whose one output is a temporary (a persistable output keeps its
@@ -449,11 +443,11 @@ def _compile(program: Program, feeds: dict[str, Any],
     def label(k: int) -> str:
         return f"op #{order[k]} of the program: {ops[order[k]]}"
 
-    kernels = []
+    kernels = []        # (kernel, dtype code): the op's call plan chooses, as for eager calls
     for k, i in enumerate(order):
         try:
-            kernels.append(_kernel(ops[i]))
-        except TypeError as exc:
+            kernels.append(ops[i].opdef.plan.choose(ops[i].inputs))
+        except TypeError as exc:        # no kernel for the op's dtypes
             add_note(exc, f"while compiling {label(k)}")
             raise
     views = [kc if _view_record(ops[i], kc[0]) else None for kc, i in zip(kernels, order)]

@@ -368,7 +368,7 @@ class _StaticInputs(InputMode):
             return value
         return None
 
-    def wrap(self, op: Any, value: DenseTensor) -> Variable:
+    def wrap(self, value: DenseTensor) -> Variable:
         array = np.asarray(value)
         return self.block._constant(array, array.dtype)
 
