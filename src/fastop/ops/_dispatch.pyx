@@ -17,6 +17,11 @@ take part in the scalar rule, and the gradient rule's bookkeeping. A plan is reb
 the registry changes (``bump_registry_version``, called by the registry and by an OpDef's
 decorators).
 
+Two decisions are written here once for every caller: which kernel runs
+(:func:`_kernel_dtype`: eager calls, the static executor, eager backward, ``opcheck``
+and the profiler), and what an op's inputs become (:func:`convert_inputs`: eager and
+static calls, each mode making its own values through an :class:`InputMode`).
+
 The scalar rule (:func:`group_dtype`), one for every mode: the inputs of an op's dtype
 group (all inputs, unless the op names some: ``where``'s condition, ``gather``'s index
 are outside) compute in one dtype. A float scalar meeting an integer or bool tensor makes
