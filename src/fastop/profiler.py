@@ -45,7 +45,8 @@ from typing import Any, TextIO
 
 from fastop._core import profiling as _recorder
 from fastop._core.kernel import CKernel
-from fastop._core.storage import DTYPE_NAMES
+from fastop._core.storage import DTYPE_NAMES, as_dtype
+from fastop.ops._dispatch import kernel_dtype
 
 __all__ = ["Profiler", "ProfilerState", "ProfilerTarget", "SortedKeys", "RecordEvent",
            "record_function", "make_scheduler", "export_chrome_tracing", "ProfilerEvent"]
@@ -56,7 +57,6 @@ _CATEGORY = {_KINDS["op"]: "op", _KINDS["static_op"]: "static op",
              _KINDS["backward"]: "autograd", _KINDS["run"]: "static",
              _KINDS["user"]: "user", _KINDS["step"]: "step"}
 _DTYPE_NAMES = DTYPE_NAMES     # by dtype code: every storage dtype, float16 and uint8 too
-_FLOAT32 = 3
 _TIME_UNITS = {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0}
 _NO_PLUGIN = "-"
 
@@ -266,20 +266,17 @@ def _python_source(fn: Any) -> tuple[str, str | None, int | None] | None:
             code.co_firstlineno if code else None)
 
 
-def _dispatch_code(dispatch_input: int, inputs: tuple | None) -> int | None:
-    """The dtype code that selected the kernel (as eager dispatch picks it), or None
-    when the inputs were not recorded."""
+def _dispatch_code(plan: Any, inputs: tuple | None) -> int | None:
+    """The dtype code that chose the kernel (the call plan's one rule, on the recorded
+    dtypes), or None when the inputs were not recorded."""
     if inputs is None:
         return None
-    candidates = list(inputs)
-    if dispatch_input < len(candidates):
-        candidates.insert(0, candidates[dispatch_input])
-    for e in candidates:
+
+    def dtype(e: Any) -> Any:
         if isinstance(e, list):
-            e = e[0] if e else None
-        if isinstance(e, tuple) and e[0] >= 0:
-            return e[0]
-    return _FLOAT32          # an op without tensor inputs (a creation op)
+            return [dtype(x) for x in e]
+        return None if e is None or e[0] < 0 else as_dtype(DTYPE_NAMES[e[0]])
+    return kernel_dtype(plan, tuple(dtype(e) for e in inputs))
 
 
 class _Resolver:
@@ -293,7 +290,7 @@ class _Resolver:
         if not hasattr(op, "plan"):              # a static record without its OpDef
             return getattr(op, "name", type(op).__name__), _NO_PLUGIN, None
         plan = op.plan
-        code = _dispatch_code(plan.dispatch_input, inputs)
+        code = _dispatch_code(plan, inputs)
         key = (id(op), code)
         if key not in self.cache:
             kernels = plan.kernels

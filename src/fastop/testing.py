@@ -19,10 +19,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from fastop._core.storage import as_dtype, from_numpy
+from fastop._core.storage import DTYPE_NAMES, as_dtype, from_numpy
 from fastop.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck
 from fastop.ops import OpDef, registry
-from fastop.ops._dispatch import mode_guard
+from fastop.ops._dispatch import kernel_dtype, mode_guard
 from fastop.ops.checking import Sample, assert_close, check_grad_rule, run_grad_rule
 
 __all__ = ["opcheck", "Sample", "assert_close", "check_grad_rule", "gradcheck",
@@ -223,7 +223,7 @@ class _Checker:
     # -- meta ------------------------------------------------------------------------
     def meta(self) -> str:
         op = self.op
-        sample_dtype = as_dtype(op.dispatch_dtype(self.inputs)).name
+        sample_dtype = DTYPE_NAMES[kernel_dtype(op.plan, tuple(self.inputs))]
         kind = np.dtype(sample_dtype).kind    # the sample's values mean something in
         for dtype in dict.fromkeys(           # its own kind only: floats, or integers
                 sample_dtype if d == "*" else d for d in op.dtypes
@@ -268,7 +268,7 @@ class _Checker:
     def _run_kernel(self, inputs: list[Any]) -> tuple:
         """The kernel's own results (before the registry checks them against the meta)."""
         from fastop._core.kernel import CKernel
-        kernel = self.op.kernel_for(self.op.dispatch_dtype(inputs))
+        kernel = self.op.plan.choose(inputs)[0]
         if isinstance(kernel, CKernel):
             return self.op.invoke(_each(from_numpy, inputs), self.attrs)
         return _as_tuple(kernel(*inputs, **self.attrs))

@@ -325,7 +325,7 @@ def test_ops_updating_their_input_in_place(static_env, exe):
     _append(main, "exp", [y], outputs=y)
     _append(main, "exp", [t], outputs=t)
     p = static.create_global_var([2, 3], 0.5, "float64", persistable=True, name="p")
-    c = main.global_block()._constant("test", "c", np.full((2, 3), 2.0), "float64")
+    c = main.global_block()._constant(np.full((2, 3), 2.0), "float64")
     _append(main, "multiply", [p, c], outputs=p)
     _append(main, "multiply", [c, c], outputs=c)
     w = fastop.tanh(y) + c

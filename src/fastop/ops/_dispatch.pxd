@@ -1,18 +1,8 @@
 # The one dispatch entry of every op call, the per-op call plan, the execution mode and
 # the scalar rule. cimported by the eager layer (fastop.autograd._eager), which installs
 # the eager dispatcher here.
-from fastop._core.storage cimport fastop_attrs
+from fastop._core.storage cimport DenseTensor, fastop_attrs
 from fastop._core.kernel cimport CKernel, PythonKernel
-
-
-# How an input takes part in the scalar rule (see group_dtype): a dtype code (0..4) for
-# a tensor or array, or one of these.
-cdef enum:
-    KIND_ABSENT = -1
-    KIND_BOOL = -2          # a Python/numpy bool
-    KIND_INT = -3           # a Python/numpy integer
-    KIND_FLOAT = -4         # a Python/numpy float (or a list holding one)
-    KIND_OTHER = -5         # a list of tensors (variadic), or anything else
 
 
 cdef class AttrsMemo:
@@ -68,7 +58,17 @@ cdef class OpBase:
 
 ctypedef object (*eager_dispatch_fn)(OpBase op, tuple args, dict kwargs)
 
+cdef class InputMode:
+    """What a mode makes of an op's inputs (convert_inputs decides what they become)."""
+    cpdef object own(self, object op, object value)
+    cpdef object wrap(self, DenseTensor value)
+    cpdef object scalar(self, object value, int dtype)
+    cpdef object cast(self, object value, int dtype)
+
+
 cdef CallPlan plan_of(OpBase op)
+# The inputs as `mode`'s tensors by the one input rule (scalar rule included).
+cpdef tuple convert_inputs(CallPlan plan, tuple inputs, InputMode mode)
 # Run the op's kernel for its inputs' dtype: `inputs` per declared input a DenseTensor, a
 # list of them (variadic) or None; `packed` the attrs packed for its CKernel (NULL: pack
 # them); outputs as `out_cls` tensors (into `out` for a CKernel when given).
@@ -79,5 +79,3 @@ cdef object call_eager(OpBase op, tuple args, dict kwargs)      # whatever the m
 cdef int swap_mode_override(int mode) noexcept   # -1 none, 0 eager, 1 static; the previous
 cdef void set_eager_dispatch(eager_dispatch_fn fn) noexcept
 cdef bint static_mode() noexcept
-cdef int group_dtype(CallPlan plan, const int* kinds, Py_ssize_t n, bint* cast_tensors) noexcept
-cdef int scalar_kind(object value) noexcept

@@ -17,6 +17,11 @@ take part in the scalar rule, and the gradient rule's bookkeeping. A plan is reb
 the registry changes (``bump_registry_version``, called by the registry and by an OpDef's
 decorators).
 
+Two decisions are written here once for every caller: which kernel runs
+(:func:`_kernel_dtype`: eager calls, the static executor, eager backward, ``opcheck``
+and the profiler), and what an op's inputs become (:func:`convert_inputs`: eager and
+static calls, each mode making its own values through an :class:`InputMode`).
+
 The scalar rule (:func:`group_dtype`), one for every mode: the inputs of an op's dtype
 group (all inputs, unless the op names some: ``where``'s condition, ``gather``'s index
 are outside) compute in one dtype. A float scalar meeting an integer or bool tensor makes
@@ -25,18 +30,20 @@ scalar takes the group's tensors' dtype (float32 and float64 tensors together co
 float64 in elementwise ops, as PaddlePaddle's do). With no tensor in the group, scalars
 take their own default dtype (float32, int64, bool).
 """
-from cpython.float cimport PyFloat_Check
-from cpython.long cimport PyLong_Check
-from fastop._core.storage cimport (DenseTensor, fastop_attrs, fastop_view, FASTOP_BOOL,
-                                   FASTOP_INT32, FASTOP_INT64, FASTOP_FLOAT32,
-                                   FASTOP_FLOAT64, FASTOP_NUM_DTYPES, dtype_from_code)
+from cpython.float cimport PyFloat_Check, PyFloat_CheckExact
+from cpython.long cimport (PyLong_Check, PyLong_CheckExact, PyLong_AsLongLongAndOverflow)
+from fastop._core.storage cimport (DenseTensor, DType, fastop_attrs, fastop_view,
+                                   FASTOP_BOOL, FASTOP_INT32, FASTOP_INT64, FASTOP_FLOAT32,
+                                   FASTOP_FLOAT64, FASTOP_NUM_COMPUTE_DTYPES,
+                                   FASTOP_NUM_DTYPES, as_dense, check_initialised,
+                                   dtype_code)
 from fastop._core.kernel cimport CKernel, PythonKernel
 
 import numpy as np
 
 __all__ = ["OpBase", "CallPlan", "current_mode", "set_mode", "mode_guard",
            "set_static_dispatcher", "bump_registry_version", "registry_version",
-           "promotion", "kind_of", "invoke", "same_shape"]
+           "InputMode", "convert_inputs", "kernel_dtype", "invoke", "same_shape"]
 
 from fastop._core.storage import DTYPE_NAMES as _DTYPE_NAMES
 
@@ -199,7 +206,9 @@ cdef class CallPlan:
         self.metas = []
         star = op.kernels.get("*")
         self.ck = star if isinstance(star, CKernel) else None
-        self.dispatch_input = self.ck.dispatch_input if self.ck is not None else 0
+        # the input a Cython kernel reads its dtype from (where's x), else the first
+        self.dispatch_input = next((k.dispatch_input for k in (star, *op.kernels.values())
+                                    if isinstance(k, CKernel)), 0)
         kernels = []
         for code in range(FASTOP_NUM_DTYPES):
             kernel = op.kernels.get(_DTYPE_NAMES[code])
@@ -275,6 +284,15 @@ cdef class CallPlan:
         self.rule = rule
         return 0
 
+    def choose(self, inputs) -> tuple:
+        """The kernel for `inputs` (see _kernel_dtype) and its dtype code: what a call
+        of the op on them runs, in any mode."""
+        cdef int code = _kernel_dtype(self, tuple(inputs))
+        kernel = self.kernels[code]
+        if kernel is None:
+            raise TypeError(self.op.no_kernel_message(_DTYPE_NAMES[code]))
+        return kernel, code
+
     # read-only views for tests and tools
     @property
     def needs(self):
@@ -286,20 +304,55 @@ cdef class CallPlan:
         return len(self.metas)
 
 
-cdef int _kernel_dtype(CallPlan plan, tuple inputs) noexcept:
-    """The dtype code selecting the kernel: the dispatch input's, else the first tensor's
-    (float32 when there is none: a creation op)."""
-    cdef Py_ssize_t i
+cdef int _input_dtype(object x) except -2:
+    """One input's dtype code: a tensor's; a variadic input's (a list) first tensor's;
+    a DType's own; anything else's with a dtype (a static Variable, a TensorMeta, a
+    numpy array) that dtype's; -1 for None, an empty list or a value without a dtype."""
+    if isinstance(x, DenseTensor):
+        return (<DenseTensor>x).view.dtype
+    if x is None:
+        return -1
+    if isinstance(x, (list, tuple)):
+        return _input_dtype(x[0]) if len(x) else -1
+    if isinstance(x, DType):
+        return (<DType>x).code
+    dtype = getattr(x, "dtype", None)
+    return -1 if dtype is None else dtype_code(dtype)
+
+
+cdef inline int _kernel_dtype(CallPlan plan, tuple inputs) except -2:
+    """The dtype code that chooses the op's kernel — for the eager call, the static
+    program and executor, the backward and the checks alike: the dispatch input's dtype
+    (a variadic input's first tensor's); when that input is absent, the first present
+    input's in declared order; float32 for a call without tensor inputs (a creation
+    op). `inputs`: per declared input a tensor, a static Variable, a TensorMeta, an
+    array or a DType, a list of them (variadic) or None."""
     if plan.dispatch_input < len(inputs):
         x = inputs[plan.dispatch_input]
-        if isinstance(x, DenseTensor):
+        if isinstance(x, DenseTensor):             # the common case, in C
             return (<DenseTensor>x).view.dtype
-    for x in inputs:
-        if isinstance(x, DenseTensor):
-            return (<DenseTensor>x).view.dtype
-        if isinstance(x, list) and x and isinstance(x[0], DenseTensor):
-            return (<DenseTensor>x[0]).view.dtype
+    return _kernel_dtype_otherwise(plan, inputs)
+
+
+cdef int _kernel_dtype_otherwise(CallPlan plan, tuple inputs) except -2:
+    """_kernel_dtype when the dispatch input is not a tensor."""
+    cdef int code
+    cdef Py_ssize_t i, n = len(inputs)
+    if plan.dispatch_input < n:
+        code = _input_dtype(inputs[plan.dispatch_input])
+        if code >= 0:
+            return code
+    for i in range(n):
+        code = _input_dtype(inputs[i])
+        if code >= 0:
+            return code
     return FASTOP_FLOAT32
+
+
+def kernel_dtype(CallPlan plan, inputs) -> int:
+    """The dtype code that chooses the op's kernel for `inputs` (see _kernel_dtype), for
+    Python callers (the profiler, ``fastop.testing``)."""
+    return _kernel_dtype(plan, tuple(inputs))
 
 
 cdef tuple run_kernel(CallPlan plan, tuple inputs, dict attrs, const fastop_attrs* packed,
@@ -346,6 +399,16 @@ cdef unsigned long long _reads_mask(tuple needs, tuple reads):
 
 
 # --------------------------------------------------------------------------- scalar rule
+
+# How an input takes part in the scalar rule (see group_dtype): a dtype code (0..4) for
+# a tensor or array, or one of these.
+cdef enum:
+    KIND_ABSENT = -1
+    KIND_BOOL = -2          # a Python/numpy bool
+    KIND_INT = -3           # a Python/numpy integer
+    KIND_FLOAT = -4         # a Python/numpy float (or a list holding one)
+    KIND_OTHER = -5         # a list of tensors (variadic), or anything else
+
 
 cdef int scalar_kind(object value) noexcept:
     """KIND_BOOL/INT/FLOAT for a Python or numpy scalar, KIND_OTHER otherwise."""
@@ -413,22 +476,6 @@ cdef int group_dtype(CallPlan plan, const int* kinds, Py_ssize_t n,
     return ref
 
 
-def promotion(op, list kinds) -> tuple:
-    """The rule for Python callers (the static dispatcher): `kinds` per input, a dtype
-    code for a tensor, or 'bool'/'int'/'float' for a scalar, or None; the group's dtype
-    code (-1: none) and whether the group's tensors are cast to it."""
-    cdef CallPlan plan = plan_of(<OpBase>op)
-    cdef int codes[64]
-    cdef bint cast_tensors
-    cdef Py_ssize_t i, n = min(len(kinds), 64)
-    for i in range(n):
-        k = kinds[i]
-        codes[i] = k if isinstance(k, int) else KIND_BOOL if k == "bool" \
-            else KIND_INT if k == "int" else KIND_FLOAT if k == "float" else KIND_OTHER
-    target = group_dtype(plan, codes, n, &cast_tensors)
-    return target, bool(cast_tensors)
-
-
 def same_shape(a, b) -> bool:
     """Whether two values (tensors, or static Variables with None for unknown dims) have
     the same shape: for gradient rules (an unbroadcast that is a no-op), in C for
@@ -446,8 +493,212 @@ def same_shape(a, b) -> bool:
     return list(a.shape) == list(b.shape)
 
 
-def kind_of(value) -> object:
-    """'bool'/'int'/'float' for a scalar (Python or numpy), else None."""
-    cdef int k = scalar_kind(value)
-    return "bool" if k == KIND_BOOL else "int" if k == KIND_INT \
-        else "float" if k == KIND_FLOAT else None
+# --------------------------------------------------------------------------- inputs
+
+cdef class InputMode:
+    """What a mode makes of an op's inputs. :func:`convert_inputs` decides what each input
+    becomes — which values are taken, the scalar rule, a scalar's natural dtype, the
+    storage-dtype cast and every error; the mode only makes the values: eager Tensors
+    (:mod:`fastop.autograd._eager`) or a program's Variables
+    (:mod:`fastop.static.framework`, a Python subclass)."""
+
+    cpdef object own(self, object op, object value):
+        """`value` when it is one of the mode's tensors (ready to use), else None."""
+        raise NotImplementedError(f"{type(self).__name__}.own")
+
+    cpdef object wrap(self, DenseTensor value):
+        """A tensor's value as one of the mode's tensors (of its dtype)."""
+        raise NotImplementedError(f"{type(self).__name__}.wrap")
+
+    cpdef object scalar(self, object value, int dtype):
+        """A Python number (one that fits `dtype`) as the mode's 0-d tensor of `dtype`."""
+        raise NotImplementedError(f"{type(self).__name__}.scalar")
+
+    cpdef object cast(self, object value, int dtype):
+        """One of the mode's tensors cast to `dtype` (an op, so gradients flow)."""
+        raise NotImplementedError(f"{type(self).__name__}.cast")
+
+
+cdef inline int _dtype_of(object t) except -1:
+    """The dtype code of a mode's tensor (a Tensor in C; a Variable through its dtype)."""
+    if isinstance(t, DenseTensor):
+        return (<DenseTensor>t).view.dtype
+    return dtype_code(t.dtype)
+
+
+cdef inline bint _takes_dtype(object value, int dtype) noexcept:
+    """value is a Python float with a float tensor, or a Python int with a non-bool one:
+    the scalar takes the tensor's dtype, nothing is promoted."""
+    if PyFloat_CheckExact(value):
+        return dtype == FASTOP_FLOAT32 or dtype == FASTOP_FLOAT64
+    return PyLong_CheckExact(value) and FASTOP_BOOL < dtype < FASTOP_NUM_COMPUTE_DTYPES
+
+
+cpdef tuple convert_inputs(CallPlan plan, tuple inputs, InputMode mode):
+    """The op's inputs (per declared input, as bound) as `mode`'s tensors, by the one rule
+    for every mode:
+
+    - a tensor of the mode (a Tensor, a Variable of the program being built) is taken
+      as it is; any other tensor, a numpy array or anything numpy reads as an array of
+      bools or numbers becomes one of its dtype; a Python or numpy scalar, or a list of
+      numbers, is a scalar of the scalar rule (:func:`group_dtype`), which takes its
+      natural dtype outside the op's dtype group (float32, int64, bool);
+    - a tensor of a storage dtype (float16, uint8) the op has no kernel for computes in
+      float32, and a tensor of the dtype group is cast to the group's dtype (casts are
+      ops of the mode, so gradients flow through them);
+    - anything else, a list holding non-numbers, or a value that does not fit the dtype
+      it computes in is a TypeError/OverflowError naming the op and the input."""
+    cdef Py_ssize_t i, n = len(inputs)
+    cdef int kinds[64]
+    cdef bint number_list[64]
+    cdef int target, k, dtype
+    cdef bint cast_tensors
+    op = plan.op
+    if n == 2 and (plan.group_mask & 3) == 3 and not plan.int_to_float:
+        # the operators' common case: a tensor and a Python number of its kind
+        t = mode.own(op, inputs[0])
+        dtype = _ready_dtype(t)
+        if dtype >= 0 and _takes_dtype(inputs[1], dtype):
+            return (t, mode.scalar(_fitted(op, 1, inputs[1], dtype), dtype))
+        t = mode.own(op, inputs[1])
+        dtype = _ready_dtype(t)
+        if dtype >= 0 and _takes_dtype(inputs[0], dtype):
+            return (mode.scalar(_fitted(op, 0, inputs[0], dtype), dtype), t)
+    if n > 64:
+        raise TypeError(f"{op.name}: at most 64 inputs")
+    cdef list converted = list(inputs)
+    for i in range(n):
+        x = inputs[i]
+        number_list[i] = False
+        if x is None:
+            kinds[i] = KIND_ABSENT
+        elif (plan.variadic_mask >> i) & 1:
+            converted[i] = [_tensor_input(plan, mode, i, e) for e in x]
+            kinds[i] = KIND_OTHER
+        else:
+            kinds[i] = scalar_kind(x)
+            if kinds[i] != KIND_OTHER:
+                continue
+            if isinstance(x, (list, tuple)):      # a Python sequence converts like the
+                kinds[i] = _number_list_kind(op, i, x)     # scalars it holds
+                number_list[i] = True
+            else:
+                converted[i] = _tensor_input(plan, mode, i, x)
+                kinds[i] = _dtype_of(converted[i])
+    target = group_dtype(plan, kinds, n, &cast_tensors)
+    for i in range(n):
+        k = kinds[i]
+        if k == KIND_ABSENT or k == KIND_OTHER:
+            continue
+        in_group = target >= 0 and (plan.group_mask >> i) & 1
+        if k >= 0:
+            if in_group and cast_tensors and k != target:
+                converted[i] = mode.cast(converted[i], target)
+            continue
+        dtype = target if in_group else _natural_dtype(k)
+        if number_list[i]:
+            converted[i] = mode.wrap(_number_list(op, i, inputs[i], dtype))
+        else:
+            converted[i] = mode.scalar(_fitted(op, i, inputs[i], dtype), dtype)
+    return tuple(converted)
+
+
+cdef inline int _ready_dtype(object t) except -2:
+    """The dtype code of a mode's tensor the rule takes as it is (initialised, of a
+    dtype ops compute in); -1 for None or any other."""
+    if isinstance(t, DenseTensor):
+        if ((<DenseTensor>t).view.data == NULL and (<DenseTensor>t).view.size) \
+                or (<DenseTensor>t).view.dtype >= FASTOP_NUM_COMPUTE_DTYPES:
+            return -1
+        return (<DenseTensor>t).view.dtype
+    return -1 if t is None else dtype_code(t.dtype)
+
+
+cdef object _tensor_input(CallPlan plan, InputMode mode, Py_ssize_t i, object value):
+    """A tensor input (or a variadic input's element) as the mode's tensor: the mode's own,
+    or any other tensor or array-like wrapped; a storage dtype the op has no kernel for
+    cast to float32 (which holds its values exactly)."""
+    cdef DenseTensor dense
+    op = plan.op
+    t = mode.own(op, value)
+    if t is None:
+        try:
+            dense = as_dense(value)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise type(e)(f"{op.name}: input '{op.inputs[i].name}' must be a tensor, an "
+                          f"array or a number, got {value!r:.60}: {e}") from None
+        t = mode.wrap(_initialised(op, i, dense))
+    elif isinstance(t, DenseTensor):
+        _initialised(op, i, <DenseTensor>t)
+    cdef int d = _dtype_of(t)
+    if d >= FASTOP_NUM_COMPUTE_DTYPES and plan.kernels[d] is None:
+        return mode.cast(t, FASTOP_FLOAT32)
+    return t
+
+
+cdef DenseTensor _initialised(object op, Py_ssize_t i, DenseTensor t):
+    if t.view.data == NULL and t.view.size:
+        check_initialised(t, f"{op.name}: input '{op.inputs[i].name}'")
+    return t
+
+
+cdef int _number_list_kind(object op, Py_ssize_t i, object value) except? -100:
+    """The kind of scalars a Python list or tuple holds (it must hold numbers)."""
+    try:
+        kind = np.asarray(value).dtype.kind
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{op.name}: input '{op.inputs[i].name}' must be a tensor, an array "
+                      f"or a number, got {value!r:.60}: {e}") from None
+    if kind == "f":
+        return KIND_FLOAT
+    if kind == "b":
+        return KIND_BOOL
+    if kind in "iu":
+        return KIND_INT
+    raise TypeError(f"{op.name}: input '{op.inputs[i].name}' must hold numbers, got "
+                    f"{value!r:.60}")
+
+
+cdef DenseTensor _number_list(object op, Py_ssize_t i, object value, int dtype):
+    """A list of numbers as a tensor of `dtype`, refused when a value does not fit it."""
+    try:
+        return as_dense(np.array(value, dtype=_DTYPE_NAMES[dtype]))
+    except (TypeError, ValueError, OverflowError) as e:
+        raise type(e)(_no_fit(op, i, value, dtype) + f" ({e})") from None
+
+
+cdef inline object _fitted(object op, Py_ssize_t i, object value, int dtype):
+    """A scalar as the Python number the mode makes a tensor of: refused when it does not
+    fit an integer `dtype`."""
+    if PyFloat_CheckExact(value) or (PyLong_CheckExact(value) and dtype >= FASTOP_FLOAT32):
+        return value                     # the common cases: x * 2.5, x + 1 (a float x)
+    return _fitted_integer(op, i, value, dtype)
+
+
+cdef object _fitted_integer(object op, Py_ssize_t i, object value, int dtype):
+    """_fitted for the other cases: a numpy scalar is its Python number; an integer must
+    fit an int32/int64 dtype."""
+    cdef int overflow = 0
+    cdef long long v
+    if isinstance(value, np.generic):
+        value = value.item()
+    if (dtype == FASTOP_INT32 or dtype == FASTOP_INT64) and PyLong_Check(value) \
+            and not (value is True or value is False):
+        v = PyLong_AsLongLongAndOverflow(value, &overflow)
+        if overflow or (dtype == FASTOP_INT32 and not -2147483648 <= v <= 2147483647):
+            raise OverflowError(_no_fit(op, i, value, dtype))
+    return value
+
+
+cdef str _no_fit(object op, Py_ssize_t i, object value, int dtype):
+    return (f"{op.name}: input '{op.inputs[i].name}' is {value!r:.60}, which does not fit "
+            f"the {_DTYPE_NAMES[dtype]} the op computes in")
+
+
+cdef int _natural_dtype(int kind) noexcept:
+    """A scalar's dtype outside a dtype group: float32, int64 or bool."""
+    if kind == KIND_FLOAT:
+        return FASTOP_FLOAT32
+    if kind == KIND_INT:
+        return FASTOP_INT64
+    return FASTOP_BOOL

@@ -758,21 +758,6 @@ class OpDef(OpBase):
             raise TypeError(self.no_kernel_message(dtype.name))
         return kernel
 
-    def dispatch_dtype(self, inputs: Sequence[Any]) -> DType:
-        """The dtype selecting the kernel for `inputs` (arrays or tensors, a list for a
-        variadic input, None for an absent one): the dispatch input's, else the first
-        input's; float32 for an op without inputs (as a call picks it)."""
-        plan = self.plan
-        candidates = list(inputs)
-        if plan.dispatch_input < len(candidates):
-            candidates.insert(0, candidates[plan.dispatch_input])
-        for x in candidates:
-            if isinstance(x, (list, tuple)):
-                x = x[0] if x else None
-            if x is not None and hasattr(x, "dtype"):
-                return as_dtype(x.dtype)
-        return as_dtype("float32")
-
     def no_kernel_message(self, dtype: str) -> str:
         return (f"{self.name}: no kernel for dtype {dtype}; kernels exist for "
                 f"{self.dtypes or 'no dtype'}")

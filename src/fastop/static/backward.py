@@ -112,8 +112,7 @@ def _backward(targets: Sequence[Variable], target_grads: Sequence[Any] | None,
             elif None in t.shape:
                 grads[id(t)] = B.full_like(t, fill_value=1.0)
             else:
-                grads[id(t)] = block._constant("append_backward", "the loss's gradient",
-                                               np.ones(t.shape), t.dtype)
+                grads[id(t)] = block._constant(np.ones(t.shape), t.dtype)
         for op in path:
             out_grads = [grads.get(id(o)) for o in op.outputs]
             if all(g is None for g in out_grads):

@@ -4,7 +4,8 @@ that holds persistable values (parameters) across runs.
 
 Lowering: ops are scheduled in dependency order (program order unless a variable is
 read before the op that writes it; a cycle is an error); every variable gets a slot;
-each op becomes a C kernel record (its ``infer``/kernel pointers and packed attrs), a
+each op runs the kernel its call plan chooses (``CallPlan.choose``: the same choice as
+an eager call's and the backward's), as a C kernel record (its ``infer``/kernel pointers and packed attrs), a
 C view record (reshape, transpose, slice, broadcast_to, ...: the output views the
 input's memory) or a Python kernel (py_func and plugin ops alike): a
 :class:`~fastop._core.kernel.PythonKernel` bound to the op's attributes and its output
@@ -277,45 +278,28 @@ def _flat_inputs(op: Operator) -> list[Variable | None]:
     return flat
 
 
-def _view_kernel(op: Operator) -> tuple[CKernel, int] | None:
-    """The op's C view kernel (reshape, transpose, slice, broadcast_to, ...) and dtype
-    code, if it has one for its input's dtype and its output is a temporary (a
-    persistable output keeps its own memory)."""
-    kernel = op.opdef.kernels.get("*")
-    flat = op.input_vars()
-    if isinstance(kernel, CKernel) and kernel.is_view and len(op.outputs) == 1 \
-            and not op.outputs[0].persistable and flat and None not in flat \
-            and flat[0].dtype.name in kernel.dtypes:
-        return kernel, flat[0].dtype.code
-    return None
+def _view_record(op: Operator, kernel: Any) -> bool:
+    """Whether the op runs as a C view record: a view kernel (reshape, transpose, slice,
+    broadcast_to, ...) whose one output is a temporary (a persistable output keeps its
+    own memory) of present inputs."""
+    return isinstance(kernel, CKernel) and kernel.is_view and len(op.outputs) == 1 \
+        and not op.outputs[0].persistable and bool(op.inputs) and None not in op.inputs
 
 
-def _c_kernel(op: Operator) -> tuple[CKernel, int] | None:
-    """The op's C kernel and the dtype code selecting its function, if it has one for
-    the dtype of the kernel's dispatch input."""
-    flat = _flat_inputs(op)
-    if len(flat) > _MAX_OPERANDS or len(op.outputs) > _MAX_OPERANDS:
-        return None
-    for kernel in dict.fromkeys(k for k in op.opdef.kernels.values()
-                                if isinstance(k, CKernel) and not k.is_view):
-        d = kernel.dispatch_input
-        dispatch = flat[d].dtype if 0 <= d < len(flat) and flat[d] is not None \
-            else op.outputs[0].dtype
-        if dispatch.name in kernel.dtypes:
-            return kernel, dispatch.code
-    return None
+def _c_record(op: Operator, kernel: Any) -> bool:
+    """Whether the op runs as a C kernel record: a CKernel with operands a record holds."""
+    return isinstance(kernel, CKernel) and not kernel.is_view \
+        and len(_flat_inputs(op)) <= _MAX_OPERANDS and len(op.outputs) <= _MAX_OPERANDS
 
 
-def _python_call(op: Operator) -> Any:
-    """One Python call per run: the op's Python kernel for its dispatch dtype, bound to
-    its attributes and checked against the output variables' metas (what the meta
-    function said while the program was built: no meta function runs per call); or
-    ``OpDef.invoke`` for a C kernel run where it cannot be a record (it reports a dtype
-    it lacks with the registry's error)."""
+def _python_call(op: Operator, kernel: Any) -> Any:
+    """One Python call per run: the op's Python kernel, bound to its attributes and
+    checked against the output variables' metas (what the meta function said while the
+    program was built: no meta function runs per call); or ``OpDef.invoke`` for a C
+    kernel run where it cannot be a record."""
     opdef, attrs = op.opdef, op.attrs
     sizes = [len(x) if isinstance(x, list) else None for x in op.inputs]
-    kernel = opdef.plan.kernels[_dispatch_dtype(op)]
-    if kernel is not None and not isinstance(kernel, CKernel):
+    if not isinstance(kernel, CKernel):
         metas = [TensorMeta(v.shape, v.dtype) for v in op.outputs]
         bound = PythonKernel(opdef.name, kernel, attrs,
                              [(m.shape, m.dtype.code) for m in metas],
@@ -325,18 +309,6 @@ def _python_call(op: Operator) -> Any:
     def invoke(*tensors: Any) -> tuple:
         return opdef.invoke(_regroup(tensors, sizes), attrs)
     return invoke
-
-
-def _dispatch_dtype(op: Operator) -> int:
-    """The dtype code selecting the op's kernel: its dispatch input's, else the first
-    input's (float32 for an op without inputs), as eager dispatch picks it."""
-    plan = op.opdef.plan
-    if plan.dispatch_input < len(op.inputs):
-        x = op.inputs[plan.dispatch_input]
-        if isinstance(x, Variable):
-            return x.dtype.code
-    flat = op.input_vars()
-    return flat[0].dtype.code if flat else 3
 
 
 class _Folded:
@@ -471,8 +443,16 @@ def _compile(program: Program, feeds: dict[str, Any],
     def label(k: int) -> str:
         return f"op #{order[k]} of the program: {ops[order[k]]}"
 
-    views = [_view_kernel(ops[i]) for i in order]
-    lowered = [None if v is not None else _c_kernel(ops[i]) for v, i in zip(views, order)]
+    kernels = []        # (kernel, dtype code): the op's call plan chooses, as for eager calls
+    for k, i in enumerate(order):
+        try:
+            kernels.append(ops[i].opdef.plan.choose(ops[i].inputs))
+        except TypeError as exc:        # no kernel for the op's dtypes
+            add_note(exc, f"while compiling {label(k)}")
+            raise
+    views = [kc if _view_record(ops[i], kc[0]) else None for kc, i in zip(kernels, order)]
+    lowered = [kc if v is None and _c_record(ops[i], kc[0]) else None
+               for kc, v, i in zip(kernels, views, order)]
     copies = _copies_needed(ops, ins_of, order, [c is not None for c in lowered], fetch_names)
     views = [None if k in copies else v for k, v in enumerate(views)]
     writers: dict[str, list[int]] = defaultdict(list)
@@ -550,7 +530,7 @@ def _compile(program: Program, feeds: dict[str, Any],
                              outs, op.attrs, op.opdef)
             continue
         ins = [-1 if v is None else slot[v.name] for v in _flat_inputs(op)]
-        call = _python_call(op)
+        call = _python_call(op, kernels[k][0])
         plan.add_python(_Copying(call) if k in copies else call, ins, outs, op.opdef)
     plan.set_io([(name, slot[name], value) for name, value in feeds.items()],
                 persists, [slot[n] for n in fetch_names])

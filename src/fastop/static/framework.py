@@ -21,10 +21,10 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from fastop._core.storage import DTYPE_NAMES, DenseTensor, DType, as_dtype, float32
+from fastop._core.storage import DTYPE_NAMES, DenseTensor, DType, as_dtype
 from fastop.ops import OpDef, TensorMeta, registry
 from fastop.ops import _indexing
-from fastop.ops._dispatch import kind_of, mode_guard, promotion, set_static_dispatcher
+from fastop.ops._dispatch import InputMode, convert_inputs, mode_guard, set_static_dispatcher
 from fastop.ops._registry import add_note, did_you_mean
 from fastop.ops.builtin._table import B
 
@@ -287,15 +287,10 @@ class Block:
     def all_parameters(self) -> list[Variable]:
         return [v for v in self.vars.values() if v.is_parameter]
 
-    def _constant(self, op: Any, name: str, value: Any, dtype: Any) -> Variable:
-        """A constant of the program holding `value` as `dtype` (a value `dtype` cannot
-        hold is refused, naming the op and the input)."""
-        dtype = as_dtype(dtype)
-        try:
-            array = np.array(value, dtype=dtype.numpy_dtype)
-        except (OverflowError, ValueError, TypeError) as e:
-            raise type(e)(f"{op}: input '{name}' is {value!r:.60}, which does not fit the "
-                          f"{dtype.name} the op computes in ({e})") from None
+    def _constant(self, value: Any, dtype: Any) -> Variable:
+        """A constant of the program holding a copy of `value` (which fits it) as
+        `dtype`."""
+        array = np.array(value, dtype=as_dtype(dtype).numpy_dtype)
         return self.create_var(unique_name("constant"), array.dtype, array.shape,
                                stop_gradient=True, constant=array)
 
@@ -314,11 +309,11 @@ class Block:
         inputs = list(inputs)
         if len(inputs) != len(op.inputs):
             raise TypeError(f"{op.name}: expected {len(op.inputs)} inputs, got {len(inputs)}")
-        ins = self._as_inputs(op, inputs)
+        ins = list(convert_inputs(op.plan, tuple(inputs), _StaticInputs(self)))
         metas = [_meta(x) for x in ins]
         try:
             out_metas = op.infer_meta(metas, attrs)
-            op.kernel_for(op.dispatch_dtype(metas))   # refused now, not when it runs
+            op.plan.choose(ins)             # no kernel for these dtypes: refused now
         except Exception as exc:
             add_note(exc, f"while appending op {op.name} to the program "
                           f"(inputs: {_describe_inputs(ins)})")
@@ -353,70 +348,36 @@ class Block:
             raise ValueError(f"{op.name}: variable '{var.name}' belongs to another "
                              f"program; build ops with program_guard on one program")
 
-    def _as_inputs(self, op: Any, inputs: list[Any]) -> list[Any]:
-        """The inputs as Variables by the one scalar rule (fastop.ops._dispatch): Python
-        and numpy scalars become constants of the op's dtype group, and a Variable of
-        the group whose dtype differs is cast by an appended op — as eager mode does."""
-        kinds: list[Any] = []
-        values: list[Any] = []
-        for spec, x in zip(op.inputs, inputs):
-            if x is None or spec.variadic:
-                kinds.append(None)
-                values.append(x if x is None else
-                              [self._computable(op, self._own_input(op, spec.name, v))
-                               for v in x])
-                continue
-            kind = kind_of(x)
-            if kind is None and isinstance(x, (list, tuple)):
-                array = np.asarray(x)
-                kind = {"f": "float", "b": "bool"}.get(array.dtype.kind, "int")
-            if kind is None:
-                x = self._computable(op, self._own_input(op, spec.name, x))
-                kinds.append(x.dtype.code)
-            else:
-                kinds.append(kind)
-            values.append(x)
-        target, cast_tensors = promotion(op, kinds)
-        ins = []
-        for spec, x, kind in zip(op.inputs, values, kinds):
-            in_group = target >= 0 and (op.promotes is None or spec.name in op.promotes)
-            if isinstance(kind, str):
-                dtype = target if in_group else _NATURAL[kind]
-                x = self._constant(op, spec.name, x, as_dtype(_DTYPES[dtype]))
-            elif isinstance(kind, int) and in_group and cast_tensors and kind != target:
-                with mode_guard("static"):
-                    x = B.cast(x, dtype=_DTYPES[target])
-            ins.append(x)
-        return ins
-
-    def _computable(self, op: Any, x: Variable) -> Variable:
-        """x, or x cast to float32 when it has a storage dtype (float16, uint8) that the
-        op has no kernel for — as eager mode does."""
-        if not x.dtype.is_storage_only or op.plan.kernels[x.dtype.code] is not None:
-            return x
-        with mode_guard("static"):
-            return B.cast(x, dtype=float32)
-
-    def _own_input(self, op: Any, name: str, x: Any) -> Variable:
-        """A tensor input as a Variable of this block (an array becomes a constant)."""
-        if isinstance(x, Variable):
-            self._check_own(op, x)
-            return x
-        if isinstance(x, (np.ndarray, DenseTensor)):
-            array = np.asarray(x)
-            return self._constant(op, name, array, array.dtype)
-        raise TypeError(f"{op.name}: input '{name}' must be a Variable, a scalar or an "
-                        f"array in static mode, got {type(x).__name__}")
-
-
 def _meta(x: Any) -> Any:
     if isinstance(x, list):
         return [_meta(v) for v in x]
     return None if x is None else TensorMeta(x.shape, x.dtype)
 
 
-_DTYPES = DTYPE_NAMES
-_NATURAL = {"float": 3, "int": 2, "bool": 0}     # a scalar's dtype code outside a group
+class _StaticInputs(InputMode):
+    """Static values for the one input rule (fastop.ops._dispatch.convert_inputs, shared
+    with eager mode): Variables of `block`; a value that is not a Variable becomes a
+    constant of the program, a cast an appended op."""
+
+    def __init__(self, block: Block) -> None:
+        self.block = block
+
+    def own(self, op: Any, value: Any) -> Variable | None:
+        if isinstance(value, Variable):
+            self.block._check_own(op, value)
+            return value
+        return None
+
+    def wrap(self, value: DenseTensor) -> Variable:
+        array = np.asarray(value)
+        return self.block._constant(array, array.dtype)
+
+    def scalar(self, value: Any, dtype: int) -> Variable:
+        return self.block._constant(value, DTYPE_NAMES[dtype])
+
+    def cast(self, value: Variable, dtype: int) -> Variable:
+        with mode_guard("static"):
+            return B.cast(value, dtype=DTYPE_NAMES[dtype])
 
 
 def _describe_inputs(ins: Sequence[Any]) -> str:
