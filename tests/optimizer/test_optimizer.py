@@ -272,7 +272,7 @@ def test_a_single_tensor_as_parameters_is_an_error():
     (lambda: make_params()[0].numpy(), r"got ndarray"),
     (lambda: {"w": make_params()[0]}, r"got dict"),
     (lambda: [make_params()[0], np.zeros(3)], r"item 1 is ndarray, not a Tensor"),
-    (lambda: [{"params": make_params()}], r"item 0 is dict, not a Tensor"),
+    (lambda: [make_params()[0], {"params": make_params()}], r"item 1 is dict, not a Tensor"),
     (lambda: (lambda p: [p, p])(make_params()[0]), r"item 1 is item 0 again"),
     (3, r"got int"),
 ])

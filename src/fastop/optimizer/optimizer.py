@@ -12,6 +12,12 @@ their outputs being the parameter and state variables, so the executor updates t
 place. State (velocity, moments, beta powers) is created per parameter on first use —
 eager tensors, or persistable variables initialized by the startup program.
 
+``parameters=`` is a list of parameters or, as in PaddlePaddle, of parameter groups
+``{"params": [...], "learning_rate": scale, "weight_decay": ..., ...}``: a group's
+options (also ``grad_clip`` and the optimizer's hyper-parameters: ``momentum``,
+``beta1`` ...) replace the optimizer's for its parameters, and its ``learning_rate``
+scales the optimizer's rate.
+
 The learning rate is a float or a ``fastop.optimizer.lr.LRScheduler``, whose ``step()``
 the training loop calls (as in PaddlePaddle). An eager ``step()`` reads ``scheduler()``
 each time. A static program keeps the rate in the persistable variable
@@ -111,14 +117,23 @@ class Optimizer:
         self._grad_clip = grad_clip
         self._lr_tensors: dict[Any, list] = {}   # (dtype, ratio) -> [rate, [1] tensor]
         # the rate (a float) or an LRScheduler
+        if learning_rate is None:           # PaddlePaddle's ValueError (set_lr: TypeError)
+            raise ValueError(f"{type(self).__name__}: learning_rate is not set (None); "
+                             f"give a non-negative float or an LRScheduler")
         self._learning_rate: Any = learning_rate if _is_scheduler(learning_rate) else \
             self._checked_rate(learning_rate)
         self.regularization = _regularizer(type(self).__name__, weight_decay)
+        # per parameter (by id), the options of its parameter group (list-of-dicts form)
+        self._group_of: dict[int, dict[str, Any]] = {}
+        self._param_groups: list[dict[str, Any]] = []
         if parameters is None:
             if current_mode() == "eager":
                 raise ValueError(f"{type(self).__name__}: parameters are required in "
                                  f"eager mode (e.g. parameters=model.parameters())")
             self._parameter_list = None
+        elif isinstance(parameters, (list, tuple)) and parameters and \
+                isinstance(parameters[0], dict):
+            self._parameter_list = self._checked_groups(parameters)
         else:
             self._parameter_list = self._checked_parameters(parameters)
         self._state: dict[int, dict[str, Any]] = {}
@@ -156,6 +171,66 @@ class Optimizer:
             seen[id(p)] = i
             self._check_updatable(p, f"item {i}")
         return items
+
+    # options a parameter group may set besides "params" (PaddlePaddle's names)
+    _group_options: tuple[str, ...] = ("learning_rate", "weight_decay", "grad_clip")
+
+    def _checked_groups(self, groups: list | tuple) -> list[Any]:
+        """PaddlePaddle's parameter groups: a list of dicts ``{"params": [...],
+        "learning_rate": scale, "weight_decay": ..., ...}``, a group's options overriding
+        the optimizer's for its parameters; a group's ``learning_rate`` scales the
+        optimizer's rate (and its scheduler's). Returns all the parameters, in order."""
+        owner = type(self).__name__
+        params: list[Any] = []
+        for g, group in enumerate(groups):
+            if not isinstance(group, dict):
+                raise TypeError(f"{owner}: parameters given as parameter groups must all be "
+                                f"dicts {{'params': [...], ...}}; group {g} is "
+                                f"{type(group).__name__}")
+            if "params" not in group:
+                raise ValueError(f"{owner}: parameter group {g} has no 'params' entry "
+                                 f"(its keys: {sorted(group)})")
+            unknown = sorted(k for k in group if k != "params" and k not in self._group_options)
+            if unknown:
+                raise ValueError(f"{owner}: parameter group {g} sets {unknown}, which "
+                                 f"{owner} does not take per group; a group may set "
+                                 f"{list(self._group_options)}")
+            options = {key: self._checked_group_option(key, value, g)
+                       for key, value in group.items() if key != "params"}
+            members = self._checked_parameters(group["params"])
+            for p in members:
+                if id(p) in self._group_of:
+                    raise ValueError(f"{owner}: a parameter "
+                                     f"{getattr(p, 'name', '')!r} is in more than one "
+                                     f"parameter group (group {g} and an earlier one)")
+                self._group_of[id(p)] = options
+            self._param_groups.append({"params": members, **options})
+            params.extend(members)
+        return params
+
+    def _checked_group_option(self, key: str, value: Any, group: int) -> Any:
+        """A parameter group's option, checked and converted as the optimizer's own."""
+        owner = f"{type(self).__name__} (parameter group {group})"
+        if key == "learning_rate":
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or \
+                    not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{owner}: learning_rate (a scale of the optimizer's "
+                                 f"rate) must be a finite number >= 0, got {value!r:.40}")
+            return float(value)
+        if key == "weight_decay":
+            return _regularizer(owner, value)
+        if key == "grad_clip":
+            if value is not None and not isinstance(value, ClipGradBase):
+                raise TypeError(f"{owner}: grad_clip must be a "
+                                f"fastop.nn.ClipGradByGlobalNorm, ClipGradByNorm or "
+                                f"ClipGradByValue, got {type(value).__name__}")
+            return value
+        return value
+
+    def _option(self, param: Any, key: str, default: Any) -> Any:
+        """`param`'s group's value of option `key`, else the optimizer's (`default`)."""
+        group = self._group_of.get(id(param))
+        return default if group is None else group.get(key, default)
 
     def _check_updatable(self, param: Any, which: str) -> None:
         """Refuse a parameter of a dtype fastop stores but does not compute in (float16,
@@ -208,8 +283,9 @@ class Optimizer:
         self._learning_rate = self._checked_rate(value)
 
     def _lr_ratio(self, param: Any) -> float:
-        """The factor on the learning rate of `param` (AdamW's lr_ratio)."""
-        return 1.0
+        """The factor on the learning rate of `param`: its parameter group's
+        ``learning_rate`` (AdamW also multiplies in its lr_ratio)."""
+        return self._option(param, "learning_rate", 1.0)
 
     def _eager_lr(self, param: Any) -> Any:
         """The learning rate (times the parameter's ratio) as a one-element tensor of
@@ -265,17 +341,33 @@ class Optimizer:
                state_of: Callable[[Any], dict]) -> None:
         """Clip the gradients, then run (eager) or append (static) each parameter's
         update op, writing the parameter and its state in place."""
-        if self._grad_clip is None:
-            entries = [(p, g, None) for p, g in params_grads]
-        else:
-            with no_grad():     # a gradient made with create_graph=True records nothing here
-                entries = self._grad_clip._clip(params_grads)
+        entries = []
+        for clip, pairs in self._by_clip(params_grads):
+            if clip is None:
+                entries += [(p, g, None) for p, g in pairs]
+            else:
+                with no_grad():  # a gradient made with create_graph=True records nothing here
+                    entries += clip._clip(pairs)
         update = getattr(B, self._update_op)
         for param, grad, scale in entries:
             inputs, outputs = self._io(param, grad, lr_of(param), state_of(param))
             # grad_scale (the clip folded in) even when None (absent): a call with every
             # input stays on the eager dispatch's cached path
             update(*inputs, scale, out=outputs, **self._attrs(param))
+
+    def _by_clip(self, params_grads: list) -> list[tuple[Any, list]]:
+        """`params_grads` split by the gradient clipping that applies: the optimizer's,
+        or with parameter groups each group's own (PaddlePaddle clips per group)."""
+        if not self._param_groups:
+            return [(self._grad_clip, params_grads)]
+        parts: dict[int, tuple[Any, list]] = {}
+        for p, g in params_grads:
+            group = self._group_of.get(id(p))
+            key = id(group)
+            if key not in parts:
+                parts[key] = (self._option(p, "grad_clip", self._grad_clip), [])
+            parts[key][1].append((p, g))
+        return list(parts.values())
 
     def minimize(self, loss: Any, startup_program: Any = None, parameters: Any = None,
                  no_grad_set: Any = None) -> tuple[list, list]:
@@ -389,7 +481,7 @@ class Optimizer:
 
     def _attrs(self, param: Any) -> dict[str, Any]:
         """The update op's attributes for `param`: the fused weight decay."""
-        decay = self.regularization
+        decay = self._option(param, "weight_decay", self.regularization)
         return {"regularization_method": decay.method if decay is not None else "",
                 "regularization_coeff": decay.coeff if decay is not None else 0.0}
 
@@ -489,15 +581,27 @@ class Momentum(Optimizer):
                  parameters: Iterable[Any] | None = None, use_nesterov: bool = False,
                  weight_decay: Any = None, grad_clip: ClipGradBase | None = None,
                  name: str | None = None) -> None:
+        if momentum is None:
+            raise ValueError("Momentum: momentum is not set (None)")
         super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
         self._momentum, self._use_nesterov = float(momentum), bool(use_nesterov)
+
+    _group_options = Optimizer._group_options + ("momentum", "use_nesterov")
+
+    def _checked_group_option(self, key, value, group):
+        if key == "momentum":
+            return float(value)
+        if key == "use_nesterov":
+            return bool(value)
+        return super()._checked_group_option(key, value, group)
 
     def _io(self, param, grad, lr, state):
         velocity = state["velocity"]
         return [param, grad, velocity, lr], [param, velocity]
 
     def _attrs(self, param):
-        return {"momentum": self._momentum, "use_nesterov": self._use_nesterov,
+        return {"momentum": self._option(param, "momentum", self._momentum),
+                "use_nesterov": self._option(param, "use_nesterov", self._use_nesterov),
                 **super()._attrs(param)}
 
 
@@ -525,18 +629,39 @@ class Adam(Optimizer):
                              f"fastop")
         self._beta1, self._beta2, self._epsilon = float(beta1), float(beta2), float(epsilon)
 
+    _group_options = Optimizer._group_options + ("beta1", "beta2", "epsilon")
+
+    def _checked_group_option(self, key, value, group):
+        if key in ("beta1", "beta2"):
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"{type(self).__name__} (parameter group {group}): {key} "
+                                 f"must be in [0, 1), got {value}")
+            return float(value)
+        if key == "epsilon":
+            if not value >= 0:
+                raise ValueError(f"{type(self).__name__} (parameter group {group}): "
+                                 f"epsilon must be >= 0, got {value}")
+            return float(value)
+        return super()._checked_group_option(key, value, group)
+
+    def _betas(self, param: Any) -> dict[str, float]:
+        """beta1, beta2 and epsilon of `param` (its parameter group's or the optimizer's)."""
+        return {"beta1": self._option(param, "beta1", self._beta1),
+                "beta2": self._option(param, "beta2", self._beta2),
+                "epsilon": self._option(param, "epsilon", self._epsilon)}
+
     def _state_init(self, param):
         shape = list(param.shape)
         return {"moment1": (shape, 0.0), "moment2": (shape, 0.0),
-                "beta1_pow": ([1], self._beta1), "beta2_pow": ([1], self._beta2)}
+                "beta1_pow": ([1], self._option(param, "beta1", self._beta1)),
+                "beta2_pow": ([1], self._option(param, "beta2", self._beta2))}
 
     def _io(self, param, grad, lr, state):
         m1, m2, b1p, b2p = (state[key] for key in self._state_names)
         return [param, grad, lr, m1, m2, b1p, b2p], [param, m1, m2, b1p, b2p]
 
     def _attrs(self, param):
-        return {"beta1": self._beta1, "beta2": self._beta2, "epsilon": self._epsilon,
-                **super()._attrs(param)}
+        return {**self._betas(param), **super()._attrs(param)}
 
     def _load_state_value(self, state, key, value, param):
         if key in ("beta1_pow", "beta2_pow"):
@@ -586,10 +711,21 @@ class AdamW(Adam):
         self._multi_precision = bool(multi_precision)
 
     def _lr_ratio(self, param):
-        return 1.0 if self._lr_ratio_fn is None else float(self._lr_ratio_fn(param))
+        ratio = super()._lr_ratio(param)
+        return ratio if self._lr_ratio_fn is None else ratio * float(self._lr_ratio_fn(param))
 
     def _attrs(self, param):
         decays = self._apply_decay_param_fun is None or \
             bool(self._apply_decay_param_fun(param.name))
-        return {"beta1": self._beta1, "beta2": self._beta2, "epsilon": self._epsilon,
-                "coeff": self._coeff, "with_decay": decays}
+        return {**self._betas(param), "coeff": self._option(param, "weight_decay", self._coeff),
+                "with_decay": decays}
+
+    def _checked_group_option(self, key, value, group):
+        if key == "weight_decay":   # AdamW's: the decoupled coefficient
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                    not math.isfinite(value) or value < 0:
+                raise ValueError(f"AdamW (parameter group {group}): weight_decay must be "
+                                 f"a finite float >= 0 (the decoupled decay coefficient), "
+                                 f"got {value!r:.40}")
+            return float(value)
+        return super()._checked_group_option(key, value, group)
