@@ -126,6 +126,17 @@ def test_attributes_and_numpy_zero_copy():
         t.item()
 
 
+def test_numpy_takes_paddles_positional_set_to_1d_flag():
+    """``x.numpy(False)`` (PaddlePaddle 2.5 scripts): still the zero-copy array, a 0-D
+    tensor's 0-D."""
+    scalar = fastop.to_tensor(2.5)
+    for flag in (False, True):
+        assert scalar.numpy(flag).shape == ()
+    t = fastop.to_tensor(X)
+    t.numpy(False)[0, 1] = 7.0
+    assert t.numpy()[0, 1] == 7.0
+
+
 def test_set_value_refuses_values_of_another_kind():
     t = fastop.ones([2])
     with pytest.raises(TypeError, match="set_value: expected numbers for a float32 tensor, "

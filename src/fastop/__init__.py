@@ -29,6 +29,8 @@ try:
                                in_dynamic_mode)
     from fastop import static
     from fastop import nn, optimizer, regularizer
+    from fastop.device import get_device, is_compiled_with_cuda, set_device
+    from fastop import device
     from fastop.nn import ParamAttr
     from fastop.plugins import load_plugins as _load_plugins
 
@@ -65,4 +67,5 @@ __all__ = ["hookimpl", "ops", "autograd", "static", "nn", "optimizer", "regulari
            "DataParallel", "DType", "bool", "float16", "float32", "float64", "uint8", "int32",
            "int64", "ParamAttr", "set_num_threads",
            "get_num_threads", "empty_cache", "CPUPlace", "enable_static", "disable_static",
-           "in_dynamic_mode", "__version__", *_tensor_all]
+           "in_dynamic_mode", "device", "set_device", "get_device", "is_compiled_with_cuda",
+           "__version__", *_tensor_all]

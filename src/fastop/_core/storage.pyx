@@ -593,8 +593,10 @@ cdef class DenseTensor:
             return arr.copy()
         return arr
 
-    def numpy(self):
-        """A numpy array sharing this tensor's memory (no copy)."""
+    def numpy(self, set_to_1d=False):
+        """A numpy array sharing this tensor's memory (no copy). `set_to_1d` is
+        PaddlePaddle 2.5's flag, which PaddlePaddle 3 accepts and ignores, as here: a 0-D
+        tensor gives a 0-D array (``x.numpy(False)`` in scripts of that time)."""
         return as_ndarray(self)
 
     def __dlpack_device__(self):

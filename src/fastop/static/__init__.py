@@ -14,6 +14,8 @@ Pieces: the IR (:mod:`.framework`), ``py_func`` (:mod:`.py_func`), parameters
 front end and scopes (:mod:`.executor`, loop in ``fastop._core.executor``), and
 saving/loading (:mod:`.io`).
 """
+from typing import Any
+
 from fastop.ops._dispatch import current_mode, set_mode
 from fastop.static.framework import (Block, Operator, Program, Variable, data,
                                      default_main_program, default_startup_program,
@@ -68,8 +70,12 @@ def enable_static() -> None:
     set_mode("static")
 
 
-def disable_static() -> None:
-    """Back to eager mode (the default)."""
+def disable_static(place: Any = None) -> None:
+    """Back to eager mode (the default). `place` (PaddlePaddle's argument): None,
+    ``"cpu"`` or a CPUPlace; a GPU place is a ValueError (fastop runs on the CPU)."""
+    if place is not None:
+        from fastop.device import as_place
+        as_place(place, "disable_static")
     set_mode("eager")
 
 
