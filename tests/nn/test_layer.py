@@ -149,6 +149,31 @@ def test_buffers_in_state_dict_when_persistable():
     assert [n for n, _ in layer.named_buffers()] == ["running", "scratch"]
 
 
+def test_a_tensor_attribute_is_a_non_persistable_buffer():
+    """PaddlePaddle's Layer.__setattr__: ``self.t = tensor`` registers a buffer, out of
+    state_dict unless register_buffer made the name persistable."""
+    layer = nn.Linear(2, 2)
+    layer.mask = fastop.ones([2])
+    layer.register_buffer("running", fastop.zeros([2]))
+    assert [n for n, _ in layer.named_buffers()] == ["mask", "running"]
+    assert list(layer.state_dict()) == ["weight", "bias", "running"]
+    new = fastop.full([2], 3.0)
+    layer.running = new                       # reassigned: stays a persistable buffer
+    assert layer.state_dict()["running"] is new and layer.running is new
+    layer.to(dtype="float64")
+    assert layer.mask.dtype == fastop.float64        # buffers follow the layer's dtype
+    layer.running = None
+    assert "running" not in layer.state_dict() and layer.running is None
+    with pytest.raises(TypeError, match="Linear: assignment to buffer 'mask' should be a "
+                                        "Tensor or None, got ndarray"):
+        layer.mask = np.ones(2)
+    layer.note = np.ones(2)                   # not a Tensor: a plain attribute
+    assert "note" not in dict(layer.named_buffers())
+    parent = MLP()
+    parent.fc1.scale = fastop.ones([1])
+    assert [n for n, _ in parent.named_buffers()] == ["fc1.scale"]
+
+
 def test_state_dict_holds_the_parameters_themselves():
     model = MLP()
     sd = model.state_dict()

@@ -31,7 +31,7 @@ import numpy as np
 
 from fastop import initializer as _init
 from fastop._core.storage import as_dtype
-from fastop._tensor import to_tensor
+from fastop._tensor import Tensor, to_tensor
 from fastop.ops._dispatch import current_mode
 
 __all__ = ["Layer", "ParamAttr", "is_parameter", "create_parameter"]
@@ -221,9 +221,21 @@ class Layer:
                                 f"a Layer or None)")
             self._sub_layers[name] = None
             object.__setattr__(self, name, None)
+        elif isinstance(value, Tensor):
+            # PaddlePaddle's rule: a Tensor attribute is a buffer, non-persistable (out
+            # of state_dict) unless register_buffer made it persistable before
+            if name not in self._buffers:
+                self._check_name(name, self._buffers)
+                self._non_persistable.add(name)
+            self._buffers[name] = value
+            object.__setattr__(self, name, value)
+        elif name in self._buffers:
+            if value is not None:
+                raise TypeError(f"{type(self).__name__}: assignment to buffer '{name}' "
+                                f"should be a Tensor or None, got {type(value).__name__}")
+            self._buffers[name] = None
+            object.__setattr__(self, name, None)
         else:
-            if name in self._buffers:
-                self._buffers[name] = value
             object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
