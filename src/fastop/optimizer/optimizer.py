@@ -52,7 +52,7 @@ from fastop.regularizer import L2Decay, WeightDecayRegularizer
 from fastop.static.framework import Variable
 from fastop.tensor.creation import full
 
-__all__ = ["Optimizer", "SGD", "Momentum", "Adam", "AdamW"]
+__all__ = ["Optimizer", "SGD", "Momentum", "Adam", "AdamW", "Adagrad", "Adamax"]
 
 _NAME_COUNTERS: dict[str, int] = {}
 
@@ -348,6 +348,12 @@ class Optimizer:
             else:
                 with no_grad():  # a gradient made with create_graph=True records nothing here
                     entries += clip._clip(pairs)
+        if not self._update_op:                 # an update composed of elementwise ops
+            for param, grad, scale in entries:
+                with no_grad():
+                    self._composed_update(param, self._decayed_grad(param, grad, scale),
+                                          lr_of(param), state_of(param))
+            return
         update = getattr(B, self._update_op)
         for param, grad, scale in entries:
             inputs, outputs = self._io(param, grad, lr_of(param), state_of(param))
@@ -474,6 +480,21 @@ class Optimizer:
     def _state_init(self, param: Any) -> dict[str, tuple[list[int], float]]:
         """Each state entry's shape and initial value."""
         return {key: (list(param.shape), 0.0) for key in self._state_names}
+
+    def _decayed_grad(self, param: Any, grad: Any, scale: Any) -> Any:
+        """For a composed update: ``scale * grad`` plus the coupled weight decay
+        (L2 ``coeff * param``, L1 ``coeff * sign(param)``), as the fused kernels' g."""
+        g = grad if scale is None else B.multiply(grad, scale)
+        decay = self._option(param, "weight_decay", self.regularization)
+        if decay is None or decay.coeff == 0.0:
+            return g
+        term = param if decay.method == "l2_decay" else B.sign(param)
+        return B.add(g, B.multiply(term, decay.coeff))
+
+    def _composed_update(self, param: Any, g: Any, lr: Any, state: dict) -> None:
+        """The update of an optimizer without a fused update op (``_update_op`` empty):
+        elementwise ops writing the parameter and state with ``out=``."""
+        raise NotImplementedError
 
     def _io(self, param: Any, grad: Any, lr: Any, state: dict) -> tuple[list, list]:
         """The update op's inputs (without grad_scale) and outputs."""
@@ -729,3 +750,83 @@ class AdamW(Adam):
                                  f"got {value!r:.40}")
             return float(value)
         return super()._checked_group_option(key, value, group)
+
+
+class Adagrad(Optimizer):
+    """Adagrad (PaddlePaddle's): ``moment += g * g; param -= lr * g / (sqrt(moment) +
+    epsilon)``, ``g`` the (clipped) gradient plus the weight decay term; the moment
+    starts at ``initial_accumulator_value``. Composed of elementwise ops (no fused
+    kernel), in both modes."""
+
+    _state_names = ("moment",)
+
+    def __init__(self, learning_rate: Any, epsilon: float = 1e-6,
+                 parameters: Iterable[Any] | None = None, weight_decay: Any = None,
+                 grad_clip: ClipGradBase | None = None, name: str | None = None,
+                 initial_accumulator_value: float = 0.0) -> None:
+        if epsilon is None:
+            raise ValueError("Adagrad: epsilon is not set (None)")
+        if not epsilon >= 0:
+            raise ValueError(f"Adagrad: epsilon must be >= 0, got {epsilon}")
+        if not (math.isfinite(initial_accumulator_value) and initial_accumulator_value >= 0):
+            raise ValueError(f"Adagrad: initial_accumulator_value must be a finite number "
+                             f">= 0, got {initial_accumulator_value}")
+        super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
+        self._epsilon = float(epsilon)
+        self._initial_accumulator_value = float(initial_accumulator_value)
+
+    def _state_init(self, param):
+        return {"moment": (list(param.shape), self._initial_accumulator_value)}
+
+    def _composed_update(self, param, g, lr, state):
+        moment = state["moment"]
+        B.add(moment, B.multiply(g, g), out=moment)
+        step = B.divide(B.multiply(g, lr), B.add(B.sqrt(moment), self._epsilon))
+        B.subtract(param, step, out=param)
+
+
+class Adamax(Optimizer):
+    """Adamax (PaddlePaddle's, Kingma & Ba): ``moment = beta1 * moment + (1 - beta1) * g;
+    inf_norm = max(beta2 * inf_norm + epsilon, |g|); param -= lr / (1 - beta1^t) *
+    moment / inf_norm``, ``g`` the (clipped) gradient plus the weight decay term; the
+    power beta1^t starts at beta1. Composed of elementwise ops (no fused kernel)."""
+
+    _state_names = ("moment", "inf_norm", "beta1_pow")
+
+    def __init__(self, learning_rate: Any = 0.001, beta1: float = 0.9, beta2: float = 0.999,
+                 epsilon: float = 1e-8, parameters: Iterable[Any] | None = None,
+                 weight_decay: Any = None, grad_clip: ClipGradBase | None = None,
+                 name: str | None = None) -> None:
+        for label, value in (("beta1", beta1), ("beta2", beta2), ("epsilon", epsilon)):
+            if value is None:
+                raise ValueError(f"Adamax: {label} is not set (None)")
+        for label, beta in (("beta1", beta1), ("beta2", beta2)):
+            if not 0.0 <= beta < 1.0:
+                raise ValueError(f"Adamax: {label} must be in [0, 1), got {beta}")
+        if not epsilon >= 0:
+            raise ValueError(f"Adamax: epsilon must be >= 0, got {epsilon}")
+        super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
+        self._beta1, self._beta2, self._epsilon = float(beta1), float(beta2), float(epsilon)
+
+    def _state_init(self, param):
+        shape = list(param.shape)
+        return {"moment": (shape, 0.0), "inf_norm": (shape, 0.0),
+                "beta1_pow": ([1], self._beta1)}
+
+    def _composed_update(self, param, g, lr, state):
+        moment, inf_norm, beta1_pow = state["moment"], state["inf_norm"], state["beta1_pow"]
+        b1, b2 = self._beta1, self._beta2
+        B.add(B.multiply(moment, b1), B.multiply(g, 1.0 - b1), out=moment)
+        B.maximum(B.add(B.multiply(inf_norm, b2), self._epsilon), B.abs(g), out=inf_norm)
+        rate = B.divide(lr, B.subtract(B.full_like(beta1_pow, 1.0), beta1_pow))
+        B.subtract(param, B.multiply(B.divide(moment, inf_norm), rate), out=param)
+        B.multiply(beta1_pow, b1, out=beta1_pow)
+
+    def _load_state_value(self, state, key, value, param):
+        if key == "beta1_pow":
+            if value.size != 1:
+                raise ValueError(f"Adamax.set_state_dict: state 'beta1_pow' of parameter "
+                                 f"'{param.name}' is a number, got shape "
+                                 f"{list(value.shape)}")
+            value = np.reshape(value, [1])
+        super()._load_state_value(state, key, value, param)
