@@ -117,3 +117,57 @@ def test_an_index_out_of_range_in_static_mode_is_an_index_error():
                 v[5]
     finally:
         fastop.disable_static()
+
+
+# -- in-place squeeze_/unsqueeze_ (PaddlePaddle's) -------------------------------------
+
+def test_squeeze_and_unsqueeze_in_place_change_x_itself():
+    x = fastop.to_tensor(np.arange(6, dtype="float32").reshape(2, 1, 3))
+    before = x.data_ptr
+    assert fastop.squeeze_(x, 1) is x
+    assert x.shape == [2, 3] and x.data_ptr == before
+    np.testing.assert_array_equal(x.numpy(), np.arange(6).reshape(2, 3))
+    assert x.unsqueeze_([0, 3]) is x and x.shape == [1, 2, 3, 1]
+    np.testing.assert_array_equal(x.numpy().ravel(), np.arange(6))
+    assert x.squeeze_() is x and x.shape == [2, 3]
+    t = fastop.to_tensor(np.arange(6, dtype="float32").reshape(3, 2)).T   # strided
+    t.unsqueeze_(1)
+    np.testing.assert_array_equal(t.numpy(), np.arange(6).reshape(3, 2).T[:, None])
+
+
+def test_in_place_squeeze_errors():
+    x = fastop.ones([2, 1])
+    with pytest.raises(ValueError, match="squeeze"):
+        fastop.squeeze_(x, 5)
+    assert x.shape == [2, 1]                        # unchanged by the refused call
+    w = fastop.ones([2, 1])
+    w.stop_gradient = False
+    with pytest.raises(RuntimeError, match=r"squeeze_: x takes gradients .*use squeeze\(x\)"):
+        fastop.squeeze_(w)
+
+
+def test_a_value_saved_for_backward_then_squeezed_in_place_is_refused():
+    w = fastop.ones([2, 3])
+    w.stop_gradient = False
+    a = fastop.ones([2, 1])
+    loss = (w * a).sum()
+    a.squeeze_()
+    with pytest.raises(RuntimeError, match="modified in place after the forward pass"):
+        loss.backward()
+
+
+def test_in_place_squeeze_in_static_mode_is_the_out_of_place_op():
+    """PaddlePaddle: in a static program squeeze_/unsqueeze_ are squeeze/unsqueeze."""
+    from fastop import static
+    main = static.Program()
+    fastop.enable_static()
+    try:
+        with static.program_guard(main, static.Program()):
+            x = static.data("x", [2, 1], "float32")
+            y, z = x.squeeze_(), fastop.unsqueeze_(x, 0)
+        assert (x.shape, y.shape, z.shape) == ([2, 1], [2], [1, 2, 1])
+        got = static.Executor().run(main, feed={"x": np.ones((2, 1), "float32")},
+                                    fetch_list=[y, z])
+    finally:
+        fastop.disable_static()
+    assert [g.shape for g in got] == [(2,), (1, 2, 1)]

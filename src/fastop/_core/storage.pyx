@@ -45,6 +45,7 @@ cnp.import_array()
 
 __all__ = ["DType", "DenseTensor", "bool_", "int32", "int64", "float32", "float64",
            "float16", "uint8", "DTYPE_NAMES", "as_dtype", "empty", "zeros", "from_numpy", "from_dlpack", "empty_cache",
+           "take_view_shape",
            "MAX_NDIM"]
 
 MAX_NDIM = FASTOP_MAX_NDIM
@@ -1254,6 +1255,24 @@ cdef DenseTensor as_dense(object obj, int dtype=-1):
     if arr.dtype.kind == "u" and arr.dtype.itemsize == 2:     # uint16: int64 holds it
         arr = arr.astype(np.int64)
     return _borrow(DenseTensor, arr)
+
+
+def take_view_shape(DenseTensor t, DenseTensor view) -> None:
+    """Give `t` the shape and strides of `view`, a view of exactly t's elements in the
+    same order (what the in-place ``squeeze_``/``unsqueeze_`` do to the tensor itself),
+    and count it as an in-place write: values autograd saved of `t` before are then
+    refused, as after a write to its memory."""
+    cdef int i
+    if view.view.data != t.view.data or view.view.size != t.view.size or \
+            view.view.dtype != t.view.dtype:
+        raise ValueError(f"take_view_shape: the view (shape {view.shape}, "
+                         f"{view.dtype.name}) does not hold the tensor's elements (shape "
+                         f"{t.shape}, {t.dtype.name})")
+    t.view.ndim = view.view.ndim
+    for i in range(view.view.ndim):
+        t.view.shape[i] = view.view.shape[i]
+        t.view.strides[i] = view.view.strides[i]
+    bump_version(t)
 
 
 def from_dlpack(obj, cls=DenseTensor) -> DenseTensor:
