@@ -59,6 +59,9 @@ CASES = {
     "chunk": (lambda x, y, i: x.chunk(3, axis=1), "fastop::slice"),
     "squeeze": (lambda x, y, i: x.reshape([1, 2, 3]).squeeze(0), "fastop::squeeze"),
     "unsqueeze": (lambda x, y, i: x.unsqueeze(1), "fastop::unsqueeze"),
+    # in place in eager mode, the out-of-place op in a program (PaddlePaddle's rule)
+    "squeeze_": (lambda x, y, i: x.reshape([1, 2, 3]).squeeze_(0), "fastop::squeeze"),
+    "unsqueeze_": (lambda x, y, i: x.unsqueeze_(1), "fastop::unsqueeze"),
     "gather": (lambda x, y, i: x.gather(i[0], axis=1), "fastop::gather"),
     "take_along_axis": (lambda x, y, i: x.take_along_axis(i, axis=1),
                         "fastop::take_along_axis"),

@@ -6,6 +6,7 @@ from fastop.nn.clip import (ClipGradBase, ClipGradByGlobalNorm, ClipGradByNorm,
                             ClipGradByValue)
 from fastop.nn.common import (Dropout, Embedding, Flatten, Identity, Linear, LogSoftmax,
                               ReLU, Sequential, Sigmoid, Softmax, Tanh)
+from fastop.nn.conv import Conv1D
 from fastop.nn.container import LayerDict, LayerList, ParameterList
 from fastop.nn.layer import Layer, ParamAttr
 from fastop.nn.loss import CrossEntropyLoss, L1Loss, MSELoss
@@ -16,4 +17,4 @@ __all__ = ["Layer", "ParamAttr", "Linear", "Sequential", "ReLU", "Tanh", "Sigmoi
            "L1Loss", "functional", "initializer", "LayerList", "LayerDict",
            "ParameterList", "Dropout", "Embedding", "LayerNorm", "BatchNorm1D", "GELU",
            "SiLU", "LeakyReLU", "Softplus", "ClipGradBase", "ClipGradByValue",
-           "ClipGradByNorm", "ClipGradByGlobalNorm"]
+           "ClipGradByNorm", "ClipGradByGlobalNorm", "Conv1D"]

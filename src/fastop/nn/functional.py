@@ -20,11 +20,12 @@ from fastop.autograd import no_grad
 from fastop.ops._dispatch import current_mode
 from fastop.ops.builtin._table import B
 from fastop.tensor.manipulation import flatten as _flatten
+from fastop.nn.conv import conv1d
 
 __all__ = ["linear", "relu", "tanh", "sigmoid", "softmax", "log_softmax", "flatten",
            "cross_entropy", "softmax_with_cross_entropy", "mse_loss", "l1_loss",
            "dropout", "layer_norm", "batch_norm", "embedding", "one_hot", "gelu", "silu",
-           "leaky_relu", "softplus"]
+           "leaky_relu", "softplus", "conv1d"]
 
 _REDUCTIONS = ("mean", "sum", "none")
 
