@@ -140,8 +140,22 @@ def test_learning_rate_none_is_a_value_error(kind):
      r"group 0\): learning_rate \(a scale of the optimizer's rate\) must be"),
     (lambda a, b: [{"params": [a], "weight_decay": "x"}], TypeError,
      r"group 0\): weight_decay must be a float"),
-    (lambda a, b: [{"params": a}], TypeError, r"got a single Tensor"),
+    (lambda a, b: [{"params": [a]}, {"params": [[b]]}], TypeError,
+     r"item 0 is list, not a Tensor"),
 ])
 def test_bad_groups_are_named(groups, error, match):
     with pytest.raises(error, match=match):
         optimizer.SGD(0.1, parameters=groups(*params()))
+
+
+def test_add_param_group_after_construction():
+    a, b, c = params(3)
+    b0, c0 = b.numpy().copy(), c.numpy().copy()
+    opt = optimizer.SGD(0.1, parameters=[a])
+    opt._add_param_group({"params": [b], "learning_rate": 2.0, "weight_decay": 0.0})
+    opt._add_param_group({"params": c})
+    with pytest.raises(ValueError, match="more than one parameter group"):
+        opt._add_param_group({"params": [a]})
+    one_step(opt, [a, b, c], [GRADS[0], GRADS[1], GRADS[0]])
+    np.testing.assert_allclose(b.numpy(), b0 - 0.2 * GRADS[1], rtol=1e-12)
+    np.testing.assert_allclose(c.numpy(), c0 - 0.1 * GRADS[0], rtol=1e-12)

@@ -65,8 +65,9 @@ class DenseTensor:
     def is_contiguous(self) -> bool: ...
     def __len__(self) -> int: ...
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray: ...
-    def numpy(self) -> np.ndarray:
-        """A numpy array sharing this tensor's memory (no copy)."""
+    def numpy(self, set_to_1d: bool = False) -> np.ndarray:
+        """A numpy array sharing this tensor's memory (no copy); `set_to_1d` (PaddlePaddle
+        2.5's flag) is accepted and ignored, as PaddlePaddle 3 does."""
     def __dlpack_device__(self) -> tuple[int, int]: ...
     def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
                    dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any: ...
@@ -98,6 +99,10 @@ def from_numpy(array: Any, cls: type[_T] = ...) -> _T:
 
 def from_dlpack(obj: Any, cls: type[_T] = ...) -> _T:
     """Import a DLPack producer without copying."""
+
+def take_view_shape(t: DenseTensor, view: DenseTensor) -> None:
+    """Give `t` the shape and strides of `view` (a view of exactly t's elements), as
+    squeeze_/unsqueeze_ do, counted as an in-place write."""
 
 def empty_cache() -> None:
     """Give the freed blocks fastop keeps for reuse back to the C allocator (and so the

@@ -180,33 +180,50 @@ class Optimizer:
         "learning_rate": scale, "weight_decay": ..., ...}``, a group's options overriding
         the optimizer's for its parameters; a group's ``learning_rate`` scales the
         optimizer's rate (and its scheduler's). Returns all the parameters, in order."""
-        owner = type(self).__name__
         params: list[Any] = []
-        for g, group in enumerate(groups):
-            if not isinstance(group, dict):
-                raise TypeError(f"{owner}: parameters given as parameter groups must all be "
-                                f"dicts {{'params': [...], ...}}; group {g} is "
-                                f"{type(group).__name__}")
-            if "params" not in group:
-                raise ValueError(f"{owner}: parameter group {g} has no 'params' entry "
-                                 f"(its keys: {sorted(group)})")
-            unknown = sorted(k for k in group if k != "params" and k not in self._group_options)
-            if unknown:
-                raise ValueError(f"{owner}: parameter group {g} sets {unknown}, which "
-                                 f"{owner} does not take per group; a group may set "
-                                 f"{list(self._group_options)}")
-            options = {key: self._checked_group_option(key, value, g)
-                       for key, value in group.items() if key != "params"}
-            members = self._checked_parameters(group["params"])
-            for p in members:
-                if id(p) in self._group_of:
-                    raise ValueError(f"{owner}: a parameter "
-                                     f"{getattr(p, 'name', '')!r} is in more than one "
-                                     f"parameter group (group {g} and an earlier one)")
-                self._group_of[id(p)] = options
-            self._param_groups.append({"params": members, **options})
-            params.extend(members)
+        for group in groups:
+            params.extend(self._new_group(group, params))
         return params
+
+    def _new_group(self, group: Any, taken: list[Any]) -> list[Any]:
+        """Check one parameter group (none of its parameters among `taken` or in an
+        earlier group) and record its options; returns its parameters."""
+        owner, g = type(self).__name__, len(self._param_groups)
+        if not isinstance(group, dict):
+            raise TypeError(f"{owner}: parameters given as parameter groups must all be "
+                            f"dicts {{'params': [...], ...}}; group {g} is "
+                            f"{type(group).__name__}")
+        if "params" not in group:
+            raise ValueError(f"{owner}: parameter group {g} has no 'params' entry "
+                             f"(its keys: {sorted(group)})")
+        unknown = sorted(k for k in group if k != "params" and k not in self._group_options)
+        if unknown:
+            raise ValueError(f"{owner}: parameter group {g} sets {unknown}, which "
+                             f"{owner} does not take per group; a group may set "
+                             f"{list(self._group_options)}")
+        options = {key: self._checked_group_option(key, value, g)
+                   for key, value in group.items() if key != "params"}
+        members = group["params"]
+        if isinstance(members, (DenseTensor, Variable)):   # one parameter (PaddlePaddle)
+            members = [members]
+        members = self._checked_parameters(members)
+        taken_ids = {id(p) for p in taken}
+        for p in members:
+            if id(p) in self._group_of or id(p) in taken_ids:
+                raise ValueError(f"{owner}: a parameter {getattr(p, 'name', '')!r} is in "
+                                 f"more than one parameter group (group {g} and an "
+                                 f"earlier one)")
+        for p in members:
+            self._group_of[id(p)] = options
+        self._param_groups.append({"params": members, **options})
+        return members
+
+    def _add_param_group(self, param_group: dict) -> None:
+        """Add a parameter group after construction (PaddlePaddle's
+        ``Optimizer._add_param_group``, which its PyTorch migration guide uses for
+        ``add_param_group``); options it leaves out are the optimizer's."""
+        self._parameter_list = (self._parameter_list or []) + \
+            self._new_group(param_group, self._parameter_list or [])
 
     def _checked_group_option(self, key: str, value: Any, group: int) -> Any:
         """A parameter group's option, checked and converted as the optimizer's own."""
