@@ -343,3 +343,15 @@ def test_sequential_fuses_linear_activation_with_same_results(act):
     np.testing.assert_allclose(fused.numpy(), unfused.numpy(), **TOL["float64"])
     for g, p in zip(grads, seq.parameters()):
         np.testing.assert_allclose(g, p.grad.numpy(), **TOL["float64"])
+
+
+def test_linear_broadcasts_a_0d_bias():
+    """PaddlePaddle's F.linear takes a 0-D bias (added to every output); its gradient is
+    the sum over the output."""
+    x = fastop.to_tensor(np.arange(6, dtype="float64").reshape(2, 3))
+    w = fastop.to_tensor(np.ones((3, 4)))
+    b = fastop.to_tensor(0.5, dtype="float64", stop_gradient=False)
+    out = F.linear(x, w, b)
+    np.testing.assert_allclose(out.numpy(), x.numpy() @ w.numpy() + 0.5)
+    out.sum().backward()
+    assert b.grad.shape == [] and b.grad.item() == 8.0

@@ -67,3 +67,15 @@ def test_eager_equals_static(run_static):
         eager = list(eager) if isinstance(eager, tuple) else [eager]
         for e, s in zip(eager, run_static(fn, X)):
             np.testing.assert_array_equal(s, e.numpy())
+
+
+@pytest.mark.parametrize("fn", [fastop.argmax, fastop.argmin])
+def test_arg_extrema_of_a_0d_tensor_take_axis_0_or_minus_1(fn):
+    """PaddlePaddle's 0-D convention: axis 0 and -1 name a 0-D tensor's one position."""
+    x = fastop.to_tensor(3.0)
+    for axis in (0, -1, None, fastop.to_tensor(0)):
+        out = fn(x, axis)
+        assert out.shape == [] and out.item() == 0 and out.dtype == fastop.int64
+    assert fn(x, 0, keepdim=True).shape == []
+    with pytest.raises(ValueError, match=r"x is 0-D, so axis must be 0, -1 or None; got 1"):
+        fn(x, 1)

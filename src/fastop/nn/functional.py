@@ -62,6 +62,8 @@ def linear(x: Any, weight: Any, bias: Any = None, name: str | None = None,
         fused = [name for name in FC_ACTIVATIONS if name]
         raise ValueError(f"linear: activation must be one of {fused} or None, got "
                          f"{activation!r}")
+    if bias is not None and len(bias.shape) == 0:     # a 0-D bias broadcasts (PaddlePaddle)
+        bias = B.broadcast_to(bias, shape=[weight.shape[-1]])
     return B.fc(x, weight, bias, activation=activation)
 
 

@@ -40,6 +40,16 @@ def _index_dtype(where: str, dtype: Any) -> Any:
     return dt
 
 
+def _scalar_axis(where: str, x: Any, axis: Any) -> Any:
+    """`axis`, except for a 0-D x, where PaddlePaddle takes axis 0 or -1 as its one
+    position: then None (the whole tensor; the result is 0-D)."""
+    if axis is None or len(x.shape) != 0:
+        return axis
+    if _as_int(where, "axis", axis) not in (0, -1):
+        raise ValueError(f"{where}: x is 0-D, so axis must be 0, -1 or None; got {axis!r}")
+    return None
+
+
 def _as_int(where: str, name: str, value: Any) -> int:
     """An int argument that may come as a one-element Tensor (PaddlePaddle allows it)."""
     if isinstance(value, Tensor):
@@ -53,7 +63,7 @@ def argmax(x: Tensor, axis: int | None = None, keepdim: bool = False,
            dtype: Any = "int64", name: str | None = None) -> Tensor:
     """Index of the first maximum along `axis` (of the flattened x when None)."""
     dt = _index_dtype("argmax", dtype)
-    out = _argmax(x, axis=axis, keepdim=keepdim)
+    out = _argmax(x, axis=_scalar_axis("argmax", x, axis), keepdim=keepdim)
     return out if dt.name == "int64" else _cast(out, dtype=dt)
 
 
@@ -61,7 +71,7 @@ def argmin(x: Tensor, axis: int | None = None, keepdim: bool = False,
            dtype: Any = "int64", name: str | None = None) -> Tensor:
     """Index of the first minimum along `axis` (of the flattened x when None)."""
     dt = _index_dtype("argmin", dtype)
-    out = _argmin(x, axis=axis, keepdim=keepdim)
+    out = _argmin(x, axis=_scalar_axis("argmin", x, axis), keepdim=keepdim)
     return out if dt.name == "int64" else _cast(out, dtype=dt)
 
 
