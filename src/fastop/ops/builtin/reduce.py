@@ -3,8 +3,9 @@
 Cython kernels (:mod:`fastop._core.reduce`): ``sum mean max`` (``axis=None|int|list``,
 ``keepdim=False``; no axis or ``[]`` reduces everything; a sum of int32 or bool is
 int64, PaddlePaddle's rule; mean takes floats only, as PaddlePaddle documents),
-``argmax(axis=None, keepdim=)`` (int64, not differentiable) and ``sum_to_shape(x, shape=)`` (the gradient of a
-broadcast; ``-1`` keeps x's dim). Views (C view kernels of :mod:`fastop._core.views`,
+``argmax(axis=None, keepdim=)`` (int64, not differentiable) and
+``sum_to_shape(x, shape=)`` (the gradient of a broadcast, in x's dtype; ``-1`` keeps
+x's dim). Views (C view kernels of :mod:`fastop._core.views`,
 read-only, stride 0 on broadcast dims): ``broadcast_to(x, shape=)`` (``-1`` keeps x's
 dim) and ``expand_as(x, y)`` (to y's shape, which works when y's shape is only known at
 run time, as in static graphs).
