@@ -94,6 +94,7 @@ cdef inline Py_ssize_t _count(list items, object value):
 
 @cython.freelist(16)
 @cython.final
+@cython.no_gc       # only the walk's dict and stack refer to it: it is in no cycle
 cdef class _Pending:
     """A node in one walk: the gradients its outputs gathered so far, and its in-edges
     from nodes that have not run yet (-1: on the ready stack)."""
