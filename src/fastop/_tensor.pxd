@@ -1,9 +1,9 @@
 # The eager Tensor: DenseTensor storage plus autograd state. cimported by the eager
-# layer's modules (fastop.autograd._graph, _eager, _py_layer), which build and walk the
-# graph and dispatch ops.
+# layer's modules (fastop.autograd._graph, _backward, _eager, _py_layer), which build and
+# walk the graph and dispatch ops.
 from libc.stddef cimport ptrdiff_t
 from fastop._core.storage cimport DenseTensor
-from fastop.autograd._graph cimport Node
+from fastop.autograd._node cimport Node
 
 
 cdef class Tensor(DenseTensor):
@@ -22,3 +22,11 @@ cdef Tensor full_tensor(int ndim, const ptrdiff_t* shape, int dtype, double valu
 cdef Tensor add_tensors(Tensor a, Tensor b)
 cdef Tensor view_of(DenseTensor src)
 cdef Tensor scalar_tensor(object value, int dtype)
+
+
+# The backward walk (fastop.autograd._backward.run_backward), installed by that module when
+# it loads: Tensor.backward calls it through this pointer, so this module needs no cimport
+# of the walk (which cimports Tensor).
+ctypedef list (*backward_walk_fn)(tuple outputs, list grads, bint retain_graph,
+                                  bint create_graph, tuple inputs, bint allow_unused)
+cdef void set_backward_walk(backward_walk_fn fn) noexcept

@@ -19,7 +19,6 @@ from fastop._core.storage cimport (DenseTensor, FASTOP_BOOL, FASTOP_FLOAT32, FAS
                                    FASTOP_NUM_COMPUTE_DTYPES, alloc_tensor, bump_version,
                                    dtype_code, as_ndarray)
 from fastop.ops._dispatch cimport OpBase, call_eager, dispatch
-from fastop.autograd._graph cimport run_backward
 from fastop.autograd._grad_mode cimport grad_enabled
 
 import numpy as np
@@ -50,6 +49,14 @@ cdef inline OpBase _op(int which):
     if op is None:
         op = _ops[which] = registry.get("fastop::" + _OP_NAMES[which])
     return <OpBase>op
+
+
+cdef backward_walk_fn _backward_walk = NULL   # fastop.autograd._backward installs it
+
+
+cdef void set_backward_walk(backward_walk_fn fn) noexcept:
+    global _backward_walk
+    _backward_walk = fn
 
 
 cdef list _scalar_cache = [None] * FASTOP_NUM_DTYPES  # per dtype: (value, 0-d Tensor)
@@ -282,7 +289,9 @@ cdef class Tensor(DenseTensor):
         tensors are freed afterwards unless ``retain_graph=True``; backward through a
         freed graph raises.
         """
-        run_backward((self,), [grad_tensor], retain_graph, False, None, False)
+        if _backward_walk == NULL:
+            import fastop.autograd._backward    # installs the walk
+        _backward_walk((self,), [grad_tensor], retain_graph, False, None, False)
 
     @property
     def grad(self):

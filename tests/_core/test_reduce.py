@@ -260,8 +260,31 @@ def test_bad_axes_name_the_op_and_shapes(kernel):
 def test_unsupported_dtypes_name_the_op():
     with pytest.raises(TypeError, match=r"fastop::mean: dtype int32 is not supported"):
         K.mean(np.arange(3, dtype=np.int32))
-    with pytest.raises(TypeError, match=r"fastop::sum: dtype bool is not supported"):
-        K.sum(np.ones(3, dtype=bool))
+    with pytest.raises(TypeError, match=r"fastop::max: dtype bool is not supported"):
+        K.max(np.ones(3, dtype=bool))
+
+
+@pytest.mark.parametrize("dtype", ["int32", "bool"])
+@pytest.mark.parametrize("shape,axis", [((7,), None), ((5, 6), 0), ((5, 6), 1),
+                                        ((3, 4, 5), [0, 2]), ((0, 3), 0)])
+def test_int32_and_bool_sum_into_int64_without_overflow(dtype, shape, axis):
+    x = np.random.default_rng(1).integers(2**31 - 9, 2**31, shape).astype(dtype)
+    got = np.asarray(K.sum(x) if axis is None else K.sum(x, axis=axis))
+    want = np.sum(x, axis=None if axis is None else tuple(np.atleast_1d(axis)),
+                  dtype="int64")
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, want)
+
+
+def test_int32_sum_of_strided_columns_into_int64():
+    x = np.full((3, 4000), 2**31 - 1, "int32")[:, ::2]
+    got = np.asarray(K.sum(x, axis=0))
+    assert got.dtype == np.int64 and (got == 3 * (2**31 - 1)).all()
+
+
+def test_int32_sum_to_shape_keeps_int32():
+    got = np.asarray(K.sum_to_shape(np.ones((3, 4), "int32"), shape=[1, 4]))
+    assert got.dtype == np.int32 and (got == 3).all()
 
 
 def test_other_bad_inputs_name_the_op():

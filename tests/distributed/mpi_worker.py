@@ -34,7 +34,7 @@ import numpy as np
 import fastop
 import fastop.distributed as dist
 from fastop import nn, optimizer, static
-from fastop.autograd._graph import backward_end_hooks
+from fastop.autograd._backward import backward_end_hooks
 from fastop.distributed._data_parallel import synced_by_data_parallel
 
 SIZES = (8, 16, 4)

@@ -8,7 +8,7 @@ import pytest
 
 import fastop
 from fastop import nn
-from fastop.autograd._graph import backward_end_hooks
+from fastop.autograd._backward import backward_end_hooks
 from fastop.distributed import _data_parallel
 
 

@@ -21,8 +21,10 @@ def _axes(axis: int | Sequence[int] | None) -> tuple[int, ...] | None:
 
 
 def sum(x: np.ndarray, axis=None, keepdim: bool = False) -> np.ndarray:
-    """Sum in x's dtype (integers wrap like numpy's)."""
-    return np.asarray(np.sum(x, axis=_axes(axis), keepdims=keepdim, dtype=x.dtype))
+    """Sum in x's dtype, int32 and bool in int64 (PaddlePaddle's rule; int64 wraps
+    like numpy's)."""
+    dtype = np.int64 if x.dtype in (np.int32, np.bool_) else x.dtype
+    return np.asarray(np.sum(x, axis=_axes(axis), keepdims=keepdim, dtype=dtype))
 
 
 def mean(x: np.ndarray, axis=None, keepdim: bool = False) -> np.ndarray:

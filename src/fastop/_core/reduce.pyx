@@ -17,13 +17,16 @@ over ranges of output elements or of output tiles (the same result as one thread
 (a full reduction) over pieces of one run, combined afterwards in piece order (the same
 result for the same thread count, within rounding of the serial one).
 
+``sum`` of int32 or bool input writes int64 (accumulated in int64, read in place: no
+cast copy); such sums take the rows loop.
+
 Attributes are packed as ``ints = [keepdim, *axes]`` (no axes: reduce everything),
 argmax as ``[keepdim, has_axis, axis]``, sum_to_shape as ``ints = shape``.
 """
 from libc.math cimport NAN
 from libc.string cimport memset
 from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, FASTOP_INT32,
-                                   FASTOP_INT64, FASTOP_FLOAT32, FASTOP_FLOAT64, numeric_t,
+                                   FASTOP_INT64, FASTOP_FLOAT32, FASTOP_FLOAT64, FASTOP_BOOL,
                                    itemsize_of)
 from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_ATTR, K_ERR_SHAPE,
                                   get_num_threads, use_threads, normalize_axis)
@@ -36,6 +39,16 @@ from fastop._core.reduce_impl cimport (fastop_sum_f32, fastop_sum_f64, fastop_ma
                                        fastop_maxto_f64)
 
 __all__ = ["sum", "mean", "max", "argmax", "sum_to_shape"]
+
+# The element types these loops read: fastop's numeric dtypes, and bool (one byte,
+# 0 or 1) for sum.
+ctypedef unsigned char uchar
+ctypedef fused reduce_t:
+    float
+    double
+    int
+    long long
+    uchar
 
 cdef enum:
     OP_SUM = 0
@@ -57,6 +70,7 @@ ctypedef struct Plan:
     ptrdiff_t rin[FASTOP_MAX_NDIM]
     ptrdiff_t nout                      # output elements
     ptrdiff_t nred                      # input elements per output element
+    bint widen                          # integer sum into int64 (int32/bool input)
 
 
 # --------------------------------------------------------------------------- planning
@@ -113,6 +127,7 @@ cdef void _make_plan(const fastop_view* x, const fastop_view* out, const bint* r
     p.nr = 0
     p.nout = 1
     p.nred = 1
+    p.widen = out.dtype == FASTOP_INT64 and x.dtype != FASTOP_INT64
     for d in range(x.ndim):
         if reduced[d]:
             p.nred *= x.shape[d]
@@ -174,14 +189,14 @@ cdef inline ptrdiff_t _advance(ptrdiff_t* idx, const ptrdiff_t* shape, const ptr
 
 # --------------------------------------------------------------------------- runs
 
-cdef inline double _run_sum(const numeric_t* x, ptrdiff_t n, ptrdiff_t step) noexcept nogil:
+cdef inline double _run_sum(const reduce_t* x, ptrdiff_t n, ptrdiff_t step) noexcept nogil:
     """Float sum of n elements `step` apart (in elements); pairwise SIMD when contiguous."""
     cdef ptrdiff_t i
     cdef double acc = 0
-    if numeric_t is float:
+    if reduce_t is float:
         if step == 1:
             return fastop_sum_f32(x, n)
-    elif numeric_t is double:
+    elif reduce_t is double:
         if step == 1:
             return fastop_sum_f64(x, n)
     for i in range(n):
@@ -189,7 +204,7 @@ cdef inline double _run_sum(const numeric_t* x, ptrdiff_t n, ptrdiff_t step) noe
     return acc
 
 
-cdef inline long long _run_isum(const numeric_t* x, ptrdiff_t n, ptrdiff_t step) noexcept nogil:
+cdef inline long long _run_isum(const reduce_t* x, ptrdiff_t n, ptrdiff_t step) noexcept nogil:
     """Integer sum (wraps like numpy's int64 accumulation)."""
     cdef ptrdiff_t i
     cdef long long acc = 0
@@ -198,21 +213,21 @@ cdef inline long long _run_isum(const numeric_t* x, ptrdiff_t n, ptrdiff_t step)
     return acc
 
 
-cdef inline numeric_t _max2(numeric_t a, numeric_t b) noexcept nogil:
+cdef inline reduce_t _max2(reduce_t a, reduce_t b) noexcept nogil:
     """max with NaN winning (for floats)."""
-    if numeric_t is float or numeric_t is double:
+    if reduce_t is float or reduce_t is double:
         return b if (b > a or b != b) else a
     else:
         return b if b > a else a
 
 
-cdef inline numeric_t _run_max(const numeric_t* x, ptrdiff_t n, ptrdiff_t step) noexcept nogil:
+cdef inline reduce_t _run_max(const reduce_t* x, ptrdiff_t n, ptrdiff_t step) noexcept nogil:
     cdef ptrdiff_t i
-    cdef numeric_t m = x[0]
-    if numeric_t is float:
+    cdef reduce_t m = x[0]
+    if reduce_t is float:
         if step == 1:
             return fastop_max_f32(x, n)
-    elif numeric_t is double:
+    elif reduce_t is double:
         if step == 1:
             return fastop_max_f64(x, n)
     for i in range(1, n):
@@ -220,16 +235,16 @@ cdef inline numeric_t _run_max(const numeric_t* x, ptrdiff_t n, ptrdiff_t step) 
     return m
 
 
-cdef inline void _rows_addto(numeric_t* acc, const numeric_t* x, ptrdiff_t n,
+cdef inline void _rows_addto(reduce_t* acc, const reduce_t* x, ptrdiff_t n,
                              bint is_max) noexcept nogil:
     """acc[i] += x[i], or acc[i] = max(acc[i], x[i]), over a contiguous run."""
     cdef ptrdiff_t i
-    if numeric_t is float:
+    if reduce_t is float:
         if is_max:
             fastop_maxto_f32(acc, x, n)
         else:
             fastop_addto_f32(acc, x, n)
-    elif numeric_t is double:
+    elif reduce_t is double:
         if is_max:
             fastop_maxto_f64(acc, x, n)
         else:
@@ -246,36 +261,38 @@ cdef inline void _rows_addto(numeric_t* acc, const numeric_t* x, ptrdiff_t n,
 # --------------------------------------------------------------------------- loops
 
 cdef void _reduce_one(int op, const Plan* p, const char* xdata, char* odata, ptrdiff_t o,
-                      numeric_t* tag) noexcept nogil:
+                      reduce_t* tag) noexcept nogil:
     """Reduce the input elements of output element o (the rows loop)."""
     cdef ptrdiff_t xoff, ooff, off = 0, r, nrows
     cdef ptrdiff_t idx[FASTOP_MAX_NDIM]
     cdef int nouter = p.nr - 1
     cdef ptrdiff_t n = p.rshape[nouter]
-    cdef ptrdiff_t step = p.rin[nouter] // sizeof(numeric_t)
+    cdef ptrdiff_t step = p.rin[nouter] // sizeof(reduce_t)
     cdef double acc = 0
     cdef long long iacc = 0
-    cdef numeric_t m
-    cdef const numeric_t* row
+    cdef reduce_t m
+    cdef const reduce_t* row
     _kept_offsets(p, o, &xoff, &ooff)
     memset(idx, 0, sizeof(idx))
     nrows = p.nred // n
-    m = (<const numeric_t*>(xdata + xoff))[0]
+    m = (<const reduce_t*>(xdata + xoff))[0]
     for r in range(nrows):
-        row = <const numeric_t*>(xdata + xoff + off)
+        row = <const reduce_t*>(xdata + xoff + off)
         if op == OP_MAX:
             m = _max2(m, _run_max(row, n, step))
-        elif numeric_t is float or numeric_t is double:
+        elif reduce_t is float or reduce_t is double:
             acc += _run_sum(row, n, step)
         else:
             iacc += _run_isum(row, n, step)
         off = _advance(idx, p.rshape, p.rin, nouter, off)
     if op == OP_MAX:
-        (<numeric_t*>(odata + ooff))[0] = m
-    elif numeric_t is float or numeric_t is double:
-        (<numeric_t*>(odata + ooff))[0] = <numeric_t>(acc / p.nred if op == OP_MEAN else acc)
+        (<reduce_t*>(odata + ooff))[0] = m
+    elif reduce_t is float or reduce_t is double:
+        (<reduce_t*>(odata + ooff))[0] = <reduce_t>(acc / p.nred if op == OP_MEAN else acc)
+    elif p.widen:
+        (<long long*>(odata + ooff))[0] = iacc
     else:
-        (<numeric_t*>(odata + ooff))[0] = <numeric_t>iacc
+        (<reduce_t*>(odata + ooff))[0] = <reduce_t>iacc
 
 
 # --------------------------------------------------------------------------- threads
@@ -302,28 +319,30 @@ ctypedef struct ReduceJob:
     ptrdiff_t n                 # JOB_RUN: run length
     ptrdiff_t piece             # JOB_RUN: elements per piece
     double* partial             # JOB_RUN: sum of each piece
-    void* mpartial              # JOB_RUN: max of each piece (numeric_t[])
+    void* mpartial              # JOB_RUN: max of each piece (reduce_t[])
     const fastop_view* x        # JOB_ARGMAX
     fastop_view* out
     int axis
 
 
-cdef inline int _dtype_of(numeric_t* tag) noexcept nogil:
-    if numeric_t is float:
+cdef inline int _dtype_of(reduce_t* tag) noexcept nogil:
+    if reduce_t is float:
         return FASTOP_FLOAT32
-    elif numeric_t is double:
+    elif reduce_t is double:
         return FASTOP_FLOAT64
-    elif numeric_t is int:
+    elif reduce_t is int:
         return FASTOP_INT32
+    elif reduce_t is uchar:
+        return FASTOP_BOOL
     else:
         return FASTOP_INT64
 
 
 cdef void _job_range(const ReduceJob* j, ptrdiff_t lo, ptrdiff_t hi,
-                     numeric_t* tag) noexcept nogil:
+                     reduce_t* tag) noexcept nogil:
     """Iterations [lo, hi) of a job, each exactly as the serial loop runs it."""
     cdef ptrdiff_t i, start
-    cdef const numeric_t* x
+    cdef const reduce_t* x
     for i in range(lo, hi):
         if j.kind == JOB_OUTPUTS:
             _reduce_one(j.op, j.p, j.xdata, j.odata, i, tag)
@@ -331,11 +350,11 @@ cdef void _job_range(const ReduceJob* j, ptrdiff_t lo, ptrdiff_t hi,
             _reduce_tile(j.op, j.p, j.xdata, j.odata, i, j.nchunks, tag)
         elif j.kind == JOB_ARGMAX:
             _argmax_row(j.x, j.out, j.axis, i, tag)
-        elif numeric_t is float or numeric_t is double:
+        elif reduce_t is float or reduce_t is double:
             start = i * j.piece
-            x = <const numeric_t*>j.xdata + start
+            x = <const reduce_t*>j.xdata + start
             if j.op == OP_MAX:
-                (<numeric_t*>j.mpartial)[i] = _run_max(x, min(j.piece, j.n - start), 1)
+                (<reduce_t*>j.mpartial)[i] = _run_max(x, min(j.piece, j.n - start), 1)
             else:
                 j.partial[i] = _run_sum(x, min(j.piece, j.n - start), 1)
 
@@ -350,8 +369,10 @@ cdef void _job_piece(void* ctx, int k) noexcept nogil:
         _job_range(j, lo, hi, <double*>NULL)
     elif j.dtype == FASTOP_INT32:
         _job_range(j, lo, hi, <int*>NULL)
-    else:
+    elif j.dtype == FASTOP_INT64:
         _job_range(j, lo, hi, <long long*>NULL)
+    else:
+        _job_range(j, lo, hi, <uchar*>NULL)
 
 
 cdef void _run_job(ReduceJob* j, int nt, int per_thread) noexcept nogil:
@@ -361,20 +382,20 @@ cdef void _run_job(ReduceJob* j, int nt, int per_thread) noexcept nogil:
 
 
 cdef void _reduce_rows(int op, const Plan* p, const char* xdata, char* odata,
-                       ptrdiff_t total, numeric_t* tag) noexcept nogil:
+                       ptrdiff_t total, reduce_t* tag) noexcept nogil:
     cdef ptrdiff_t o, k, n, piece, npieces, xoff, ooff
     cdef int nt = get_num_threads()
     cdef double partial[MAX_PIECES]
-    cdef numeric_t mpartial[MAX_PIECES]
+    cdef reduce_t mpartial[MAX_PIECES]
     cdef double acc
     cdef ReduceJob job
-    cdef bint one_run = p.nr == 1 and p.rin[0] == sizeof(numeric_t)
+    cdef bint one_run = p.nr == 1 and p.rin[0] == sizeof(reduce_t)
     if not use_threads(total >> WORK_SHIFT):
         for o in range(p.nout):
             _reduce_one(op, p, xdata, odata, o, tag)
         return
     job.op, job.dtype, job.p, job.xdata, job.odata = op, _dtype_of(tag), p, xdata, odata
-    if p.nout >= nt or not one_run or not (numeric_t is float or numeric_t is double):
+    if p.nout >= nt or not one_run or not (reduce_t is float or reduce_t is double):
         job.kind, job.count = JOB_OUTPUTS, p.nout
         _run_job(&job, nt, PIECES_PER_THREAD)
         return
@@ -393,17 +414,17 @@ cdef void _reduce_rows(int op, const Plan* p, const char* xdata, char* odata,
         job.count = npieces
         _run_job(&job, nt, <int>npieces)
         if op == OP_MAX:
-            (<numeric_t*>(odata + ooff))[0] = _run_max(mpartial, npieces, 1)
+            (<reduce_t*>(odata + ooff))[0] = _run_max(mpartial, npieces, 1)
         else:
             acc = 0
             for k in range(npieces):
                 acc += partial[k]
-            (<numeric_t*>(odata + ooff))[0] = <numeric_t>(acc / p.nred if op == OP_MEAN
+            (<reduce_t*>(odata + ooff))[0] = <reduce_t>(acc / p.nred if op == OP_MEAN
                                                           else acc)
 
 
 cdef void _reduce_tile(int op, const Plan* p, const char* xdata, char* odata,
-                       ptrdiff_t t, ptrdiff_t nchunks, numeric_t* tag) noexcept nogil:
+                       ptrdiff_t t, ptrdiff_t nchunks, reduce_t* tag) noexcept nogil:
     """One tile of the columns loop: COL_CHUNK outputs of one output row."""
     cdef int last = p.nk - 1
     cdef ptrdiff_t width = p.kshape[last], q = t // nchunks
@@ -411,32 +432,32 @@ cdef void _reduce_tile(int op, const Plan* p, const char* xdata, char* odata,
     cdef ptrdiff_t n = min(<ptrdiff_t>COL_CHUNK, width - c0), xoff = 0, ooff = 0, off = 0
     cdef ptrdiff_t r, i, qq = q
     cdef ptrdiff_t idx[FASTOP_MAX_NDIM]
-    cdef numeric_t* acc
+    cdef reduce_t* acc
     cdef const char* xrow
     for i in range(last - 1, -1, -1):
         xoff += (qq % p.kshape[i]) * p.kin[i]
         ooff += (qq % p.kshape[i]) * p.kout[i]
         qq = qq // p.kshape[i]
-    acc = <numeric_t*>(odata + ooff) + c0
-    xrow = xdata + xoff + c0 * sizeof(numeric_t)
+    acc = <reduce_t*>(odata + ooff) + c0
+    xrow = xdata + xoff + c0 * sizeof(reduce_t)
     memset(idx, 0, sizeof(idx))
     if op == OP_MAX:
         for i in range(n):
-            acc[i] = (<const numeric_t*>xrow)[i]
+            acc[i] = (<const reduce_t*>xrow)[i]
     else:
-        memset(acc, 0, n * sizeof(numeric_t))
+        memset(acc, 0, n * sizeof(reduce_t))
     for r in range(p.nred):
         if op != OP_MAX or r > 0:
-            _rows_addto(acc, <const numeric_t*>(xrow + off), n, op == OP_MAX)
+            _rows_addto(acc, <const reduce_t*>(xrow + off), n, op == OP_MAX)
         off = _advance(idx, p.rshape, p.rin, p.nr, off)
-    if numeric_t is float or numeric_t is double:
+    if reduce_t is float or reduce_t is double:
         if op == OP_MEAN:
             for i in range(n):
-                acc[i] = <numeric_t>(acc[i] / <double>p.nred)
+                acc[i] = <reduce_t>(acc[i] / <double>p.nred)
 
 
 cdef void _reduce_columns(int op, const Plan* p, const char* xdata, char* odata,
-                          ptrdiff_t total, numeric_t* tag) noexcept nogil:
+                          ptrdiff_t total, reduce_t* tag) noexcept nogil:
     cdef ptrdiff_t width = p.kshape[p.nk - 1]
     cdef ptrdiff_t nchunks = (width + COL_CHUNK - 1) // COL_CHUNK
     cdef ptrdiff_t ntiles = (p.nout // width) * nchunks, t
@@ -450,25 +471,27 @@ cdef void _reduce_columns(int op, const Plan* p, const char* xdata, char* odata,
             _reduce_tile(op, p, xdata, odata, t, nchunks, tag)
 
 
-cdef void _fill_empty(int op, const Plan* p, char* odata, numeric_t* tag) noexcept nogil:
+cdef void _fill_empty(int op, const Plan* p, char* odata, reduce_t* tag) noexcept nogil:
     """Outputs of a reduction over zero elements: 0 for sum, NaN for mean."""
     cdef ptrdiff_t o, xoff, ooff
     for o in range(p.nout):
         _kept_offsets(p, o, &xoff, &ooff)
-        if numeric_t is float or numeric_t is double:
-            (<numeric_t*>(odata + ooff))[0] = <numeric_t>(NAN if op == OP_MEAN else 0)
+        if reduce_t is float or reduce_t is double:
+            (<reduce_t*>(odata + ooff))[0] = <reduce_t>(NAN if op == OP_MEAN else 0)
+        elif p.widen:
+            (<long long*>(odata + ooff))[0] = 0
         else:
-            (<numeric_t*>(odata + ooff))[0] = 0
+            (<reduce_t*>(odata + ooff))[0] = 0
 
 
 cdef void _reduce(int op, const Plan* p, const fastop_view* x, fastop_view* out,
-                  numeric_t* tag) noexcept nogil:
-    cdef ptrdiff_t elem = sizeof(numeric_t)
+                  reduce_t* tag) noexcept nogil:
+    cdef ptrdiff_t elem = sizeof(reduce_t)
     if p.nout == 0:
         return
     if p.nred == 0:
         _fill_empty(op, p, out.data, tag)
-    elif p.rin[p.nr - 1] != elem and p.nk > 0 and p.kin[p.nk - 1] == elem \
+    elif not p.widen and p.rin[p.nr - 1] != elem and p.nk > 0 and p.kin[p.nk - 1] == elem \
             and p.kout[p.nk - 1] == elem:
         _reduce_columns(op, p, x.data, out.data, x.size, tag)
     else:
@@ -485,8 +508,10 @@ cdef int _dispatch(int op, const fastop_view* x, fastop_view* out, const bint* r
         _reduce(op, &p, x, out, <double*>NULL)
     elif x.dtype == FASTOP_INT32:
         _reduce(op, &p, x, out, <int*>NULL)
-    else:
+    elif x.dtype == FASTOP_INT64:
         _reduce(op, &p, x, out, <long long*>NULL)
+    else:
+        _reduce(op, &p, x, out, <uchar*>NULL)
     return K_OK
 
 
@@ -503,6 +528,16 @@ cdef int _axes_mask(const fastop_view* x, const fastop_attrs* a, bint* reduced) 
             return K_ERR_ATTR
         reduced[ax] = True
     return K_OK
+
+
+cdef int _infer_sum(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
+                    const fastop_attrs* a) noexcept nogil:
+    """As _infer_reduce; int32 and bool sum into int64 (PaddlePaddle's and numpy's
+    rule: a sum of many int32 values overflows int32)."""
+    cdef int rc = _infer_reduce(ins, n_in, outs, n_out, a)
+    if ins[0].dtype == FASTOP_INT32 or ins[0].dtype == FASTOP_BOOL:
+        outs[0].dtype = FASTOP_INT64
+    return rc
 
 
 cdef int _infer_reduce(fastop_view** ins, int n_in, fastop_view* outs, int n_out,
@@ -616,11 +651,11 @@ def _pack_shape(attrs):
 
 # --------------------------------------------------------------------------- argmax
 
-cdef inline ptrdiff_t _run_argmax(const numeric_t* x, ptrdiff_t n, ptrdiff_t step) noexcept nogil:
+cdef inline ptrdiff_t _run_argmax(const reduce_t* x, ptrdiff_t n, ptrdiff_t step) noexcept nogil:
     """Index of the first maximum (of the first NaN, as numpy) of a run."""
     cdef ptrdiff_t i, best_i = 0
-    cdef numeric_t best = x[0], v
-    if numeric_t is float or numeric_t is double:
+    cdef reduce_t best = x[0], v
+    if reduce_t is float or reduce_t is double:
         if best != best:
             return 0
     for i in range(1, n):
@@ -628,7 +663,7 @@ cdef inline ptrdiff_t _run_argmax(const numeric_t* x, ptrdiff_t n, ptrdiff_t ste
         if v > best:
             best = v
             best_i = i
-        elif numeric_t is float or numeric_t is double:
+        elif reduce_t is float or reduce_t is double:
             if v != v:
                 return i
     return best_i
@@ -665,7 +700,7 @@ cdef int _infer_argmax(fastop_view** ins, int n_in, fastop_view* outs, int n_out
 
 
 cdef void _argmax_row(const fastop_view* x, fastop_view* out, int axis, ptrdiff_t o,
-                      numeric_t* tag) noexcept nogil:
+                      reduce_t* tag) noexcept nogil:
     """argmax along `axis` for the o-th position of the other dims (C order)."""
     cdef int d, od = out.ndim - 1
     cdef ptrdiff_t q, xoff = 0, ooff = 0
@@ -681,13 +716,13 @@ cdef void _argmax_row(const fastop_view* x, fastop_view* out, int axis, ptrdiff_
         ooff += q * out.strides[od]
         od -= 1
     (<long long*>(out.data + ooff))[0] = _run_argmax(
-        <const numeric_t*>(x.data + xoff), x.shape[axis], x.strides[axis] // sizeof(numeric_t))
+        <const reduce_t*>(x.data + xoff), x.shape[axis], x.strides[axis] // sizeof(reduce_t))
 
 
-cdef void _argmax(const fastop_view* x, fastop_view* out, int axis, numeric_t* tag) noexcept nogil:
+cdef void _argmax(const fastop_view* x, fastop_view* out, int axis, reduce_t* tag) noexcept nogil:
     cdef ptrdiff_t o, nout, i, best_i = 0, off = 0
     cdef ptrdiff_t idx[FASTOP_MAX_NDIM]
-    cdef numeric_t best, v
+    cdef reduce_t best, v
     cdef ReduceJob job
     if axis >= 0:
         nout = x.size // x.shape[axis]
@@ -701,10 +736,10 @@ cdef void _argmax(const fastop_view* x, fastop_view* out, int axis, numeric_t* t
         return
     # flattened: the first maximum in C order, whatever the strides
     memset(idx, 0, sizeof(idx))
-    best = (<const numeric_t*>x.data)[0]
+    best = (<const reduce_t*>x.data)[0]
     for i in range(x.size):
-        v = (<const numeric_t*>(x.data + off))[0]
-        if numeric_t is float or numeric_t is double:
+        v = (<const reduce_t*>(x.data + off))[0]
+        if reduce_t is float or reduce_t is double:
             if v != v:
                 best_i = i
                 break
@@ -739,7 +774,7 @@ def _pack_argmax(attrs):
 
 cdef tuple AXES = ("axis", "keepdim")
 
-sum = make_kernel("sum", ("x",), ("out",), _infer_reduce, NULL, _sum_kernel,
+sum = make_kernel("sum", ("x",), ("out",), _infer_sum, _sum_kernel, _sum_kernel,
                   _sum_kernel, _sum_kernel, _sum_kernel, 0, AXES, _pack_axes, 0)
 mean = make_kernel("mean", ("x",), ("out",), _infer_reduce, NULL, NULL, NULL,
                    _mean_kernel, _mean_kernel, 0, AXES, _pack_axes, 0)

@@ -2,14 +2,15 @@
 backward-end hooks.
 
 The engine is Cython, one module per job: ``_grad_mode`` (per-thread recording switch),
-``_graph`` (nodes, recording, the backward walk), ``_eager`` (how an op call computes in
-eager mode: the eager half of the one dispatch entry) and ``_py_layer`` (PyLayer's
-context and ``apply``).
+``_node`` (the graph node base class and its checks), ``_graph`` (recording: registry
+ops' nodes, saved-tensor hooks), ``_backward`` (the backward walk), ``_eager`` (how an op
+call computes in eager mode: the eager half of the one dispatch entry) and ``_py_layer``
+(PyLayer's context and ``apply``).
 """
 from fastop.autograd import _eager  # noqa: F401  (installs the eager dispatcher)
 from fastop.autograd._grad_mode import (enable_grad, is_grad_enabled, no_grad,
                                         set_grad_enabled)
-from fastop.autograd._graph import backward, grad
+from fastop.autograd._backward import backward, grad
 from fastop.autograd.py_layer import PyLayer, PyLayerContext
 from fastop.autograd.saved_tensors_hooks import saved_tensors_hooks
 from fastop.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck

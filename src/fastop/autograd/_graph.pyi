@@ -1,17 +1,12 @@
-"""Type stub of fastop.autograd._graph (graph nodes and the backward walk)."""
-from typing import Any, Callable, Sequence
+"""Type stub of fastop.autograd._graph (registry ops' nodes and saved-tensor hooks)."""
+from typing import Any, Callable
 
-__all__ = ["backward", "grad", "Node", "push_saved_hooks", "pop_saved_hooks"]
+from fastop.autograd._node import Node
 
-backward_end_hooks: dict[int, Any]   # key -> fn() run after each outermost backward
+__all__ = ["OpNode", "push_saved_hooks", "pop_saved_hooks"]
 
-class Node: ...
+class OpNode(Node): ...
 
-def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool = False) -> None: ...
-def grad(outputs: Any, inputs: Any, grad_outputs: Any = None,
-         retain_graph: bool | None = None, create_graph: bool = False,
-         only_inputs: bool = True, allow_unused: bool = False,
-         no_grad_vars: Any = None) -> list[Any]: ...
 def push_saved_hooks(pack_hook: Callable[[Any], Any],
                      unpack_hook: Callable[[Any], Any]) -> None: ...
 def pop_saved_hooks() -> None: ...

@@ -1,77 +1,38 @@
 # cython: freethreading_compatible = False
-"""The autograd graph: nodes, recording, and the backward walk.
+"""The autograd graph's recording: a registry op's node (:class:`OpNode`), ``record_op``,
+and the saved-tensor hooks.
 
-A recorded op is a :class:`Node`: ``next`` holds, per input, the input Tensor when it
-takes a gradient (else None); each output Tensor points back at its node. Nothing points
-from a node to its outputs, so there are no reference cycles: an op that saves one of its
-outputs for backward keeps the kernel's raw result and hands the user a view of it.
+A recorded op is an ``OpNode`` (a :class:`fastop.autograd._node.Node`): ``next`` holds,
+per input, the input Tensor when it takes a gradient (else None); each output Tensor
+points back at its node. Nothing points from a node to its outputs, so there are no
+reference cycles: an op that saves one of its outputs for backward keeps the kernel's raw
+result and hands the user a view of it.
 
-``backward`` walks the graph in topological order (Kahn's algorithm over the nodes
-reachable from the outputs, counting in-edges first), accumulates the gradients of
-tensors used several times, and frees saved tensors after use unless ``retain_graph``.
 An op's gradient rule is applied by the registry's one function (``apply_grad_rule``)
 with grad mode set to ``create_graph``, so rules made of registry ops are recorded again
 when higher-order gradients are wanted; a rule that is one backward op (``grad_op``) runs
-that op's kernel directly when no graph is being built. A leaf's ``.grad`` is
-accumulated under a lock, so threads running backward into shared parameters lose no
-update.
-
-The profiler's hooks (one flag check each): the walk itself (a ``backward``/``grad``
-event), each node it runs (nested under it), and a kernel rule's backward op.
+that op's kernel directly when no graph is being built (the profiler's hook: that
+backward op, one flag check). The backward walk that runs the nodes is
+fastop.autograd._backward.
 """
-from cpython.pythread cimport (PyThread_type_lock, PyThread_allocate_lock,
-                               PyThread_acquire_lock, PyThread_release_lock, WAIT_LOCK,
-                               NOWAIT_LOCK)
-from cpython.ref cimport Py_REFCNT
 from libc.stddef cimport ptrdiff_t
-from fastop._core.storage cimport (DenseTensor, FASTOP_FLOAT32, FASTOP_FLOAT64,
-                                   FASTOP_FLOAT16, FASTOP_MAX_NDIM,
-                                   FASTOP_NUM_COMPUTE_DTYPES, memory_root)
-from fastop._tensor cimport (Tensor, add_tensors, as_tensor, full_tensor, view_of)
-from fastop.ops._dispatch cimport CallPlan, run_kernel, swap_mode_override
-from fastop.autograd._grad_mode cimport grad_enabled, swap_grad_enabled
-from fastop._core.profiling cimport (EVENT_BACKWARD, EVENT_NODE, EVENT_OP, now_ns,
-                                     profiling_flag, record)
 from libc.stdint cimport int64_t
+from fastop._core.storage cimport DenseTensor, FASTOP_MAX_NDIM
+from fastop._tensor cimport Tensor, as_tensor, full_tensor, view_of
+from fastop.ops._dispatch cimport CallPlan, run_kernel
+from fastop.autograd._grad_mode cimport swap_grad_enabled
+from fastop.autograd._node cimport (Node, is_float, versions, modified_error)
+from fastop._core.profiling cimport EVENT_OP, now_ns, profiling_flag, record
 
 import threading
-import warnings
 
 import numpy as np
 
 from fastop.ops._registry import add_note, apply_grad_rule
-from fastop.ops.builtin._table import B
 
-__all__ = ["backward", "grad", "Node", "push_saved_hooks", "pop_saved_hooks"]
+__all__ = ["OpNode", "push_saved_hooks", "pop_saved_hooks"]
 
-
-cdef bint is_float(DenseTensor t) noexcept:
-    return t.view.dtype == FASTOP_FLOAT32 or t.view.dtype == FASTOP_FLOAT64 \
-        or t.view.dtype == FASTOP_FLOAT16
-
-
-# --------------------------------------------------------------------------- nodes
-
-cdef class Node:
-    """A recorded op in the graph. Subclasses compute input gradients in :meth:`run`."""
-
-    cdef list run(self, list grads, bint create_graph):
-        raise NotImplementedError
-
-    cdef void release(self):
-        """After backward without retain_graph: drop what the graph holds (edges, saved
-        tensors) so activations are freed even while the output is alive."""
-        self.released = True
-        self.next = None
-
-    cdef str label(self):
-        return type(self).__name__
-
-    cdef object origin(self):
-        return type(self)
-
-    def __repr__(self):
-        return f"<{self.label()} node>"
+cdef const int* _profiling = profiling_flag()
 
 
 cdef object zeros_like_meta(tuple meta):
@@ -126,41 +87,6 @@ cdef object check_grad(object g, object input, str who, object what):
         raise TypeError(f"{who}: the gradient for {what} has dtype {t.dtype.name}, "
                         f"expected {x.dtype.name} (the input's dtype)")
     return t
-
-
-cdef unsigned long long ALL_SAVED = 0xffffffffffffffff   # a version mask: every entry
-
-
-cdef unsigned long long versions(tuple saved, unsigned long long mask):
-    """The sum of the memory versions of saved entries k with bit k of `mask` set (every
-    entry from the 64th on): it grows when any of them is written in place (versions
-    only increase), so one number checks them all."""
-    cdef unsigned long long total = 0
-    cdef DenseTensor root
-    cdef Py_ssize_t k = -1
-    for x in saved:
-        k += 1
-        if k < 64 and not (mask >> k) & 1:
-            continue
-        if isinstance(x, DenseTensor):
-            root = memory_root(<DenseTensor>x)
-            total += root._version
-        elif isinstance(x, (list, tuple)):
-            for e in x:
-                if isinstance(e, DenseTensor):
-                    root = memory_root(<DenseTensor>e)
-                    total += root._version
-    return total
-
-
-cdef object modified_error(Node node, unsigned long long now, unsigned long long then):
-    return RuntimeError(
-        f"backward through {node.label()}: a tensor it saved for the gradient was "
-        f"modified in place after the forward pass (set_value, item assignment, an "
-        f"optimizer step, out=, or a PyLayer returning its input), so the gradient "
-        f"would be wrong; modify it after backward, or modify a copy (in-place versions "
-        f"of the saved tensors: received tensor_version:{now} != "
-        f"wrapper_version_snapshot:{then})")
 
 
 # --------------------------------------------------------------------------- saved hooks
@@ -425,13 +351,6 @@ cdef class OpNode(Node):
         return "?"
 
 
-cdef object released_error(Node node):
-    return RuntimeError(
-        f"backward through {node.label()} a second time: its saved tensors were freed "
-        f"by the first backward; pass retain_graph=True to the first backward() (or "
-        f"fastop.grad) to backward through the graph again")
-
-
 cdef tuple record_op(CallPlan plan, tuple inputs, tuple outputs, dict attrs):
     """Record a node for an op call when an input needs a gradient; returns the outputs
     to hand to the user (views of the saved ones)."""
@@ -548,395 +467,3 @@ cdef tuple _make_node(CallPlan plan, object rule, tuple inputs, tuple outputs, d
         t._node = node
         t._out_index = k
     return outputs if result is None else tuple(result)
-
-
-# --------------------------------------------------------------------------- backward
-
-cdef const int* _profiling = profiling_flag()
-cdef Py_ssize_t _epoch = 0
-cdef int _walks = 0         # backward walks in progress (one inside a PyLayer's backward)
-# key -> fn, called in order after each outermost backward pass (not fastop.grad); filled
-# by fastop.autograd.register_backward_end_hook (DataParallel averages gradients there)
-cdef dict _end_hooks = {}
-backward_end_hooks = _end_hooks
-
-
-cdef inline object _acc(object a, object b):
-    return b if a is None else _sum_grads(<Tensor>a, <Tensor>b)
-
-
-cdef Tensor _sum_grads(Tensor a, Tensor b):
-    """a + b in their dtype: a sum of float16 gradients is computed in float32 (a storage
-    dtype) and cast back, so a tensor's gradient keeps its dtype."""
-    cdef Tensor s = add_tensors(a, b)
-    if a.view.dtype >= FASTOP_NUM_COMPUTE_DTYPES and s.view.dtype != a.view.dtype:
-        s = <Tensor>B.cast(s, dtype=a.dtype)
-    return s
-
-
-cdef inline void _visit(Node n, Py_ssize_t epoch, list stack, Py_ssize_t* top,
-                        list outer) except *:
-    """Start n's state for this walk. `outer` (a walk nested in another one's PyLayer
-    backward): remember the state the enclosing walk had, restored afterwards."""
-    if outer is not None:
-        outer.append((n, n.epoch, n.deps, n.buffer))
-    n.epoch = epoch
-    n.deps = 0
-    n.buffer = [None] * n.n_out
-    _push(stack, top, n)
-
-
-cdef void _restore(list outer):
-    cdef Node n
-    for item in reversed(outer):
-        n = <Node>item[0]
-        n.epoch, n.deps, n.buffer = item[1], item[2], item[3]
-
-
-# The walk's stacks are lists used as arrays with an explicit top: list.pop() shrinks
-# (frees) the list's storage when it empties and the next append allocates it again.
-
-cdef inline void _push(list stack, Py_ssize_t* top, Node n) except *:
-    if top[0] < len(stack):
-        stack[top[0]] = n
-    else:
-        stack.append(n)
-    top[0] += 1
-
-
-cdef inline Node _pop(list stack, Py_ssize_t* top):
-    top[0] -= 1
-    cdef Node n = <Node>stack[top[0]]
-    stack[top[0]] = None
-    return n
-
-
-cdef Tensor _own(Tensor g, Py_ssize_t walk_refs, bint create_graph):
-    """g, or a copy of it when someone else may hold it or its memory (it becomes a
-    leaf's .grad, which the user and optimizers may change in place). Like torch's
-    AccumulateGrad, a gradient is taken as is when its only references are the
-    `walk_refs` the backward walk holds (-1: g is the walk's own) and it owns its memory
-    (or borrows an array nobody else refers to)."""
-    if create_graph or walk_refs < 0:
-        return g
-    if Py_REFCNT(g) <= walk_refs:
-        if g._alloc is not NULL:
-            return g
-        owner = g.owner
-        if type(owner) is np.ndarray and Py_REFCNT(owner) == 2 \
-                and owner.base is None:         # referred to by g and the local alone
-            return g
-    return <Tensor>g.copy()
-
-
-cdef inline Py_ssize_t _count(list items, object value):
-    """How many times `value` (by identity) is in `items`."""
-    cdef Py_ssize_t k, n = 0
-    if items is not None:
-        for k in range(len(items)):
-            if items[k] is value:
-                n += 1
-    return n
-
-
-cdef class _Walk:
-    """One backward pass: where captured gradients go (``fastop.grad``) or leaves' .grad."""
-    cdef dict leaf_pos            # id(leaf) -> positions in `captured`
-    cdef dict node_pos            # id(node) -> [(output index, position)]
-    cdef list captured
-    cdef set runs                 # fastop.grad: ids of the nodes that run (see _nodes_to_run)
-    cdef bint create_graph
-
-    cdef void deliver_leaf(self, Tensor t, Tensor g, Py_ssize_t walk_refs) except *:
-        """Give leaf t the gradient g, which the walk refers to `walk_refs` times."""
-        if self.captured is not None:
-            for p in self.leaf_pos.get(id(t), ()):
-                self.captured[p] = _acc(self.captured[p], g)
-        elif not t.requires_grad:       # stop_gradient set after the graph was recorded
-            return
-        else:
-            _lock_leaves()
-            try:
-                if t._grad is None:         # (zeros left by clear_grad: not yet made)
-                    t._grad = _own(g, walk_refs, self.create_graph)
-                    t._grad_zeroed = False
-                else:
-                    t._grad = _sum_grads(<Tensor>t._grad, g)
-                t._grad_version += 1
-            finally:
-                PyThread_release_lock(_leaf_lock)
-
-
-# Leaves' .grad are read, summed and written back under this lock: the sum may release
-# the GIL (a big kernel), and threads running backward into shared parameters would
-# otherwise lose each other's updates.
-cdef PyThread_type_lock _leaf_lock = PyThread_allocate_lock()
-
-
-cdef int _lock_leaves() except -1:
-    """Take _leaf_lock; wait without the GIL (its holder may need the GIL to finish)."""
-    cdef int got
-    if _leaf_lock == NULL:
-        raise MemoryError()
-    if not PyThread_acquire_lock(_leaf_lock, NOWAIT_LOCK):
-        with nogil:
-            got = PyThread_acquire_lock(_leaf_lock, WAIT_LOCK)
-    return 0
-
-
-cdef list run_backward(tuple outputs, list grads, bint retain_graph, bint create_graph,
-                       tuple inputs, bint allow_unused):
-    """Backpropagate grads from outputs; with `inputs`, return their gradients instead of
-    accumulating into leaves' ``.grad``."""
-    global _walks
-    cdef int64_t start = now_ns() if _profiling[0] else 0   # the profiler's hook
-    cdef list outer = [] if _walks else None
-    cdef list result
-    _walks += 1
-    cdef int mode = swap_mode_override(0)     # gradient rules compute, whatever the mode
-    try:
-        result = _walk(outputs, grads, retain_graph, create_graph, inputs, allow_unused,
-                       outer)
-    finally:
-        swap_mode_override(mode)
-        _walks -= 1
-        if outer is not None:
-            _restore(outer)
-        if start:
-            record("backward" if inputs is None else "grad", EVENT_BACKWARD, start, outputs)
-    if _end_hooks and inputs is None and outer is None:
-        for hook in tuple(_end_hooks.values()):
-            hook()
-    return result
-
-
-cdef set _nodes_to_run(tuple outputs, _Walk walk):
-    """For ``fastop.grad``: the ids of the nodes on a path from the outputs to an input.
-    Only they are walked and run (and freed); the graph beyond the inputs is left as it
-    is, for later backward passes. Post-order DFS: a node runs if an edge leads to an
-    input leaf, an input's node, or a node that runs."""
-    cdef dict runs = {}             # id(node) -> whether it runs
-    cdef set keep = set()           # nodes that run or are inputs' nodes
-    cdef list stack
-    cdef Node n, m
-    cdef Py_ssize_t k
-    cdef bint go
-    for out in outputs:
-        n = (<Tensor>out)._node
-        if n is None or id(n) in runs:
-            continue
-        runs[id(n)] = False
-        stack = [(n, 0)]
-        while stack:
-            n, k = stack[len(stack) - 1]
-            edges = n.next or ()
-            while k < len(edges):
-                e = edges[k]
-                k += 1
-                if e is not None:
-                    m = (<Tensor>e)._node
-                    if m is not None and id(m) not in runs:
-                        stack[len(stack) - 1] = (n, k)
-                        runs[id(m)] = False
-                        stack.append((m, 0))
-                        break
-            else:
-                stack.pop()
-                go = False
-                for e in edges:
-                    if e is not None:
-                        m = (<Tensor>e)._node
-                        if m is None:
-                            go = go or id(e) in walk.leaf_pos
-                        else:
-                            go = go or id(m) in keep
-                runs[id(n)] = go
-                if go or id(n) in walk.node_pos:
-                    keep.add(id(n))
-    walk.runs = {key for key, value in runs.items() if value}
-    return keep
-
-
-cdef list _walk(tuple outputs, list grads, bint retain_graph, bint create_graph,
-                tuple inputs, bint allow_unused, list outer):
-    global _epoch
-    _epoch += 1
-    cdef Py_ssize_t epoch = _epoch, i, p
-    cdef _Walk walk = _Walk.__new__(_Walk)
-    walk.create_graph = create_graph
-    cdef Tensor t, g
-    cdef Node n, m
-    cdef set keep = None            # fastop.grad: the nodes worth visiting
-    if inputs is not None:
-        walk.captured = [None] * len(inputs)
-        walk.leaf_pos = {}
-        walk.node_pos = {}
-        for p in range(len(inputs)):
-            t = _require_tensor(inputs[p], "inputs")
-            if t._node is None:
-                walk.leaf_pos.setdefault(id(t), []).append(p)
-            else:
-                walk.node_pos.setdefault(id(t._node), []).append((t._out_index, p))
-        for i in range(len(outputs)):
-            _require_tensor(outputs[i], "outputs")
-        keep = _nodes_to_run(outputs, walk)
-    cdef list stack = []
-    cdef Py_ssize_t top = 0
-    for i in range(len(outputs)):
-        t = _require_tensor(outputs[i], "outputs")
-        if not t.requires_grad:
-            message = (f"output {i} (shape {t.shape}) has stop_gradient=True, so no "
-                       f"gradient flows from it; set stop_gradient=False on the inputs "
-                       f"that need gradients")
-            if inputs is not None:
-                raise RuntimeError(f"fastop.grad: {message}")
-            # PaddlePaddle skips such an output silently; a warning says why no .grad
-            # appears (stacklevel 1: Cython adds no frame, so it names the caller's line)
-            warnings.warn(f"backward: nothing to do: {message}", UserWarning, stacklevel=1)
-            continue
-        g = _root_grad(t, grads[i], i)
-        if t._node is None:                       # a leaf: its own gradient
-            walk.deliver_leaf(t, g if grads[i] is None or create_graph else <Tensor>g.copy(),
-                              -1)
-            continue
-        n = t._node
-        if keep is not None and id(n) not in keep:
-            continue
-        if n.epoch != epoch:
-            _visit(n, epoch, stack, &top, outer)
-        n.buffer[t._out_index] = _acc(n.buffer[t._out_index], g)
-    while top:                                    # count in-edges of reachable nodes
-        n = _pop(stack, &top)
-        if keep is not None and id(n) not in walk.runs:
-            continue
-        for e in n.next or ():
-            if e is not None:
-                m = (<Tensor>e)._node
-                if m is not None and (keep is None or id(m) in keep):
-                    if m.epoch != epoch:
-                        _visit(m, epoch, stack, &top, outer)
-                    m.deps += 1
-    for i in range(len(outputs)):                 # ready: the outputs' nodes that no
-        n = (<Tensor>outputs[i])._node            # other reachable node feeds
-        if n is not None and n.epoch == epoch and n.deps == 0:
-            n.deps = -1                           # pushed once even if several outputs
-            _push(stack, &top, n)
-    cdef list node_grads, in_grads
-    cdef tuple edges
-    cdef bint prev = swap_grad_enabled(create_graph)
-    try:
-        while top:                                # Kahn: a node runs once all its
-            n = _pop(stack, &top)                 # consumers have given their grads
-            node_grads = n.buffer
-            n.buffer = None
-            if walk.node_pos is not None and id(n) in walk.node_pos:
-                for idx, p in walk.node_pos[id(n)]:
-                    walk.captured[p] = node_grads[idx]
-                if id(n) not in walk.runs:        # an input's node leading to no other
-                    continue
-            in_grads = None
-            for x in node_grads:
-                if x is not None:
-                    if n.released:
-                        raise released_error(n)
-                    in_grads = _profiled_run(n, node_grads, create_graph) \
-                        if _profiling[0] else n.run(node_grads, create_graph)
-                    break
-            edges = n.next or ()
-            if not retain_graph:
-                n.release()
-            for i in range(len(edges)):
-                e = edges[i]
-                if e is None:
-                    continue
-                t = <Tensor>e
-                x = None if in_grads is None else in_grads[i]
-                m = t._node
-                if m is None:
-                    if x is not None:         # refs: x, in_grads, a pass-through's buffer
-                        walk.deliver_leaf(t, <Tensor>x, 1 + _count(in_grads, x)
-                                          + _count(node_grads, x))
-                elif keep is None or id(m) in keep:
-                    if x is not None:
-                        m.buffer[t._out_index] = _acc(m.buffer[t._out_index], x)
-                    m.deps -= 1
-                    if m.deps == 0:
-                        _push(stack, &top, m)
-    finally:
-        swap_grad_enabled(prev)
-    if inputs is None:
-        return None
-    if not allow_unused:
-        for p in range(len(inputs)):
-            if walk.captured[p] is None:
-                raise RuntimeError(
-                    f"fastop.grad: input {p} (shape {inputs[p].shape}) was not used to "
-                    f"compute the outputs; pass allow_unused=True to get None for it")
-    return walk.captured
-
-
-cdef list _profiled_run(Node n, list grads, bint create_graph):
-    """n.run, recorded as a node event (its inputs: the gradients it receives)."""
-    cdef int64_t start = now_ns()
-    try:
-        return n.run(grads, create_graph)
-    finally:
-        record(n.origin(), EVENT_NODE, start, grads)
-
-
-cdef Tensor _require_tensor(object value, str what):
-    if not isinstance(value, Tensor):
-        raise TypeError(f"backward: {what} must be Tensors, got {type(value).__name__}")
-    return <Tensor>value
-
-
-cdef Tensor _root_grad(Tensor out, object grad, Py_ssize_t i):
-    if grad is None:
-        return full_tensor(out.view.ndim, out.view.shape, out.view.dtype, 1.0)
-    if grad_fits(grad, out):
-        return <Tensor>grad
-    return <Tensor>check_grad(grad if isinstance(grad, DenseTensor) else as_tensor(grad, out.view.dtype),
-                       out, "backward", f"output {i}")
-
-
-cdef tuple _as_tuple(object x):
-    if x is None:
-        return None
-    return tuple(x) if isinstance(x, (list, tuple)) else (x,)
-
-
-def backward(tensors, grad_tensors=None, bint retain_graph=False) -> None:
-    """Accumulate the gradients of ``tensors`` (weighted by ``grad_tensors``, ones when
-    None) into the ``.grad`` of the leaves that need them (PaddlePaddle's
-    ``paddle.autograd.backward``)."""
-    cdef tuple outs = _as_tuple(tensors)
-    cdef tuple gs = _as_tuple(grad_tensors)
-    if gs is None:
-        gs = (None,) * len(outs)
-    if len(gs) != len(outs):
-        raise ValueError(f"backward: got {len(outs)} tensors but {len(gs)} grad_tensors")
-    run_backward(outs, list(gs), retain_graph, False, None, False)
-
-
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, bint create_graph=False,
-         only_inputs=True, bint allow_unused=False, no_grad_vars=None) -> list:
-    """The gradients of ``outputs`` with respect to ``inputs``, as a list (one per input).
-
-    Leaves' ``.grad`` are not touched. ``grad_outputs`` weights each output (ones when
-    None). ``create_graph=True`` records the gradient computation itself, so the result
-    can be differentiated again (higher-order gradients); ``retain_graph`` defaults to
-    ``create_graph``. An input not used to compute the outputs raises unless
-    ``allow_unused=True`` (then its gradient is None).
-    """
-    if no_grad_vars is not None:
-        raise NotImplementedError("grad: no_grad_vars is not supported; set "
-                                  "stop_gradient=True on those tensors instead")
-    cdef tuple outs = _as_tuple(outputs)
-    cdef tuple ins = _as_tuple(inputs)
-    cdef tuple gs = _as_tuple(grad_outputs)
-    if gs is None:
-        gs = (None,) * len(outs)
-    if len(gs) != len(outs):
-        raise ValueError(f"grad: got {len(outs)} outputs but {len(gs)} grad_outputs")
-    cdef bint retain = create_graph if retain_graph is None else retain_graph
-    return run_backward(outs, list(gs), retain, create_graph, ins, allow_unused)

@@ -1,7 +1,7 @@
 """Type stub of fastop.autograd._py_layer (PyLayer's context/node and apply)."""
 from typing import Any
 
-from fastop.autograd._graph import Node
+from fastop.autograd._node import Node
 
 __all__ = ["PyLayerNode", "apply_py_layer", "set_context_type"]
 

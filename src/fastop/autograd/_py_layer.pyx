@@ -29,9 +29,9 @@ from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from fastop._core.storage cimport DenseTensor, bump_version
 from fastop._tensor cimport Tensor, view_of, as_tensor
 from fastop.autograd._grad_mode cimport grad_enabled, swap_grad_enabled
-from fastop.autograd._graph cimport (Node, zeros_like_meta, meta_of, grad_fits, versions,
-                                     modified_error, released_error, saved_hooks,
-                                     pack_saved, unpack_saved, ALL_SAVED)
+from fastop.autograd._node cimport Node, versions, modified_error, released_error, ALL_SAVED
+from fastop.autograd._graph cimport (zeros_like_meta, meta_of, grad_fits, saved_hooks,
+                                     pack_saved, unpack_saved)
 
 import numpy as np
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from fastop._tensor import Tensor, to_tensor
-from fastop.autograd._graph import grad
+from fastop.autograd._backward import grad
 from fastop.ops.checking import numerical_jacobian
 
 __all__ = ["gradcheck", "gradgradcheck", "GradcheckError"]

@@ -29,7 +29,7 @@ from __future__ import annotations
 import itertools
 from typing import Callable
 
-from fastop.autograd._graph import backward_end_hooks as _hooks
+from fastop.autograd._backward import backward_end_hooks as _hooks
 
 __all__ = ["register_backward_end_hook", "HookRemoveHelper"]
 

@@ -236,9 +236,11 @@ cdef class CallPlan:
                 self.variadic_mask |= 1ULL << k
         self.int_to_float = op.int_to_float
         # elementwise kernels (out[i] from the inputs' element i) promote float32 with
-        # float64 tensors, as PaddlePaddle's elementwise ops do; other ops take the
-        # dtypes they are given (a conv of float32 x and float64 weight is an error)
-        self.mixes_floats = self.ck is not None and self.ck.inplace_safe
+        # float64 tensors, as PaddlePaddle's elementwise ops do, and so do the inputs an
+        # op names in promotes= ("compute in one dtype with each other"); other ops take
+        # the dtypes they are given (a conv of float32 x and float64 weight is an error)
+        self.mixes_floats = (self.ck is not None and self.ck.inplace_safe) or \
+            group is not None
 
     def __repr__(self):
         return f"<CallPlan of {self.op.name}>"

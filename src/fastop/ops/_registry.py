@@ -997,7 +997,11 @@ class Registry:
         - ``promotes``: the inputs that compute in one dtype with Python scalars and
           with each other (default: all), by the scalar rule of
           :mod:`fastop.ops._dispatch` (``x * 2.5`` on an int32 tensor computes in
-          float32); leave out inputs of their own kind (a condition, an index).
+          float32); leave out inputs of their own kind (a condition, an index). The
+          inputs named here also compute float32 and float64 tensors together in
+          float64 (the float32 one is cast, so gradients flow back in its dtype); with
+          the default, tensors of different dtypes reach the meta function as they are
+          (it may refuse them: a conv of float32 x and float64 weight).
         - ``int_to_float``: integer and bool inputs compute in float32 (true division).
 
         Gradients: ``@op.grad(needs=(...))`` registers a composite rule written with

@@ -108,12 +108,18 @@ def mean(x: Tensor, axis: Any = None, keepdim: bool = False,
 
 def sum(x: Tensor, axis: Any = None, dtype: Any = None, keepdim: bool = False,  # noqa: A001
         name: str | None = None) -> Tensor:
-    """Sum over `axis` (all axes when None), in `dtype` when given (x is cast first)."""
+    """Sum over `axis` (all axes when None): int32 and bool x sum into int64, other
+    dtypes in their own (PaddlePaddle's rule); in `dtype` when given (x is cast first,
+    except int32/bool x summed into int64, which the kernel reads in place)."""
     if dtype is not None:
-        x = B.cast(x, dtype=dtype)
+        dtype = as_dtype(dtype)
+        if not (dtype.name == "int64" and as_dtype(x.dtype).name in WIDENED):
+            x = _cast_to(x, dtype)
     if axis is None and not keepdim:
-        return B.sum(x)
-    return B.sum(x, axis=axis, keepdim=keepdim)
+        out = B.sum(x)
+    else:
+        out = B.sum(x, axis=axis, keepdim=keepdim)
+    return out if dtype is None else _cast_to(out, dtype)
 
 
 def max(x: Tensor, axis: Any = None, keepdim: bool = False,  # noqa: A001
@@ -127,6 +133,10 @@ def max(x: Tensor, axis: Any = None, keepdim: bool = False,  # noqa: A001
 
 # -- reductions, scans, clipping and tests -------------------------------------------------
 
+
+
+# dtypes `sum` widens to int64 (PaddlePaddle's rule)
+WIDENED = ("int32", "bool")
 
 
 def _cast_to(x: Tensor, dtype: Any) -> Tensor:
@@ -144,18 +154,25 @@ def min(x: Tensor, axis: Any = None, keepdim: bool = False,  # noqa: A001
 
 def prod(x: Tensor, axis: Any = None, keepdim: bool = False, dtype: Any = None,
          name: str | None = None) -> Tensor:
-    """Product over `axis` (all axes when None), computed in `dtype` when given."""
+    """Product over `axis` (all axes when None) in x's dtype (int32 stays int32, as
+    PaddlePaddle documents), computed in `dtype` when given (x is cast first)."""
     return B.prod(_cast_to(x, dtype), axis=axis, keepdim=keepdim)
 
 
 def cumsum(x: Tensor, axis: int | None = None, dtype: Any = None,
            name: str | None = None) -> Tensor:
-    """Running sums along `axis` (of the flattened x when None), in `dtype` when
-    given."""
-    x = _cast_to(x, dtype)
+    """Running sums along `axis` (of the flattened x when None): int32 x in int64
+    (PaddlePaddle's default), other dtypes in their own; in `dtype` when given (x is
+    cast first, except int32 x summed into int64)."""
+    if dtype is not None:
+        dtype = as_dtype(dtype)
+        if not (dtype.name == "int64" and as_dtype(x.dtype).name == "int32"):
+            x = _cast_to(x, dtype)
     if axis is None:
-        return B.cumsum(B.reshape(x, shape=[-1]), axis=0)
-    return B.cumsum(x, axis=axis)
+        out = B.cumsum(B.reshape(x, shape=[-1]), axis=0)
+    else:
+        out = B.cumsum(x, axis=axis)
+    return out if dtype is None else _cast_to(out, dtype)
 
 
 def clip(x: Tensor, min: Any = None, max: Any = None,  # noqa: A002 (Paddle's names)

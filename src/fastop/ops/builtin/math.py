@@ -5,7 +5,8 @@
   zero elements is an error naming the op;
 * ``prod(x, axis=None, keepdim=False)`` in x's dtype; its gradient is the backward
   kernel ``prod_grad`` (the product of the other elements, exact when some are zero);
-* ``cumsum(x, axis=, reverse=False)`` in x's dtype (``reverse``: sums from the end);
+* ``cumsum(x, axis=, reverse=False)`` in x's dtype, int32 in int64 (PaddlePaddle's
+  default: running sums of int32 overflow) (``reverse``: sums from the end);
 * ``clip(x, min=-inf, max=inf)`` — for an integer x the bounds are rounded inward.
 
 Rules: min → max's rule (:func:`fastop.ops.builtin.reduce.max_grad_rule`: the gradient split
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from fastop.ops._registry import AttrSpec
+from fastop.ops._registry import AttrSpec, TensorMeta
 from fastop.ops.builtin._axes import normalize_axes, normalize_axis, reduced_meta
 from fastop.ops.builtin._sampling import Values, sample
 from fastop.ops.builtin._table import B
@@ -83,19 +84,27 @@ def prod_grad_kernel(x, dout, axis, keepdim):
 
 # -- cumsum ---------------------------------------------------------------------------
 
+def cumsum_dtype(name: str) -> str:
+    """The dtype cumsum writes for an input of dtype `name`: int32 widens to int64."""
+    return "int64" if name == "int32" else name
+
+
 def cumsum_meta(x, axis, reverse):
     normalize_axis("fastop::cumsum", x.ndim, axis)
-    return x
+    return TensorMeta(x.shape, cumsum_dtype(x.dtype.name))
 
 
 def cumsum_kernel(x, axis, reverse):
+    """numpy's cumsum accumulating in the output dtype (int32 read in place into
+    int64 sums, no cast copy)."""
+    out = cumsum_dtype(x.dtype.name)
     if x.ndim == 0:
-        return x.copy()
+        return x.astype(out)
     axis = normalize_axis("fastop::cumsum", x.ndim, axis)
     if not reverse:
-        return np.cumsum(x, axis=axis, dtype=x.dtype)
+        return np.cumsum(x, axis=axis, dtype=out)
     return np.ascontiguousarray(np.flip(np.cumsum(np.flip(x, axis), axis=axis,
-                                                  dtype=x.dtype), axis))
+                                                  dtype=out), axis))
 
 
 def cumsum_grad_rule(dout, axis, reverse):
@@ -155,7 +164,8 @@ def register(registry) -> None:
     registry.define(
         "fastop::cumsum", inputs=["x"], attrs={"axis": int, "reverse": False},
         meta=cumsum_meta, kernels=dict.fromkeys(NUMERIC, cumsum_kernel),
-        doc="Running sums along axis in x's dtype (from the end when reverse)."
+        doc="Running sums along axis in x's dtype, int32 in int64 (from the end when "
+            "reverse)."
     ).grad(reads={})(cumsum_grad_rule)
     registry.define(
         "fastop::clip", inputs=["x"], attrs={"min": -math.inf, "max": math.inf},
@@ -180,10 +190,13 @@ def samples() -> dict[str, list[Any]]:
         "fastop::prod": [sample(v.away(2, 3), axis=0),
                          sample(v.away(2, 3, 2, dtype=f32), axis=[0, 2], keepdim=True),
                          sample(v.away(4), axis=None),
-                         sample(ints, axis=1)],
+                         sample(ints, axis=1), sample(ints.astype("int64"), axis=None)],
         "fastop::cumsum": [sample(v.normal(2, 3), axis=1, reverse=True),
                            sample(v.normal(3, 4, dtype=f32), axis=0),
-                           sample(ints, axis=-1)],
+                           sample(ints, axis=-1),
+                           sample(np.array([2**31 - 1, 1, 2**31 - 1], "int32"), axis=0,
+                                  reverse=True),
+                           sample(ints.astype("int64"), axis=1)],
         "fastop::clip": [sample(v.away(2, 3), min=-0.7, max=0.7),
                          sample(v.away(3, 4, dtype=f32), min=-1.0),
                          sample(ints, min=-1.5, max=2.5)],

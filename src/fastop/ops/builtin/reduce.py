@@ -1,9 +1,11 @@
 """Built-in reduction ops and broadcast views, and their gradient rules.
 
 Cython kernels (:mod:`fastop._core.reduce`): ``sum mean max`` (``axis=None|int|list``,
-``keepdim=False``; no axis or ``[]`` reduces everything), ``argmax(axis=None, keepdim=)``
-(int64, not differentiable) and ``sum_to_shape(x, shape=)`` (the gradient of a
-broadcast; ``-1`` keeps x's dim). Views (C view kernels of :mod:`fastop._core.views`,
+``keepdim=False``; no axis or ``[]`` reduces everything; a sum of int32 or bool is
+int64, PaddlePaddle's rule; mean takes floats only, as PaddlePaddle documents),
+``argmax(axis=None, keepdim=)`` (int64, not differentiable) and
+``sum_to_shape(x, shape=)`` (the gradient of a broadcast, in x's dtype; ``-1`` keeps
+x's dim). Views (C view kernels of :mod:`fastop._core.views`,
 read-only, stride 0 on broadcast dims): ``broadcast_to(x, shape=)`` (``-1`` keeps x's
 dim) and ``expand_as(x, y)`` (to y's shape, which works when y's shape is only known at
 run time, as in static graphs).
@@ -93,8 +95,9 @@ def expand_as_grad_rule(x, dout):
 def register(registry) -> None:
     registry.define_ckernel(
         "fastop::sum", K.sum, attrs=dict(AXIS_ATTRS),
-        doc="Sum over axes (all when axis is None or []) in x's dtype; floats are summed "
-            "pairwise (error grows like log n)."
+        doc="Sum over axes (all when axis is None or []) in x's dtype, int32 and bool in "
+            "int64 (PaddlePaddle's rule); floats are summed pairwise (error grows like "
+            "log n)."
     ).grad(needs=("x",), reads={})(sum_grad_rule)
     registry.define_ckernel(
         "fastop::mean", K.mean, attrs=dict(AXIS_ATTRS),
@@ -128,14 +131,19 @@ def register(registry) -> None:
 def samples() -> dict[str, list[Any]]:
     """opcheck's inputs for this family's ops: float32 and float64, one axis, several,
     all, negative and keepdim; distinct values for max (no tie changes within the finite
-    differences' step) and argmax; the integer kernels too."""
+    differences' step) and argmax; the integer and bool kernels too (int32 sums that
+    overflow int32)."""
     v = Values(2)
     f32 = "float32"
     ints = np.arange(6).reshape(2, 3)
     return {
         "fastop::sum": [sample(v.normal(2, 3), axis=1),
                         sample(v.normal(2, 3, 4, dtype=f32), axis=[0, 2], keepdim=True),
-                        [v.normal(3, 2)], sample(ints, axis=0)],
+                        [v.normal(3, 2)], sample(ints, axis=0),
+                        sample(np.array([[2**31 - 1, 5], [1, -7]], "int32"), axis=0),
+                        [np.array([2**31 - 1, 2**31 - 1, 3], "int32")],
+                        sample(ints.astype("int32")[:, ::2], axis=1, keepdim=True),
+                        sample(ints % 2 == 0, axis=1), [ints > 2]],
         "fastop::mean": [sample(v.normal(2, 3), axis=[0, 1], keepdim=True),
                          sample(v.normal(2, 3, 4, dtype=f32), axis=-1),
                          [v.normal(4)]],
