@@ -20,7 +20,8 @@ __all__ = ["set_device", "get_device", "is_compiled_with_cuda", "is_compiled_wit
            "is_compiled_with_xpu", "as_place"]
 
 # the accelerators PaddlePaddle names (a device string like "gpu" or "gpu:1")
-_ACCELERATOR = re.compile(r"(gpu|dcu|xpu|npu|ipu|mlu|custom_cpu)(:\d+)?")
+# (a pattern string: re compiles and caches it on first use, not at import fastop)
+_ACCELERATOR = r"(gpu|dcu|xpu|npu|ipu|mlu|custom_cpu)(:\d+)?"
 
 
 def as_place(device: Any, caller: str) -> CPUPlace:
@@ -34,7 +35,7 @@ def as_place(device: Any, caller: str) -> CPUPlace:
     name = device.strip().lower()
     if name == "cpu":
         return CPUPlace()
-    if _ACCELERATOR.fullmatch(name):
+    if re.fullmatch(_ACCELERATOR, name):
         raise ValueError(f"{caller}: the device should not be {device!r}, since fastop is "
                          f"not compiled with CUDA or any accelerator (it runs on the CPU: "
                          f"use 'cpu')")

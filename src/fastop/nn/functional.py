@@ -20,7 +20,6 @@ from fastop.autograd import no_grad
 from fastop.ops._dispatch import current_mode
 from fastop.ops.builtin._table import B
 from fastop.tensor.manipulation import flatten as _flatten
-from fastop.nn.conv import conv1d
 
 __all__ = ["linear", "relu", "tanh", "sigmoid", "softmax", "log_softmax", "flatten",
            "cross_entropy", "softmax_with_cross_entropy", "mse_loss", "l1_loss",
@@ -410,3 +409,11 @@ def leaky_relu(x: Any, negative_slope: float = 0.01, name: str | None = None) ->
 def softplus(x: Any, beta: float = 1, threshold: float = 20, name: str | None = None) -> Any:
     """``log(1 + exp(beta x)) / beta``, and x where ``beta x > threshold``."""
     return B.softplus(x, beta=float(beta), threshold=float(threshold))
+
+
+def __getattr__(name: str):
+    # conv1d lives in fastop.nn.conv, loaded on first use (see fastop.nn.__getattr__)
+    if name == "conv1d":
+        from fastop.nn.conv import conv1d
+        return conv1d
+    raise AttributeError(f"module 'fastop.nn.functional' has no attribute '{name}'")

@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 
 from fastop._core import activation as K
-from fastop.ops.builtin._sampling import Values, sample
 from fastop.ops.builtin._table import B
 
 __all__ = ["register", "samples"]
@@ -144,6 +143,7 @@ def samples() -> dict[str, list[Any]]:
     kinks (leaky_relu's 0, softplus's threshold). The backward kernels, checked through
     their forward op's double gradient, get their own too (their numpy twins are
     compared on them)."""
+    from fastop.ops.builtin._sampling import Values, sample   # tests and tools only
     v = Values(7)
     f32 = "float32"
     return {

@@ -23,7 +23,6 @@ import numpy as np
 from fastop._core import embedding as K
 from fastop._core.storage import float32
 from fastop.ops._registry import TensorMeta
-from fastop.ops.builtin._sampling import Values, sample
 from fastop.ops.builtin._table import B
 
 __all__ = ["register", "samples"]
@@ -82,6 +81,7 @@ def samples() -> dict[str, list[Any]]:
     up), float32 and float64 tables, with and without a padding row. embedding_grad,
     checked through embedding's double gradient, gets its own too (its numpy twin is
     compared on them)."""
+    from fastop.ops.builtin._sampling import Values, sample   # tests and tools only
     v = Values(8)
     ids = np.array([[0, 3], [3, 1]])
     return {

@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 
 from fastop._core import linalg as K
-from fastop.ops.builtin._sampling import Values, sample
 from fastop.ops.builtin._table import B
 from fastop.ops.builtin.elementwise import shape_attr
 
@@ -115,6 +114,7 @@ def samples() -> dict[str, list[Any]]:
     """opcheck's inputs for this family's ops: float32 and float64; matmul with each
     transpose flag, 1-D operands, broadcast batch dims and integers; fc with and without bias,
     with each fused activation (relu's inputs kept away from 0) and batch dims."""
+    from fastop.ops.builtin._sampling import Values, sample   # tests and tools only
     v = Values(3)
     f32 = "float32"
     return {

@@ -16,7 +16,6 @@ import numpy as np
 from fastop._core.storage import bool_
 from fastop.ops._registry import TensorMeta
 from fastop.ops.builtin._axes import broadcast_meta, normalize_axes, reduced_meta
-from fastop.ops.builtin._sampling import sample
 from fastop.ops.builtin.math import AXIS_ATTRS
 
 __all__ = ["register", "samples"]
@@ -95,6 +94,7 @@ def register(registry) -> None:
 def samples() -> dict[str, list[Any]]:
     """opcheck's inputs: float32, float64, integer and bool operands, broadcasting,
     NaN and infinities for the tests, each reduction axis form."""
+    from fastop.ops.builtin._sampling import sample   # tests and tools only
     special = np.array([[0.0, 1.5, np.nan], [np.inf, -np.inf, -2.0]])
     ints = np.array([[0, 1, 2], [3, 0, -1]], "int32")
     flags = np.array([True, False, True])

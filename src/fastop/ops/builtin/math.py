@@ -23,7 +23,6 @@ import numpy as np
 
 from fastop.ops._registry import AttrSpec, TensorMeta
 from fastop.ops.builtin._axes import normalize_axes, normalize_axis, reduced_meta
-from fastop.ops.builtin._sampling import Values, sample
 from fastop.ops.builtin._table import B
 from fastop.ops.builtin.reduce import max_grad_rule
 
@@ -179,6 +178,7 @@ def samples() -> dict[str, list[Any]]:
     """opcheck's inputs (prod_grad is checked through prod): float32 and float64,
     distinct values (no tie of min within the finite differences' step), x away from
     zero for prod and from clip's bounds; integer samples for the integer kernels."""
+    from fastop.ops.builtin._sampling import Values, sample   # tests and tools only
     v = Values(3)
     f32 = "float32"
     ints = v.rng.integers(-5, 6, (2, 3, 4)).astype("int32")

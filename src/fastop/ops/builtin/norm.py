@@ -20,7 +20,6 @@ import math
 from typing import Any
 
 from fastop._core import norm as K
-from fastop.ops.builtin._sampling import Values, sample
 from fastop.ops.builtin._table import B
 
 __all__ = ["register", "samples"]
@@ -159,6 +158,7 @@ def samples() -> dict[str, list[Any]]:
     shapes: the double-gradient check differentiates every element. layer_norm_grad
     (called by layer_norm's rule, not its ``grad_op``) gets its own: mean and rstd as
     the independent inputs its rule takes them for (rstd positive)."""
+    from fastop.ops.builtin._sampling import Values, sample   # tests and tools only
     v = Values(4)
     f32 = "float32"
     return {

@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Any
 
 from fastop._core import optim as K
-from fastop.ops.builtin._sampling import Values, sample
 from fastop.ops.builtin._table import B
 
 __all__ = ["register", "samples"]
@@ -60,6 +59,7 @@ def register(registry) -> None:
 def samples() -> dict[str, list[Any]]:
     """opcheck's inputs for this family's ops: float32 and float64 parameters, with and
     without grad_scale, each weight decay, Nesterov momentum, AdamW without decay."""
+    from fastop.ops.builtin._sampling import Values, sample   # tests and tools only
     v = Values(6)
     f32 = "float32"
 

@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from fastop._core import random as K
-from fastop.ops.builtin._sampling import Values, sample
 from fastop.ops.builtin._table import B
 
 __all__ = ["register", "samples"]
@@ -57,6 +56,7 @@ def samples() -> dict[str, list[Any]]:
     mask and no check of a gradient or of eager against static could agree. float32 and
     float64, both modes. dropout_grad (called by dropout's rule, not its ``grad_op``)
     gets its own, with masks of its bool dtype."""
+    from fastop.ops.builtin._sampling import Values, sample   # tests and tools only
     v = Values(9)
     f32 = "float32"
     mask = np.array([[True, False, True], [True, True, False]])

@@ -23,7 +23,6 @@ import numpy as np
 from fastop._core import reduce as K
 from fastop._core import views as V
 from fastop._core.storage import DenseTensor
-from fastop.ops.builtin._sampling import Values, sample
 from fastop.ops.builtin._table import B
 from fastop.ops.builtin.elementwise import shape_attr
 
@@ -133,6 +132,7 @@ def samples() -> dict[str, list[Any]]:
     all, negative and keepdim; distinct values for max (no tie changes within the finite
     differences' step) and argmax; the integer and bool kernels too (int32 sums that
     overflow int32)."""
+    from fastop.ops.builtin._sampling import Values, sample   # tests and tools only
     v = Values(2)
     f32 = "float32"
     ints = np.arange(6).reshape(2, 3)

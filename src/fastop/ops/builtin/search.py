@@ -23,7 +23,6 @@ import numpy as np
 from fastop._core.storage import int64
 from fastop.ops._registry import AttrSpec, TensorMeta
 from fastop.ops.builtin._axes import broadcast_meta, normalize_axis, reduced_meta
-from fastop.ops.builtin._sampling import Values, sample
 from fastop.ops.builtin._table import B
 
 __all__ = ["register", "samples"]
@@ -196,6 +195,7 @@ def samples() -> dict[str, list[Any]]:
     argmin, repeated indices (their gradients add up) and broadcasting for
     take_along_axis. take_along_axis_grad, checked through take_along_axis's double
     gradient, gets its own too."""
+    from fastop.ops.builtin._sampling import Values, sample   # tests and tools only
     v = Values(6)
     f32 = "float32"
     ints = v.rng.integers(-9, 9, (3, 4, 5)).astype("int32")

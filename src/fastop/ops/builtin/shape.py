@@ -32,7 +32,6 @@ import numpy as np
 from fastop._core import shape_ops as K
 from fastop._core import views as V
 from fastop.ops._registry import AttrSpec, TensorMeta
-from fastop.ops.builtin._sampling import Values, sample
 from fastop.ops.builtin._table import B
 from fastop.ops.builtin.elementwise import shape_attr
 
@@ -228,6 +227,7 @@ def samples() -> dict[str, list[Any]]:
     """opcheck's inputs for this family's ops: float32 and float64; reshape with 0 and
     -1; slices with negative starts, strides and a decreased axis; gather and index with
     repeated positions (their gradients accumulate)."""
+    from fastop.ops.builtin._sampling import Values, sample   # tests and tools only
     v = Values(5)
     f32 = "float32"
     return {
