@@ -106,6 +106,7 @@ class Optimizer:
 
     _update_op: str = ""                    # the update op's name in B
     _state_names: tuple[str, ...] = ()      # per-parameter state (see _state_init)
+    _number_states: tuple[str, ...] = ()    # those of them that are one number (shape [1])
 
     def __init__(self, learning_rate: Any = 0.001, parameters: Iterable[Any] | None = None,
                  weight_decay: Any = None, grad_clip: ClipGradBase | None = None,
@@ -584,6 +585,12 @@ class Optimizer:
         return [self._param_key(i, p) for i, p in enumerate(self._parameter_list or ())]
 
     def _load_state_value(self, state: dict, key: str, value: np.ndarray, param: Any) -> None:
+        if key in self._number_states:        # a number, kept as shape [1]
+            if value.size != 1:
+                raise ValueError(f"{type(self).__name__}.set_state_dict: state '{key}' of "
+                                 f"parameter '{param.name}' is a number, got shape "
+                                 f"{list(value.shape)}")
+            value = np.reshape(value, [1])
         target = np.asarray(state[key])
         if value.shape != target.shape:
             index = next(i for i, p in enumerate(self._parameter_list) if p is param)
@@ -650,6 +657,7 @@ class Adam(Optimizer):
 
     _update_op = "adam_update"
     _state_names = ("moment1", "moment2", "beta1_pow", "beta2_pow")
+    _number_states = ("beta1_pow", "beta2_pow")
 
     def __init__(self, learning_rate: Any = 0.001, beta1: float = 0.9, beta2: float = 0.999,
                  epsilon: float = 1e-8, parameters: Iterable[Any] | None = None,
@@ -700,15 +708,6 @@ class Adam(Optimizer):
 
     def _attrs(self, param):
         return {**self._betas(param), **super()._attrs(param)}
-
-    def _load_state_value(self, state, key, value, param):
-        if key in ("beta1_pow", "beta2_pow"):
-            if value.size != 1:
-                raise ValueError(f"{type(self).__name__}.set_state_dict: state '{key}' of "
-                                 f"parameter '{param.name}' is a number, got shape "
-                                 f"{list(value.shape)}")
-            value = np.reshape(value, [1])
-        super()._load_state_value(state, key, value, param)
 
 
 class AdamW(Adam):
@@ -809,6 +808,7 @@ class Adamax(Optimizer):
     power beta1^t starts at beta1. Composed of elementwise ops (no fused kernel)."""
 
     _state_names = ("moment", "inf_norm", "beta1_pow")
+    _number_states = ("beta1_pow",)
 
     def __init__(self, learning_rate: Any = 0.001, beta1: float = 0.9, beta2: float = 0.999,
                  epsilon: float = 1e-8, parameters: Iterable[Any] | None = None,
@@ -838,12 +838,3 @@ class Adamax(Optimizer):
         rate = B.divide(lr, B.subtract(B.full_like(beta1_pow, 1.0), beta1_pow))
         B.subtract(param, B.multiply(B.divide(moment, inf_norm), rate), out=param)
         B.multiply(beta1_pow, b1, out=beta1_pow)
-
-    def _load_state_value(self, state, key, value, param):
-        if key == "beta1_pow":
-            if value.size != 1:
-                raise ValueError(f"Adamax.set_state_dict: state 'beta1_pow' of parameter "
-                                 f"'{param.name}' is a number, got shape "
-                                 f"{list(value.shape)}")
-            value = np.reshape(value, [1])
-        super()._load_state_value(state, key, value, param)
