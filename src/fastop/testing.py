@@ -23,7 +23,7 @@ from fastop._core.storage import DTYPE_NAMES, as_dtype, from_numpy
 from fastop.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck
 from fastop.ops import OpDef, registry
 from fastop.ops._dispatch import kernel_dtype, mode_guard
-from fastop.ops.checking import Sample, assert_close, check_grad_rule, run_grad_rule
+from fastop.ops.checking import Sample, _each, assert_close, check_grad_rule, run_grad_rule
 
 __all__ = ["opcheck", "Sample", "assert_close", "check_grad_rule", "gradcheck",
            "gradgradcheck", "GradcheckError"]
@@ -124,13 +124,6 @@ def _array(value: Any) -> np.ndarray:
 
 def _is_float(value: Any) -> bool:
     return np.asarray(value).dtype.kind == "f"
-
-
-def _each(fn: Callable[[Any], Any], inputs: Sequence[Any]) -> list[Any]:
-    """``fn`` applied to every array of an op's inputs, keeping their nesting (a list for
-    a variadic input, None for an absent optional one)."""
-    return [None if x is None else [fn(v) for v in x] if isinstance(x, list) else fn(x)
-            for x in inputs]
 
 
 def _flat(inputs: Sequence[Any]) -> list[Any]:

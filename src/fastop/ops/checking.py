@@ -31,14 +31,14 @@ class Sample:
         self.attrs = attrs
 
     def __repr__(self) -> str:
-        return f"Sample(shapes={[_shape_of(x) for x in self.inputs]}, attrs={self.attrs})"
+        return f"Sample(shapes={_each(np.shape, self.inputs)}, attrs={self.attrs})"
 
 
-def _shape_of(value: Any) -> Any:
-    """A sample input's shape (a list of shapes for a variadic input, None for None)."""
-    if isinstance(value, (list, tuple)):
-        return [_shape_of(v) for v in value]
-    return None if value is None else np.shape(value)
+def _each(fn: Callable[[Any], Any], inputs: Sequence[Any]) -> list[Any]:
+    """``fn`` applied to every array of an op's inputs, keeping their nesting (a list for
+    a variadic input, None for an absent optional one)."""
+    return [None if x is None else [fn(v) for v in x] if isinstance(x, list) else fn(x)
+            for x in inputs]
 
 
 # (rtol, atol) by the kind of the less precise of the two values compared: torch's
