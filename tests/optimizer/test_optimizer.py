@@ -1,5 +1,7 @@
 """Optimizers in eager mode (against numpy reference updates), state dicts, errors,
 and static minimize."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -382,17 +384,63 @@ def _stepped(kind=optimizer.Adam):
     return layer, opt
 
 
+def test_set_state_dict_of_a_model_built_again_in_the_same_process_loads_by_position(
+        tmp_path):
+    """Issue 26: parameter names are unique per process, so a second model of the same
+    architecture has other names; its optimizer loads the state by position, all of it."""
+    def build():
+        net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+        return net, optimizer.Adam(0.01, parameters=net.parameters())
+    x = fastop.to_tensor(np.random.default_rng(0).standard_normal((5, 4)).astype("float32"))
+    net, opt = build()
+    for _ in range(3):
+        net(x).sum().backward()
+        opt.step()
+        opt.clear_grad()
+    fastop.save(opt.state_dict(), tmp_path / "opt.pdopt")
+    net2, opt2 = build()
+    assert net2.parameters()[0].name != net.parameters()[0].name
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        opt2.set_state_dict(fastop.load(tmp_path / "opt.pdopt"))
+    saved, restored = opt.state_dict(), opt2.state_dict()
+    assert len(restored) == len(saved) == 4 * 4 + 1
+    for (k1, v1), (k2, v2) in zip(saved.items(), restored.items()):
+        assert k1.rsplit("_", 1)[-1] == k2.rsplit("_", 1)[-1]
+        np.testing.assert_array_equal(np.asarray(v1), np.asarray(v2))
+    net2.set_state_dict(net.state_dict())
+    for model, o in ((net, opt), (net2, opt2)):     # the same next step
+        model(x).sum().backward()
+        o.step()
+    for a, b in zip(net.parameters(), net2.parameters()):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
 def test_set_state_dict_refuses_keys_of_other_parameters():
     _, opt = _stepped()
     state = opt.state_dict()
-    other_layer, other = _stepped()
-    with pytest.raises(ValueError, match=r"Adam.set_state_dict: .*match no parameter of "
-                                         r"this optimizer: .*_moment1"):
+    other_layer = nn.Linear(2, 3)                         # other shapes: not by position
+    other = optimizer.Adam(0.01, parameters=other_layer.parameters())
+    with pytest.raises(ValueError, match=r"Adam.set_state_dict: none of the 8 state "
+                                         r"entries matches a parameter of this optimizer "
+                                         r".*nothing was loaded"):
         other.set_state_dict(state)
-    before = [p.numpy().copy() for p in other_layer.parameters()]
-    other.set_state_dict(state, strict=False)            # loads what matches: nothing
-    assert [p.numpy().tolist() for p in other_layer.parameters()] == \
-        [b.tolist() for b in before]
+    with pytest.raises(ValueError, match="nothing was loaded"):
+        other.set_state_dict(state, strict=False)         # never a silent empty load
+    assert list(other.state_dict()) == ["LR"]
+
+
+def test_set_state_dict_not_strict_warns_with_the_counts_of_a_partial_load():
+    layer, opt = _stepped()
+    state = dict(opt.state_dict())
+    state["linear_999.w_0_moment1"] = np.zeros((3, 2), "float32")
+    with pytest.raises(ValueError, match=r"1 key\(s\) match no parameter.*strict=False"):
+        opt.set_state_dict(state)
+    with pytest.warns(UserWarning, match=r"Adam.set_state_dict: loaded 8 of the 9 state "
+                                         r"entries given \(strict=False\): 1 matched no "
+                                         r"parameter of this optimizer \(e.g. "
+                                         r"'linear_999.w_0_moment1'\)"):
+        opt.set_state_dict(state, strict=False)
 
 
 def test_set_state_dict_refuses_a_parameter_with_part_of_its_state():
@@ -403,7 +451,11 @@ def test_set_state_dict_refuses_a_parameter_with_part_of_its_state():
     with pytest.raises(ValueError, match=rf"Adam.set_state_dict: parameter '{name}' lacks "
                                          rf"'{name}_moment2'"):
         opt.set_state_dict(state)
-    opt.set_state_dict(state, strict=False)
+    with pytest.warns(UserWarning, match=rf"loaded 7 of the 7 state entries given "
+                                         rf"\(strict=False\): 1 parameter\(s\) got part of "
+                                         rf"their state \(e.g. '{name}' lacks "
+                                         rf"'{name}_moment2'\)"):
+        opt.set_state_dict(state, strict=False)
 
 
 def test_set_state_dict_names_the_parameter_of_a_misshapen_state():

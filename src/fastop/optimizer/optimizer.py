@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any, Callable
@@ -544,42 +545,94 @@ class Optimizer:
     def set_state_dict(self, state_dict: dict, strict: bool = True) -> None:
         """Restore what :meth:`state_dict` returned (tensors or arrays).
 
+        Keys name parameters, and parameter names are unique per process (a model built
+        twice has ``linear_0.w_0`` then ``linear_2.w_0``): when the keys name other
+        parameters than this optimizer's but hold the state of as many parameters, of the
+        same shapes, in the same order, the state is loaded by position (the order
+        :meth:`state_dict` wrote it in: the optimizer's parameter order).
         With `strict` (as PyTorch's ``load_state_dict``), a key that matches no
         parameter of this optimizer, or a parameter given part of its state, is an
-        error listing them; ``strict=False`` loads what matches and ignores the rest.
-        A state of the wrong shape is always an error naming the parameter."""
+        error listing them; ``strict=False`` loads what matches, warns with the counts
+        when that is not everything, and is an error when nothing matches. A state of
+        the wrong shape is always an error naming the parameter."""
         cls = type(self).__name__
-        expected: dict[str, tuple[Any, str]] = {}
-        for i, param in enumerate(self._parameter_list or ()):
-            prefix = self._param_key(i, param) + "_"
-            for key in self._state_names:
-                expected[prefix + key] = (param, key)
         given = {k: v for k, v in state_dict.items() if k not in ("LR", "LR_Scheduler")}
-        if strict:
-            unmatched = [k for k in given if k not in expected]
-            if unmatched:
-                raise ValueError(f"{cls}.set_state_dict: {len(unmatched)} key(s) match no "
-                                 f"parameter of this optimizer: {unmatched} (its parameters: "
-                                 f"{self._param_names()}); pass strict=False to load only "
-                                 f"the keys that match")
-            for i, param in enumerate(self._parameter_list or ()):
-                keys = [self._param_key(i, param) + "_" + k for k in self._state_names]
-                lacking = [k for k in keys if k not in given]
-                if lacking and len(lacking) < len(keys):
-                    raise ValueError(f"{cls}.set_state_dict: parameter "
-                                     f"'{self._param_key(i, param)}' lacks {lacking[0]!r} "
-                                     f"(a parameter's state is loaded whole); pass "
-                                     f"strict=False to load it anyway")
+        expected = self._by_position(given) or self._by_name()
+        unmatched = [k for k in given if k not in expected]
+        per_param: dict[int, list[str]] = {}
+        for key, (param, _) in expected.items():
+            per_param.setdefault(id(param), []).append(key)
+        partial = []                    # (parameter key, its first state key not given)
+        for keys in per_param.values():
+            lacking = [k for k in keys if k not in given]
+            if lacking and len(lacking) < len(keys):
+                partial.append((lacking[0][:-len(expected[lacking[0]][1]) - 1], lacking[0]))
+        loaded = [k for k in given if k in expected]
+        if given and not loaded:
+            raise ValueError(f"{cls}.set_state_dict: none of the {len(given)} state "
+                             f"entries matches a parameter of this optimizer (keys "
+                             f"{list(given)[:4]}{'...' if len(given) > 4 else ''}; its "
+                             f"parameters: {self._param_names()}): nothing was loaded")
+        if strict and unmatched:
+            raise ValueError(f"{cls}.set_state_dict: {len(unmatched)} key(s) match no "
+                             f"parameter of this optimizer: {unmatched} (its parameters: "
+                             f"{self._param_names()}); pass strict=False to load only "
+                             f"the keys that match")
+        if strict and partial:
+            raise ValueError(f"{cls}.set_state_dict: parameter '{partial[0][0]}' lacks "
+                             f"{partial[0][1]!r} (a parameter's state is loaded whole); "
+                             f"pass strict=False to load it anyway")
         if _is_scheduler(self._learning_rate):
             if "LR_Scheduler" in state_dict:
                 self._learning_rate.set_state_dict(state_dict["LR_Scheduler"])
         elif "LR" in state_dict:
             self.set_lr(float(np.asarray(state_dict["LR"])))
-        for key, value in given.items():
-            if key in expected:
-                param, name = expected[key]
-                self._load_state_value(self._eager_state(param), name, np.asarray(value),
-                                       param)
+        for key in loaded:
+            param, name = expected[key]
+            self._load_state_value(self._eager_state(param), name, np.asarray(given[key]),
+                                   param)
+        if unmatched or partial:
+            warnings.warn(f"{cls}.set_state_dict: loaded {len(loaded)} of the {len(given)} "
+                          f"state entries given (strict=False): "
+                          + "; ".join(filter(None, [
+                              f"{len(unmatched)} matched no parameter of this optimizer "
+                              f"(e.g. {unmatched[0]!r})" if unmatched else "",
+                              f"{len(partial)} parameter(s) got part of their state (e.g. "
+                              f"'{partial[0][0]}' lacks {partial[0][1]!r})" if partial
+                              else ""])), stacklevel=2)
+
+    def _by_name(self) -> dict[str, tuple[Any, str]]:
+        """Each state key this optimizer's parameters have: (parameter, state name)."""
+        return {f"{self._param_key(i, param)}_{key}": (param, key)
+                for i, param in enumerate(self._parameter_list or ())
+                for key in self._state_names}
+
+    def _by_position(self, given: dict) -> dict[str, tuple[Any, str]]:
+        """The keys of `given` mapped to this optimizer's parameters by position, when
+        they name other parameters but hold, in order, whole states of exactly as many
+        parameters of the same shapes; else {}."""
+        params = list(self._parameter_list or ())
+        ours = self._by_name()
+        if not given or all(k in ours for k in given):
+            return {}
+        suffixes = sorted(self._state_names, key=len, reverse=True)
+        groups: dict[str, dict[str, str]] = {}        # saved parameter key -> state -> key
+        for key in given:
+            state = next((s for s in suffixes if key.endswith("_" + s)), None)
+            if state is None:
+                return {}
+            groups.setdefault(key[:-len(state) - 1], {})[state] = key
+        if len(groups) != len(params) or any(set(g) != set(self._state_names)
+                                             for g in groups.values()):
+            return {}
+        mapping = {}
+        for param, states in zip(params, groups.values()):
+            for state, key in states.items():
+                shape = list(np.shape(np.asarray(given[key])))
+                if state not in self._number_states and shape != list(param.shape):
+                    return {}
+                mapping[key] = (param, state)
+        return mapping
 
     def _param_names(self) -> list[str]:
         return [self._param_key(i, p) for i, p in enumerate(self._parameter_list or ())]
