@@ -561,3 +561,72 @@ def test_a_parameter_member_whose_header_length_lies_is_a_load_error(static_env,
         z.writestr("w.npy", bytes(data))
     with pytest.raises(LoadError, match=r"m\.params\.npz.*member 'w' is not a \.npy array"):
         static.load(static.Program(), str(tmp_path / "m"))
+
+
+SAVE_SCRIPT = '''
+import sys, warnings
+import numpy as np
+import fastop
+from fastop import static
+
+def my_relu(x):
+    return np.maximum(x, 0)
+
+fastop.enable_static()
+x = static.data("x", [None, 3], "float32")
+h = static.nn.fc(x, 4, name="l1")
+out = static.default_main_program().current_block().create_var(
+    name="act", dtype="float32", shape=h.shape)
+static.py_func(my_relu, h, out)
+static.Executor().run(static.default_startup_program())
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    static.save(static.default_main_program(), sys.argv[1])
+print("WARNING:", caught[0].message)
+if len(sys.argv) > 2:            # the same script loads it back
+    program = static.load_program(sys.argv[1], allowed_modules=["__main__"])
+    print("LOADED:", [op.type for op in program.global_block().ops])
+'''
+
+
+def test_a_py_func_of_a_script_is_named_at_save_and_at_load(tmp_path):
+    """Issue 26: a py_func defined in the training script (module __main__) loads back
+    only in that script; save says so, and another script's load error says which
+    function and module it looked for and what to do."""
+    (tmp_path / "train.py").write_text(SAVE_SCRIPT)
+    path = str(tmp_path / "model")
+    env = dict(os.environ, PYTHONPATH=PACKAGE_ROOT)
+    proc = subprocess.run([sys.executable, str(tmp_path / "train.py"), path, "reload"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert ("functions of the script itself (module '__main__': my_relu) can be loaded "
+            "back only by this same script: to load the program anywhere else, move them "
+            "into a module") in proc.stdout
+    assert "LOADED:" in proc.stdout and "py_func" in proc.stdout   # the same script: fine
+
+    (tmp_path / "serve.py").write_text(
+        f"from fastop import static\n"
+        f"static.load_program({path!r}, allowed_modules=['__main__'])\n")
+    proc = subprocess.run([sys.executable, str(tmp_path / "serve.py")], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "cannot resolve py_func func '__main__:my_relu': looked for function " \
+           "'my_relu' in module '__main__'" in last, last
+    assert f"the script running now ({tmp_path / 'serve.py'}) does not define it" in last
+    assert "Move 'my_relu' into a module" in last and "allowed_modules=['my_ops']" in last
+
+
+def test_a_missing_function_of_a_module_says_what_to_do(static_env, funcs, tmp_path):
+    main, _, _ = static_env
+    _build(main, funcs)
+    path = str(tmp_path / "m")
+    static.save(main, path)
+    text = open(path + ".program.json").read().replace("static_io_funcs:tanh\"",
+                                                        "static_io_funcs:gone\"")
+    with open(path + ".program.json", "w") as f:
+        f.write(text)
+    with pytest.raises(LoadError, match=r"looked for function 'gone' in module "
+                                        r"'static_io_funcs' \(AttributeError: .*\)\. Make "
+                                        r"module 'static_io_funcs' importable here"):
+        static.load_program(path, allowed_modules=["static_io_funcs"])

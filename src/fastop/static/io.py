@@ -159,8 +159,10 @@ class CodePolicy:
         try:
             obj = _lookup(module, qualname)
         except (ImportError, AttributeError) as exc:
-            raise self.error(f"{where}: cannot resolve {what} '{ref}': "
-                             f"{type(exc).__name__}: {exc}") from exc
+            raise self.error(f"{where}: cannot resolve {what} '{ref}': looked for "
+                             f"function '{qualname}' in module '{module}' "
+                             f"({type(exc).__name__}: {exc}). " + _missing_advice(module, qualname)
+                             ) from exc
         if not callable(obj) or getattr(obj, "__module__", None) != module \
                 or getattr(obj, "__qualname__", None) != qualname:
             raise self.error(f"{where}: {what} '{ref}' is not a function defined in module "
@@ -168,6 +170,21 @@ class CodePolicy:
                              f"{getattr(obj, '__module__', '?')}:"
                              f"{getattr(obj, '__qualname__', '?')})")
         return obj
+
+
+def _missing_advice(module: str, qualname: str) -> str:
+    """What to do when a saved function cannot be found again."""
+    if module == "__main__":
+        script = getattr(importlib.import_module("__main__"), "__file__", None)
+        running = f"the script running now ({script})" if script else "this session"
+        return (f"The program was saved by a script that defined '{qualname}' itself "
+                f"(module '__main__'), and {running} does not define it: a script's "
+                f"functions are found only when that same script loads the program. Move "
+                f"'{qualname}' into a module (e.g. my_ops.py), import it from there in the "
+                f"script that builds and saves the program, save again, and load with "
+                f"allowed_modules=['my_ops']")
+    return (f"Make module '{module}' importable here (installed, or on sys.path) with "
+            f"'{qualname}' defined in it, as when the program was saved")
 
 
 def _code_refs(data: dict[str, Any]) -> Iterator[tuple[Any, str, str]]:
@@ -567,10 +584,15 @@ def save(program: Program, model_path: str, scope: Scope | None = None) -> None:
     if refs:
         modules = list(dict.fromkeys(ref.partition(":")[0].partition(" ")[0]
                                      for ref in refs))
+        in_main = [r.partition(":")[2] for r in refs if r.startswith("__main__:")]
+        script = ("; functions of the script itself (module '__main__': "
+                  f"{', '.join(in_main)}) can be loaded back only by this same script: "
+                  f"to load the program anywhere else, move them into a module (e.g. "
+                  f"my_ops.py), import them from it, and save again") if in_main else ""
         warnings.warn(f"static.save: the program calls Python functions "
                       f"{', '.join(map(repr, refs))}; loading it imports their modules, "
                       f"which load_program does only when allowed: "
-                      f"static.load_program(path, allowed_modules={modules!r})",
+                      f"static.load_program(path, allowed_modules={modules!r}){script}",
                       UserWarning, stacklevel=2)
 
 
