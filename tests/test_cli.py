@@ -79,6 +79,12 @@ def test_ops_namespace_filter(capsys, test_ops):
     assert code == 0
     assert [op["name"] for op in json.loads(out)["ops"]] == ["clitest::scale",
                                                              "clitest::scale_grad"]
+    code, out, _ = run_cli(capsys, "ops", "--json", "--namespace", "activations")
+    data = json.loads(out)               # the plugins listed are that namespace's only
+    assert data["namespace"] == "activations"
+    assert {op["name"].split("::")[0] for op in data["ops"]} == {"activations"}
+    assert [p["name"] for p in data["plugins"]] == ["fastop-activations"]
+    assert sorted(data["plugins"][0]["ops"]) == [op["name"] for op in data["ops"]]
     code, _, err = run_cli(capsys, "ops", "--namespace", "clitst")
     assert code == 2 and "did you mean 'clitest'" in err
 

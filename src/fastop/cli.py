@@ -85,12 +85,16 @@ def cmd_ops(args: argparse.Namespace) -> int:
             print(f"fastop ops: error: {exc}", file=sys.stderr)
             return 2
     infos = [op_info(op) for op in registry.ops(args.namespace)]
+    prefix = f"{args.namespace}::" if args.namespace else ""
     loaded = [{"name": p.name, "version": p.version, "module": p.module,
-               "entry_point": p.entry_point, "directory": p.directory, "ops": list(p.ops)}
+               "entry_point": p.entry_point, "directory": p.directory,
+               "ops": [name for name in p.ops if name.startswith(prefix)]}
               for p in plugins.list()]
+    if args.namespace:          # only the plugins, and their ops, of that namespace
+        loaded = [p for p in loaded if p["ops"]]
     if args.json:
-        print(json.dumps({"fastop": __version__, "plugins": loaded, "ops": infos},
-                         indent=2))
+        print(json.dumps({"fastop": __version__, "namespace": args.namespace,
+                          "plugins": loaded, "ops": infos}, indent=2))
         return 0
     # built-in plugin first, then in load order; ops defined outside any plugin last
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {

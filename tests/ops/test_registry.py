@@ -251,3 +251,26 @@ def test_namespaces_are_computed_once_per_version(registry):
     assert registry.namespaces() == ["a", "b"]
     registry.remove("a::x")
     assert registry.namespaces() == ["b"]
+
+
+def test_help_and_doc_of_an_op_show_its_doc_and_signature(registry):
+    """Issue 26: help(op) and op.__doc__ show the op's doc= and call signature, not the
+    OpDef class's docstring (which the class itself keeps)."""
+    import inspect
+    import pydoc
+    from fastop.ops import OpDef
+    op = define_scale(registry)
+    op.version = "1.2"
+    assert op.__doc__ == ("scale(x, bias?, alpha=1.0, axes=[0]) -> (y)\n\n"
+                          f"y = alpha * x + bias\n\nOp 'test::scale' from {op.plugin} 1.2.")
+    text = pydoc.render_doc(op, renderer=pydoc.plaintext)
+    assert "y = alpha * x + bias" in text and "One op definition" not in text
+    assert OpDef.__doc__.startswith("One op definition.")
+    assert str(inspect.signature(op)) == "(x, bias=None, alpha=1.0, axes=[0])"
+    bare = registry.define("test::bare", inputs=["x"], outputs=["y"],
+                           attrs={"k": 2, "mode": str})
+    assert "(this op has no doc=)" in bare.__doc__
+    assert str(inspect.signature(bare)) == "(x, k=2, *, mode)"   # required after default
+    keyword = registry.define("test::kw", inputs=["x"], outputs=["y"], attrs={"in": 1})
+    with pytest.raises(ValueError):          # 'in' is no Python parameter name: none
+        inspect.signature(keyword)

@@ -78,7 +78,9 @@ def restore_global_plugins():
     from_directory = dict(global_manager._from_directory)
     hooked = {id(p) for p in global_manager.hooks.get_plugins()}
     path = list(sys.path)
+    failures = list(registry.plugin_failures)
     yield global_manager
+    registry.plugin_failures[:] = failures
     for name in {op.name for op in registry} - ops:
         registry.remove(name)
     for plugin in global_manager.hooks.get_plugins():

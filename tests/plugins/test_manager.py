@@ -333,3 +333,38 @@ def test_entry_point_load_follows_attribute_path():
     import numpy as np
     assert EntryPoint("x", "numpy.linalg:norm", "numpy", "1").load() is np.linalg.norm
     assert EntryPoint("x", "numpy [extra]", "numpy", "1").load() is np
+
+
+def test_the_missing_namespace_of_a_plugin_that_failed_says_so_and_why(plugins):
+    """Issue 26: once a plugin failed to load, looking up its namespace says that it
+    failed and why, not only that the namespace does not exist."""
+    registry = plugins.registry
+    with pytest.raises(AttributeError) as plain:
+        registry.namespace("mine")
+    assert "failed" not in str(plain.value)           # no plugin failed yet: no note
+    with pytest.warns(PluginLoadWarning):
+        plugins.register(plugin_module(fastop_register_ops=defining("mine::a", then=boom)),
+                         "fastop-mine", "0.3")
+    with pytest.raises(AttributeError, match=r"no op namespace 'mine'; note: a plugin "
+                                             r"failed to load, which may be where it comes "
+                                             r"from: fastop-mine 0\.3 \(RuntimeError: boom "
+                                             r"halfway\)"):
+        registry.namespace("mine")
+    with pytest.raises(fastop.ops.UnknownOpError, match=r"unknown op 'mine::a'.*fastop-mine "
+                                                       r"0\.3 \(RuntimeError: boom halfway\)"):
+        registry.get("mine::a")
+
+
+def test_fastop_ops_names_the_failed_plugin_of_a_missing_namespace(tmp_path,
+                                                                    restore_global_plugins):
+    (tmp_path / "mine_ops.py").write_text("import fastop\nfastop_register_ops = 1\n"
+                                          "import no_such_module_for_fastop_tests\n")
+    with pytest.warns(PluginLoadWarning):
+        fastop.plugins.load_directory(tmp_path)
+    sys.modules.pop("mine_ops", None)
+    with pytest.raises(AttributeError, match=r"module 'fastop.ops' has no op namespace or "
+                                             r"attribute 'mine'; note: a plugin failed to "
+                                             r"load.*module mine_ops in directory .*"
+                                             r"ModuleNotFoundError: No module named "
+                                             r"'no_such_module_for_fastop_tests'"):
+        fastop.ops.mine

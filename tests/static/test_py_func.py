@@ -1,6 +1,8 @@
 """py_func: every rule of seeds 000/001 — inputs and outputs as Variables or lists,
 debugging ops, backward arguments, skipped variables, None gradients, the declared
 output contract, zero-copy inputs."""
+import sys
+
 import numpy as np
 import pytest
 
@@ -81,9 +83,11 @@ def test_shape_contract_warns_once_and_strict_mode_raises(static_env, exe):
     feed = {"x": np.ones((3, 2), "float32")}
     with pytest.warns(RuntimeWarning) as record:
         for _ in range(3):
-            (y,) = exe.run(main, feed=feed, fetch_list=[out])
+            (y,) = exe.run(main, feed=feed, fetch_list=[out]); line = sys._getframe().f_lineno
     messages = [str(w.message) for w in record]
     assert len(messages) == 1
+    # issue 26: the warning points at the user's line (exe.run here), not inside fastop
+    assert (record[0].filename, record[0].lineno) == (__file__, line)
     assert "py_func[" in messages[0] and "'y'" in messages[0]
     assert "[?, 2]" in messages[0] and "[3, 5]" in messages[0]
     assert y.shape == (3, 5)

@@ -51,7 +51,8 @@ def __getattr__(name: str):
     if name.startswith("_"):     # a private submodule not imported yet (no hint to build)
         raise AttributeError(name)
     raise AttributeError(f"module 'fastop.ops' has no op namespace or attribute {name!r}"
-                         f"{_did_you_mean(name, registry.namespaces())}")
+                         f"{_did_you_mean(name, registry.namespaces())}"
+                         f"{registry.failed_plugins_note()}")
 
 
 def __dir__():

@@ -908,6 +908,49 @@ def _describe(value: Any) -> str:
     return f"{type(value).__name__} {value!r:.40}"
 
 
+class _PerOp:
+    """A class attribute that is the class's own on the class and computed per op on an
+    op: ``OpDef.__doc__`` (``help(op)``, ``op.__doc__`` show the op's ``doc=``, not
+    OpDef's docstring) and ``OpDef.__signature__`` (``inspect.signature(op)``)."""
+
+    def __init__(self, on_class: Any, per_op: Callable[[OpDef], Any]) -> None:
+        self.on_class, self.per_op = on_class, per_op
+
+    def __get__(self, op: OpDef | None, owner: type | None = None) -> Any:
+        return self.on_class if op is None else self.per_op(op)
+
+
+def _op_docstring(op: OpDef) -> str:
+    """An op's help text: its call signature, its ``doc=``, where it comes from."""
+    origin = f"{op.plugin} {op.version}".strip()
+    return (f"{op.short_name}{op.signature()[len(op.name):]}\n\n"
+            f"{inspect.cleandoc(op.doc) if op.doc else '(this op has no doc=)'}\n\n"
+            f"Op {op.name!r} from {origin}.")
+
+
+def _op_signature(op: OpDef) -> inspect.Signature | None:
+    """Inputs (an optional one defaults to None), then attributes with their defaults;
+    from a required attribute after a defaulted argument on, keyword-only. None (no
+    signature) when a name is no Python parameter name (``in``)."""
+    P = inspect.Parameter
+    params: list[inspect.Parameter] = []
+    kind = P.POSITIONAL_OR_KEYWORD
+    for name, default in [(a.name, None if a.optional else P.empty) for a in op.inputs] + \
+            [(a.name, P.empty if a.default is REQUIRED else a.default)
+             for a in op.attrs.values()]:
+        if default is P.empty and params and params[-1].default is not P.empty:
+            kind = P.KEYWORD_ONLY
+        try:
+            params.append(P(name, kind, default=default))
+        except ValueError:
+            return None
+    return inspect.Signature(params)
+
+
+OpDef.__doc__ = _PerOp(OpDef.__doc__, _op_docstring)
+OpDef.__signature__ = _PerOp(None, _op_signature)
+
+
 def apply_grad_rule(op: OpDef, needed: Sequence[Any], grads: Sequence[Any],
                     attrs: dict[str, Any], needs_input_grad: Sequence[bool] | None = None
                     ) -> tuple[Any, ...]:
@@ -949,6 +992,9 @@ class Registry:
         self._ops: dict[str, OpDef] = {}
         self._current_plugin: tuple[str, str] | None = None   # None: outside a plugin
         self._version = 0   # bumped on every change; caches key on it
+        # plugins that failed to load into this registry ("<plugin>: <error>"), told in
+        # the error for an op or namespace that is not there (the plugin manager adds)
+        self.plugin_failures: list[str] = []
 
     def _changed(self) -> None:
         self._version += 1
@@ -1095,7 +1141,20 @@ class Registry:
             if "::" not in name else []
         hint = f"; did you mean {', '.join(map(repr, same_short))}?" if same_short \
             else did_you_mean(name, self._ops)
-        raise UnknownOpError(f"unknown op '{name}'{hint}")
+        namespace = name.partition("::")[0] if "::" in name else ""
+        raise UnknownOpError(f"unknown op '{name}'{hint}"
+                             + (self.failed_plugins_note()
+                                if namespace and namespace not in self.namespaces() else ""))
+
+    def failed_plugins_note(self) -> str:
+        """For the error of a missing namespace: the plugins that failed to load, and
+        why ("" when none did)."""
+        if not self.plugin_failures:
+            return ""
+        return ("; note: " + ("a plugin" if len(self.plugin_failures) == 1 else
+                              f"{len(self.plugin_failures)} plugins")
+                + " failed to load, which may be where it comes from: "
+                + "; ".join(self.plugin_failures))
 
     def __contains__(self, name: str) -> bool:
         return name in self._ops
@@ -1124,7 +1183,8 @@ class Registry:
         if found is None:
             names = self.namespaces()
             if name not in names:
-                raise AttributeError(f"no op namespace '{name}'{did_you_mean(name, names)}")
+                raise AttributeError(f"no op namespace '{name}'{did_you_mean(name, names)}"
+                                     f"{self.failed_plugins_note()}")
             found = objects[name] = make_namespace(self, name)
         return found
 

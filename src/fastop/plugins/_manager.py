@@ -50,7 +50,7 @@ import pluggy
 
 from fastop import hookspecs
 from fastop._env import env_flag
-from fastop._errors import LoadError, UntrustedCodeError
+from fastop._errors import LoadError, UntrustedCodeError, caller_outside_fastop
 from fastop.ops import OpDef, Registry, registry as default_registry
 from fastop.ops._registry import did_you_mean
 from fastop.ops._sources import DirectorySource
@@ -228,23 +228,6 @@ def entry_points(group: str = ENTRY_POINT_GROUP,
 
 # ----------------------------------------------------------------------------- the manager
 
-def _caller_outside_fastop() -> int:
-    """The ``stacklevel`` that makes a warning point at the first caller outside fastop
-    (the user's ``import fastop`` or ``load_directory`` line), counting frames as
-    ``warnings`` does: importlib's bootstrap frames are skipped, not counted."""
-    frame, level = sys._getframe(2), 2          # the caller of the function warning
-    while frame.f_back is not None:
-        name = frame.f_globals.get("__name__", "")
-        if name != "fastop" and not name.startswith("fastop."):
-            break
-        frame = frame.f_back
-        while frame.f_back is not None and "importlib" in frame.f_code.co_filename \
-                and "_bootstrap" in frame.f_code.co_filename:
-            frame = frame.f_back
-        level += 1
-    return level
-
-
 def _requested(spec: str) -> list[str]:
     return [name.strip() for name in spec.split(",") if name.strip()]
 
@@ -275,9 +258,10 @@ class PluginManager:
 
     def _fail(self, what: str, exc: BaseException, strict: bool | None = None) -> None:
         message = f"fastop plugin {what} was not loaded: {type(exc).__name__}: {exc}"
+        self.registry.plugin_failures.append(f"{what} ({type(exc).__name__}: {exc})")
         if env_flag("FASTOP_STRICT_PLUGINS") if strict is None else strict:
             raise PluginError(message) from exc
-        warnings.warn(message, PluginLoadWarning, stacklevel=_caller_outside_fastop())
+        warnings.warn(message, PluginLoadWarning, stacklevel=caller_outside_fastop())
 
     # -- one plugin --------------------------------------------------------------------
     def register(self, plugin: ModuleType | Any, dist: str, version: str, *,
@@ -403,7 +387,7 @@ class PluginManager:
         register each as a plugin (OneFlow's ``custom_op_module``): see
         :func:`fastop.plugins.load_directory`."""
         directory = _op_directory(path)
-        names = _op_modules(directory, _caller_outside_fastop())
+        names = _op_modules(directory, caller_outside_fastop())
         if not names:
             raise PluginError(f"load_directory: no module in {directory} implements "
                               f"fastop_register_ops (a '*.py' file with a function "

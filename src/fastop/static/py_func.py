@@ -29,6 +29,7 @@ import numpy as np
 
 from fastop._core.storage import DenseTensor, as_dtype
 from fastop._env import env_flag
+from fastop._errors import caller_outside_fastop
 from fastop.ops import ArgSpec, OpDef, TensorMeta
 from fastop.ops._dispatch import mode_guard
 from fastop.static.framework import Variable, default_main_program
@@ -159,7 +160,8 @@ class PyFuncOp(OpDef):
             raise ValueError(message + " (strict mode)")
         if (name, declared) not in self._warned:
             self._warned.add((name, declared))
-            warnings.warn(f"{message}; {resolution}", RuntimeWarning, stacklevel=2)
+            warnings.warn(f"{message}; {resolution}", RuntimeWarning,
+                          stacklevel=caller_outside_fastop())    # the user's exe.run line
 
     # -- gradient -----------------------------------------------------------------------
     def _attach_grad(self) -> None:
