@@ -201,17 +201,20 @@ sys.exit(int(sys.argv[2]))
 """
 
 
-def run_profile(*argv):
+def run_profile(*argv, cwd, umask=None):
+    """``python -m fastop profile ARGV`` in `cwd` (where the trace goes by default)."""
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(fastop.__file__)))
     return subprocess.run([sys.executable, "-m", "fastop", "profile", *argv],
-                          capture_output=True, text=True, env=env, timeout=300)
+                          capture_output=True, text=True, env=env, timeout=300, cwd=cwd,
+                          preexec_fn=None if umask is None else lambda: os.umask(umask))
 
 
 def test_profile_runs_the_script_and_prints_the_time_per_op(tmp_path):
     script = tmp_path / "work.py"
     script.write_text(PROFILED_SCRIPT)
     trace = tmp_path / "trace.json"
-    proc = run_profile(str(script), "7", "3", "--out", str(trace), "--sort", "calls")
+    proc = run_profile(str(script), "7", "3", "--out", str(trace), "--sort", "calls",
+                       cwd=tmp_path)
     assert proc.returncode == 3, proc.stderr            # the script's exit code
     out = proc.stdout
     assert out.startswith("argv ['7', '3']\n")         # the script's own argv
@@ -225,7 +228,8 @@ def test_profile_runs_the_script_and_prints_the_time_per_op(tmp_path):
 def test_profile_options_before_the_script_and_arguments_after_a_double_dash(tmp_path):
     script = tmp_path / "work.py"
     script.write_text(PROFILED_SCRIPT.replace("sys.exit(int(sys.argv[2]))", ""))
-    proc = run_profile("--group", "plugin", str(script), "2", "--", "--out", "x")
+    proc = run_profile("--group", "plugin", str(script), "2", "--", "--out", "x",
+                       cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("argv ['2', '--out', 'x']\n")
     assert "\nPlugin " in proc.stdout and not (tmp_path / "x").exists()
@@ -236,12 +240,14 @@ def test_profile_splits_its_options_from_the_scripts():
     assert split(["--epochs", "3", "--out", "t.json", "--rows=5", "-q"]) == \
         (["--out", "t.json", "--rows=5"], ["--epochs", "3", "-q"])
     assert split(["a", "--", "--out", "b"]) == ([], ["a", "--out", "b"])
+    assert split(["--steps", "5:20", "x", "--no-trace", "--sample-ms=2", "-v"]) == \
+        (["--steps", "5:20", "--no-trace", "--sample-ms=2"], ["x", "-v"])
 
 
 def test_profile_reports_a_failing_script_and_still_summarizes(tmp_path):
     script = tmp_path / "fails.py"
     script.write_text("import fastop\nfastop.tanh(fastop.ones([2]))\nraise KeyError('boom')\n")
-    proc = run_profile(str(script))
+    proc = run_profile(str(script), cwd=tmp_path)
     assert proc.returncode == 1
     assert "KeyError: 'boom'" in proc.stderr and "fastop::tanh" in proc.stdout
 
@@ -250,7 +256,7 @@ def test_profile_out_in_a_missing_directory_is_one_line_naming_it(tmp_path):
     script = tmp_path / "work.py"
     script.write_text(PROFILED_SCRIPT)
     out = tmp_path / "missing" / "dir" / "t.json"
-    proc = run_profile("--out", str(out), str(script), "1", "0")
+    proc = run_profile("--out", str(out), str(script), "1", "0", cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr == (f"fastop profile: error: --out {str(out)!r}: directory "
                            f"{str(out.parent)!r} does not exist\n")
@@ -273,7 +279,7 @@ def test_profile_on_the_cnn_example_names_the_vision_plugin(tmp_path):
     if not example.is_file():
         pytest.skip("no examples/ next to tests/")
     proc = run_profile(str(example), "--epochs", "1", "--quiet", "--group", "plugin",
-                       "--out", str(tmp_path / "cnn.json"))
+                       "--out", str(tmp_path / "cnn.json"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines()
             if line.split()[:1] in (["fastop-vision"], ["fastop"])}
@@ -286,8 +292,122 @@ def test_profile_does_not_import_the_benchmark_harness(tmp_path):
     script.write_text("import fastop\nfastop.tanh(fastop.ones([2]))\n")
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(fastop.__file__)))
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "fastop", "profile",
-                           str(script)], capture_output=True, text=True, env=env, timeout=120)
+                           str(script)], capture_output=True, text=True, env=env, timeout=120,
+                          cwd=tmp_path)
     assert proc.returncode == 0
     imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()}
     assert "fastop.profiler" in imported
     assert not {"fastop_bench_harness", "pyperf", "tqdm", "matplotlib"} & imported
+
+
+# -- profile: the whole script (issue 26) -------------------------------------------------
+SLOW_IMPORT = """
+import time
+start = time.perf_counter()
+while time.perf_counter() - start < 0.4:     # a slow import, like sklearn's
+    pass
+"""
+
+WHOLE_SCRIPT = """
+import time
+import fastop
+import slow_dep
+
+
+def prepare_batch():
+    start = time.perf_counter()
+    total = 0
+    while time.perf_counter() - start < 0.4:  # the script's own Python loop
+        total += 1
+    return total
+
+
+x = fastop.ones([8, 8])
+prepare_batch()
+for _ in range(3):
+    x = fastop.tanh(x @ x)
+"""
+
+
+def test_profile_names_the_time_outside_ops_and_samples_where_it_went(tmp_path):
+    (tmp_path / "slow_dep.py").write_text(SLOW_IMPORT)
+    (tmp_path / "train.py").write_text(WHOLE_SCRIPT)
+    proc = run_profile("train.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    row = next(line for line in out.splitlines() if line.startswith("outside fastop ops"))
+    assert float(row.split()[-2]) > 90                    # Self %: nearly all the run
+    assert "outside fastop ops" in out.splitlines()[1]    # the headline says so too
+    assert "the Python between the ops" in out
+    section = out[out.index("Where the "):]
+    rows = {line.split()[0] if not line.startswith("import ") else " ".join(
+        line.split()[:2]): line.split() for line in section.splitlines()[4:]
+        if line and not line.startswith("-")}
+    for function in ("import slow_dep", "prepare_batch"):   # each about half of it
+        assert 20 < float(rows[function][-2]) < 80, section
+        assert rows[function][-1].startswith(("slow_dep.py:", "train.py:"))
+    assert float(rows["train.py"][-2]) == 100.0           # the script is the root
+    trace = json.loads((tmp_path / "train.trace.json").read_text())
+    sampled = [e for e in trace["traceEvents"] if e.get("cat") == "python (sampled)"]
+    names = {e["name"] for e in sampled}
+    assert {"train.py", "import slow_dep", "prepare_batch"} <= names
+    assert not names & {"run_path", "_run_script", "cmd_profile"}   # the launcher left out
+    track = next(e for e in trace["traceEvents"] if e["name"] == "thread_name"
+                 and e["tid"] == sampled[0]["tid"])
+    assert track["args"]["name"] == "MainThread: Python stack (sampled every 1 ms)"
+    root = next(e for e in sampled if e["name"] == "train.py")
+    for e in sampled:                                     # nested in the script's span
+        assert root["ts"] <= e["ts"] and e["ts"] + e["dur"] <= root["ts"] + root["dur"] + 1e-3
+
+
+def test_profile_names_the_trace_after_the_script_with_the_users_umask(tmp_path):
+    script = tmp_path / "work.py"
+    script.write_text(PROFILED_SCRIPT.replace("sys.exit(int(sys.argv[2]))", ""))
+    run = tmp_path / "run"
+    run.mkdir()
+    proc = run_profile(str(script), "2", cwd=run, umask=0o027)
+    assert proc.returncode == 0, proc.stderr
+    trace = run / "work.trace.json"
+    assert f"trace written to work.trace.json" in proc.stderr
+    assert os.stat(trace).st_mode & 0o777 == 0o640       # 0o666 less the umask, not 0600
+    assert os.listdir(run) == ["work.trace.json"]         # no temporary left
+    meta = json.loads(trace.read_text())["traceEvents"][0]
+    assert meta["args"]["name"] == "fastop (work.py)"     # not fastop's __main__.py
+    proc = run_profile("--out", str(tmp_path), str(script), "1", cwd=run, umask=0o002)
+    assert os.stat(tmp_path / "work.trace.json").st_mode & 0o777 == 0o664  # a directory
+    proc = run_profile("--no-trace", str(script), "1", cwd=tmp_path / "run")
+    assert proc.returncode == 0 and "trace written" not in proc.stderr
+
+
+STEPPED_SCRIPT = """
+import numpy as np
+import fastop
+from fastop import nn
+layer = nn.Linear(4, 2)
+opt = fastop.optimizer.SGD(0.1, parameters=layer.parameters())
+x = fastop.to_tensor(np.ones((3, 4), "float32"))
+for _ in range(10):
+    layer(x).sum().backward()
+    opt.step()
+    opt.clear_grad()
+"""
+
+
+def test_profile_steps_selects_the_steady_state_steps(tmp_path):
+    (tmp_path / "fit.py").write_text(STEPPED_SCRIPT)
+    proc = run_profile("fit.py", "--steps", "3:6", "--no-trace", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines()
+            if line and not line.startswith((" ", "-"))}
+    assert rows["ProfileStep"][1] == "3"                  # steps 3, 4 and 5
+    assert rows["fastop::sgd_update"][1] == "6"           # 2 parameters each step
+    assert rows["fastop::fc"][1] == "3"
+    assert ("fastop profile: 10 steps (one ends at each Optimizer.step() and "
+            "Executor.run()); --steps 3:6 recorded steps 3 to 5") in proc.stderr
+    proc = run_profile("fit.py", "--steps", "8:", "--no-trace", cwd=tmp_path)
+    rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines()
+            if line and not line.startswith((" ", "-"))}
+    assert rows["fastop::sgd_update"][1] == "4"           # steps 8, 9 and the end
+    assert "--steps 8: recorded steps 8 to 9" in proc.stderr
+    with pytest.raises(SystemExit):
+        cli.main(["profile", "fit.py", "--steps", "6:3"])

@@ -5,17 +5,20 @@ Commands (one ``add_parser`` and one handler each in :func:`build_parser`):
              PyTorch (the harness, ``benchmarks/harness.py``, is imported only here);
   ``ops``    list every registered op: its plugin (distribution) and version, inputs,
              outputs, attributes with defaults, dtypes, and its gradient rule;
-  ``profile`` run a script under :class:`fastop.profiler.Profiler` and print where the
-             time went (optionally writing the Chrome trace).
+  ``profile`` run a script under :class:`fastop.profiler.Profiler`, sampling its Python
+             stack, and print where the time went, ops and the Python outside them;
+             write the Chrome trace (``<script>.trace.json``).
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import os
 import sys
-from typing import Any
+import threading
+from typing import Any, Callable
 
 from fastop import plugins
 from fastop._core.kernel import CKernel
@@ -154,23 +157,57 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return fail(str(exc))
 
 
+def _steps(text: str) -> tuple[int, int | None]:
+    """``--steps A:B`` (steps A to B-1) or ``A:`` (from A on)."""
+    first, colon, last = text.partition(":")
+    try:
+        start, end = int(first), (int(last) if last.strip() else None)
+    except ValueError:
+        start, end = -1, None
+    if not colon or start < 0 or (end is not None and end <= start):
+        raise argparse.ArgumentTypeError(f"expected steps like '5:20' (steps 5 to 19) or "
+                                         f"'5:' (from step 5 on), got {text!r}")
+    return start, end
+
+
+def _sample_ms(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1000:
+        raise argparse.ArgumentTypeError(f"expected milliseconds between 0 (no sampling) "
+                                         f"and 1000, got {text!r}")
+    return value
+
+
 def _add_profile_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="TRACE.json",
-                        help="also write the Chrome trace (open it in ui.perfetto.dev or "
-                             "chrome://tracing)")
+                        help="where to write the Chrome trace (open it in ui.perfetto.dev "
+                             "or chrome://tracing); a directory: <script>.trace.json in it "
+                             "(default: <script>.trace.json here)")
+    parser.add_argument("--no-trace", action="store_true", help="write no trace")
     parser.add_argument("--sort", choices=("total", "self", "calls", "mean", "max", "min"),
                         default="total", help="order of the rows (default: total)")
     parser.add_argument("--group", choices=("op", "plugin", "shape"), default="op",
                         help="a row per op, per plugin, or per op and input shapes")
     parser.add_argument("--rows", type=int, metavar="N", help="only the first N rows")
+    parser.add_argument("--steps", type=_steps, metavar="A:B",
+                        help="record only steps A to B-1 (the steady state); a step ends "
+                             "at each optimizer update (Optimizer.step) and static run "
+                             "(Executor.run) of the script")
+    parser.add_argument("--sample-ms", type=_sample_ms, default=1.0, metavar="MS",
+                        help="sample the script's Python stack every MS milliseconds "
+                             "(default: 1; 0: no sampling)")
 
 
-_PROFILE_OPTIONS = ("--out", "--sort", "--group", "--rows")
+_PROFILE_OPTIONS = ("--out", "--sort", "--group", "--rows", "--steps", "--sample-ms")
+_PROFILE_FLAGS = ("--no-trace",)
 
 
 def _split_profile_argv(rest: list[str]) -> tuple[list[str], list[str]]:
-    """The script's arguments and the profile options among them: ``--out``, ``--sort``,
-    ``--group``, ``--rows`` (with their values) are profile's, anywhere before a ``--``;
+    """The script's arguments and the profile options among them (those of
+    :func:`_add_profile_options`, with their values) anywhere before a ``--``;
     everything else, and everything after ``--``, is the script's, in order."""
     own, script = [], []
     i = 0
@@ -183,7 +220,8 @@ def _split_profile_argv(rest: list[str]) -> tuple[list[str], list[str]]:
             own += rest[i:i + 2]
             i += 2
             continue
-        (own if token.split("=", 1)[0] in _PROFILE_OPTIONS else script).append(token)
+        mine = token.split("=", 1)[0] in _PROFILE_OPTIONS or token in _PROFILE_FLAGS
+        (own if mine else script).append(token)
         i += 1
     return own, script
 
@@ -213,9 +251,73 @@ def _run_script(path: str, argv: list[str]) -> int:
         sys.argv, sys.path[0] = saved_argv, saved_path
 
 
+class _StepCounter:
+    """While active, each optimizer update (``Optimizer.step``) and static run
+    (``Executor.run``) the profiled thread makes ends a profiler step (the outermost
+    one, when they nest): the steps ``--steps`` selects."""
+
+    def __init__(self, prof: Any) -> None:
+        from fastop.optimizer.optimizer import Optimizer
+        from fastop.static.executor import Executor
+        self.prof, self.count, self._depth = prof, 0, 0
+        self._thread = threading.get_ident()
+        self._methods = [(Optimizer, "step"), (Executor, "run")]
+        self._saved = [cls.__dict__[name] for cls, name in self._methods]
+
+    def __enter__(self) -> _StepCounter:
+        for (cls, name), method in zip(self._methods, self._saved):
+            setattr(cls, name, self._counting(method))
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        for (cls, name), method in zip(self._methods, self._saved):
+            setattr(cls, name, method)
+
+    def _counting(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            if threading.get_ident() != self._thread:
+                return method(*args, **kwargs)
+            self._depth += 1
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self._depth -= 1
+                if self._depth == 0:
+                    self.count += 1
+                    self.prof.step()
+        return counted
+
+
+def _trace_path(args: argparse.Namespace) -> str | None:
+    """Where the trace goes: ``--out`` (a directory: the default name in it), else
+    ``<script name>.trace.json`` in the working directory; None with ``--no-trace``."""
+    if args.no_trace:
+        return None
+    name = os.path.splitext(os.path.basename(args.script))[0] + ".trace.json"
+    if args.out is None:
+        return name
+    return os.path.join(args.out, name) if os.path.isdir(args.out) else args.out
+
+
+def _steps_scheduler(steps: tuple[int, int | None] | None) -> Any:
+    """The profiler's scheduler for ``--steps`` (None: record the whole run)."""
+    from fastop.profiler import ProfilerState
+    if steps is None:
+        return None
+    start, end = steps
+    if end is not None:
+        return steps
+
+    def from_start(step: int) -> ProfilerState:
+        return ProfilerState.RECORD if step >= start else ProfilerState.CLOSED
+    return from_start
+
+
 def cmd_profile(args: argparse.Namespace) -> int:
-    """``fastop profile script.py [args]``: the script runs under the profiler; then the
-    summary (and ``--out``: the trace). Profile options may also follow the script."""
+    """``fastop profile script.py [args]``: the script runs under the profiler, its
+    Python stack sampled; then the summary and the trace. Profile options may also
+    follow the script."""
     from fastop.profiler import Profiler
     own, script_argv = _split_profile_argv(args.script_args)
     parser = argparse.ArgumentParser(prog="fastop profile", allow_abbrev=False)
@@ -224,28 +326,38 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if not os.path.isfile(args.script):
         print(f"fastop profile: error: no such script: {args.script!r}", file=sys.stderr)
         return 2
-    if args.out:                # checked before the script runs, not after
-        out_dir = os.path.dirname(os.path.abspath(args.out))
+    trace = _trace_path(args)
+    if trace is not None:       # checked before the script runs, not after
+        out_dir = os.path.dirname(os.path.abspath(trace))
         if not os.path.isdir(out_dir):
             print(f"fastop profile: error: --out {args.out!r}: directory {out_dir!r} does "
                   f"not exist", file=sys.stderr)
             return 2
-    prof = Profiler()
+    prof = Profiler(scheduler=_steps_scheduler(args.steps),
+                    sample_python=args.sample_ms / 1e3 if args.sample_ms else None)
     prof.start()
     try:
-        code = _run_script(args.script, script_argv)
+        with _StepCounter(prof) as steps:
+            code = _run_script(args.script, script_argv)
     finally:
         prof.stop()
     sys.stdout.flush()
     print()
     prof.summary(sorted_by=args.sort, group_by=args.group, row_limit=args.rows)
-    if args.out:
+    if args.steps is not None:
+        start, end = args.steps
+        last = steps.count if end is None else min(end, steps.count + 1)
+        recorded = f"steps {start} to {last - 1}" if last > start else "no step"
+        print(f"fastop profile: {steps.count} steps (one ends at each Optimizer.step() "
+              f"and Executor.run()); --steps {start}:{'' if end is None else end} "
+              f"recorded {recorded}", file=sys.stderr)
+    if trace is not None and prof.events():
         try:
-            prof.export_chrome_tracing(args.out)
+            prof.export_chrome_tracing(trace, process_name=os.path.basename(args.script))
         except OSError as exc:
             print(f"fastop profile: error: {exc}", file=sys.stderr)
             return code or 1
-        print(f"fastop profile: trace written to {args.out} (open it in "
+        print(f"fastop profile: trace written to {trace} (open it in "
               f"https://ui.perfetto.dev or chrome://tracing)", file=sys.stderr)
     return code
 
@@ -300,8 +412,10 @@ def build_parser() -> argparse.ArgumentParser:
     profile = commands.add_parser(
         "profile", help="run a Python script under the profiler",
         description="Run SCRIPT (as `python SCRIPT ARGS...` would) under "
-                    "fastop.profiler.Profiler, then print the time per op. The options "
-                    "may also come after the script; arguments after `--` all go to it.")
+                    "fastop.profiler.Profiler, sampling its Python stack, then print the "
+                    "time per op, the time outside fastop ops and the Python functions it "
+                    "went to, and write the trace. The options may also come after the "
+                    "script; arguments after `--` all go to it.")
     _add_profile_options(profile)
     profile.add_argument("script", metavar="SCRIPT", help="the Python script to run")
     profile.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",

@@ -38,7 +38,7 @@ import json
 import os
 import socket
 import sys
-import tempfile
+import threading
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, TextIO
@@ -46,6 +46,7 @@ from typing import Any, TextIO
 from fastop._core import profiling as _recorder
 from fastop._core.kernel import CKernel
 from fastop._core.storage import DTYPE_NAMES, as_dtype
+from fastop._files import atomic_write
 from fastop.ops._dispatch import kernel_dtype
 
 __all__ = ["Profiler", "ProfilerState", "ProfilerTarget", "SortedKeys", "RecordEvent",
@@ -346,6 +347,229 @@ def _nest(events: list[ProfilerEvent]) -> list[ProfilerEvent]:
     return events
 
 
+# ----------------------------------------------------------------------------- Python stacks
+
+_FASTOP_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+OUTSIDE_OPS = "outside fastop ops"
+
+
+class PythonFrame:
+    """A function (code object) seen in the sampled stacks: its label (``load_data``,
+    ``import sklearn`` for a module being imported, ``train.py`` for the script), file
+    and first line, and whether it is a caller above the profiled code (fastop's
+    command line, runpy), which the stacks leave out."""
+
+    __slots__ = ("label", "file", "line", "launcher")
+
+    def __init__(self, label: str, file: str, line: int, launcher: bool) -> None:
+        self.label, self.file, self.line, self.launcher = label, file, line, launcher
+
+    @property
+    def where(self) -> str:
+        return f"{_short_path(self.file)}:{self.line}" if self.file[:1] != "<" else self.file
+
+
+class PythonSamples:
+    """The Python stacks of one thread, sampled while a :class:`Profiler` recorded
+    (``Profiler(sample_python=seconds)``): ``times`` (``CLOCK_MONOTONIC`` ns, as the
+    events), ``stack_ids`` (per sample, an index into ``stacks``), ``stacks`` (tuples of
+    indices into ``frames``, outermost first), ``frames`` (:class:`PythonFrame`),
+    ``thread`` (its ident) and ``interval`` (seconds asked between samples)."""
+
+    def __init__(self, thread: int, interval: float) -> None:
+        self.thread, self.interval = thread, interval
+        self.times: list[int] = []
+        self.stack_ids: list[int] = []
+        self.stacks: list[tuple[int, ...]] = []
+        self.frames: list[PythonFrame] = []
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+
+class _StackSampler:
+    """A daemon thread taking the Python stack of one thread every `interval` seconds
+    (``sys._current_frames``: py-spy's idea, inside the process). A sample costs the
+    sampled thread one GIL hand-over; while it runs Python, the interpreter hands the
+    GIL over every ``sys.getswitchinterval()`` (5 ms) at most, so samples come that
+    often then, and each is weighted by the time since the one before."""
+
+    def __init__(self, thread: int, interval: float) -> None:
+        self.samples = PythonSamples(thread, interval)
+        self._codes: dict[Any, int] = {}          # code object -> index into frames (-1: left out)
+        self._stacks: dict[tuple[int, ...], int] = {}
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fastop-stack-sampler",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> PythonSamples:
+        self._done.set()
+        self._thread.join()
+        return self.samples
+
+    def _run(self) -> None:
+        samples, target, now = self.samples, self.samples.thread, _recorder.now
+        current_frames, wait = sys._current_frames, self._done.wait
+        codes, stacks = self._codes, self._stacks
+        while not wait(samples.interval):
+            frame = current_frames().get(target)
+            t = now()
+            entries = []
+            while frame is not None:
+                index = codes.get(frame.f_code)
+                if index is None:
+                    index = codes[frame.f_code] = self._frame(frame)
+                if index >= 0:
+                    entries.append(index)
+                frame = frame.f_back
+            key = tuple(reversed(entries))
+            stack = stacks.get(key)
+            if stack is None:
+                stack = stacks[key] = len(samples.stacks)
+                samples.stacks.append(key)
+            samples.times.append(t)
+            samples.stack_ids.append(stack)
+
+    def _frame(self, frame: Any) -> int:
+        """The index of a new code object's :class:`PythonFrame`; -1 for importlib's
+        own frames (an import shows as ``import <module>``)."""
+        code = frame.f_code
+        file = code.co_filename
+        if file.startswith("<frozen importlib"):
+            return -1
+        module = frame.f_globals.get("__name__", "?")
+        if code.co_name != "<module>":
+            label = code.co_qualname
+        elif module == "__main__":
+            label = os.path.basename(file)
+        else:
+            label = f"import {module}"
+        launcher = file.startswith(_FASTOP_DIR) or module == "runpy"
+        self.samples.frames.append(PythonFrame(label, file, code.co_firstlineno, launcher))
+        return len(self.samples.frames) - 1
+
+
+def _user_stack(samples: PythonSamples, stack: tuple[int, ...]) -> tuple[int, ...]:
+    """The stack without its launcher frames at the outer end (``python -m fastop
+    profile``'s own and runpy's: the script's ``<module>`` is the root)."""
+    frames = samples.frames
+    start = 0
+    while start < len(stack) - 1 and frames[stack[start]].launcher:
+        start += 1
+    return stack[start:]
+
+
+def _op_intervals(events: list[ProfilerEvent], thread: int) -> list[tuple[int, int]]:
+    """The union of the times `thread` (an event thread index) spent in fastop: every
+    event but steps and user ranges, merged into disjoint sorted intervals."""
+    spans = sorted((e.start_ns, e.end_ns) for e in events
+                   if e.thread == thread and e.category not in ("step", "user"))
+    merged: list[list[int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(a, b) for a, b in merged]
+
+
+def _outside_weights(samples: PythonSamples, window: tuple[int, int],
+                     intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(sample index, weight in ns) of each sample in `window` taken outside every
+    interval: its weight is the time since the sample before (or the window's start)."""
+    out, k, previous = [], 0, window[0]
+    for i, t in enumerate(samples.times):
+        if not window[0] <= t <= window[1]:
+            continue
+        while k < len(intervals) and intervals[k][1] < t:
+            k += 1
+        if not (k < len(intervals) and intervals[k][0] <= t):
+            out.append((i, t - previous))
+        previous = t
+    return out
+
+
+def _sampled_table(samples: PythonSamples, events: list[ProfilerEvent],
+                   threads: list[tuple[int, int, str]], window: tuple[int, int],
+                   time_unit: str, row_limit: int | None) -> str:
+    """Where the time outside fastop ops went on the sampled thread: per function, its
+    time with it on the stack (Total) and at the top of it (Self), estimated from the
+    samples and scaled to that thread's exact time outside ops."""
+    index = next((i for i, t in enumerate(threads) if t[0] == samples.thread), None)
+    intervals = _op_intervals(events, index) if index is not None else []
+    begin = max(window[0], min((e.start_ns for e in events), default=window[0]))
+    end = min(window[1], max((e.end_ns for e in events), default=window[1]))
+    outside = max(end - begin - sum(min(b, end) - max(a, begin) for a, b in intervals
+                                    if b > begin and a < end), 0)
+    weighted = _outside_weights(samples, (begin, end), intervals)
+    name = threads[index][2] if index is not None else "the sampled thread"
+    scale = _TIME_UNITS[time_unit]
+    head = (f"\nWhere the {outside / scale:.3f} {time_unit} {OUTSIDE_OPS} on {name} went: "
+            f"its Python stack sampled every {samples.interval * 1e3:g} ms "
+            f"({len(weighted)} samples there)")
+    if not weighted:
+        return head + ": no sample fell there"
+    total_weight = sum(w for _, w in weighted) or 1
+    inclusive: dict[int, int] = {}
+    own: dict[int, int] = {}
+    for i, w in weighted:
+        stack = _user_stack(samples, samples.stacks[samples.stack_ids[i]])
+        for f in set(stack):
+            inclusive[f] = inclusive.get(f, 0) + w
+        if stack:
+            own[stack[-1]] = own.get(stack[-1], 0) + w
+    ordered = sorted(inclusive, key=lambda f: (-inclusive[f], -own.get(f, 0)))
+    shown = ordered[:row_limit or 15]
+    frames = samples.frames
+    width = min(max([8] + [len(frames[f].label) for f in shown]), 50)
+    header = (f"{'Function':<{width}}  {'Total(' + time_unit + ')':>11}  "
+              f"{'Self(' + time_unit + ')':>11}  {'Total %':>7}  Where")
+    rule = "-" * (len(header) + 24)
+    lines = [head, rule, header, rule]
+    for f in shown:
+        label = frames[f].label
+        label = label if len(label) <= width else label[:width - 1] + "…"
+        t, o = inclusive[f] / total_weight * outside, own.get(f, 0) / total_weight * outside
+        lines.append(f"{label:<{width}}  {t / scale:>11.3f}  {o / scale:>11.3f}  "
+                     f"{100 * t / (outside or 1):>7.1f}  {frames[f].where}")
+    lines.append(rule)
+    if len(shown) < len(ordered):
+        lines.append(f"... {len(ordered) - len(shown)} more functions")
+    lines.append("Total: time with the function on the stack; Self: at its top (in it, or "
+                 "in C code it called). Estimated\nfrom the samples (each weighted by the "
+                 "time since the one before), scaled to the exact time outside ops.")
+    return "\n".join(lines)
+
+
+def _sampled_spans(samples: PythonSamples, window: tuple[int, int]
+                   ) -> list[tuple[int, int, int, int]]:
+    """The sampled stacks as nested spans ``(depth, frame, start_ns, end_ns)``: a frame
+    on the stack in consecutive samples (under the same callers) is one span, from the
+    sample before its first to its last."""
+    spans: list[tuple[int, int, int, int]] = []
+    open_: list[list[int]] = []                      # per depth: [frame, start, end]
+    previous = window[0]
+    for t, stack_id in zip(samples.times, samples.stack_ids):
+        if not window[0] <= t <= window[1]:
+            continue
+        stack = _user_stack(samples, samples.stacks[stack_id])
+        same = 0
+        while same < min(len(stack), len(open_)) and open_[same][0] == stack[same]:
+            same += 1
+        for depth in range(len(open_) - 1, same - 1, -1):
+            f, start, end = open_.pop()
+            spans.append((depth, f, start, end))
+        for entry in open_:
+            entry[2] = t
+        open_ += [[f, previous, t] for f in stack[same:]]
+        previous = t
+    for depth in range(len(open_) - 1, -1, -1):
+        f, start, end = open_.pop()
+        spans.append((depth, f, start, end))
+    return sorted(spans, key=lambda s: (s[2], s[0]))
+
+
 # ----------------------------------------------------------------------------- the profiler
 
 class Profiler:
@@ -358,7 +582,10 @@ class Profiler:
     :func:`make_scheduler`; steps are counted by :meth:`step`. ``on_trace_ready``:
     called with the profiler when a recording period ends (None: nothing is written).
     ``record_shapes``: record the inputs' shapes and dtypes (the ``shape`` grouping and
-    the trace's arguments need them).
+    the trace's arguments need them). ``sample_python``: seconds between samples of the
+    Python stack of the thread that starts the profiler, while it records (None: no
+    sampling): the summary then says which functions the time outside fastop ops went
+    to, and the trace shows the sampled stack on a track of its own.
 
     Profilers nest: one started while another records sees the calls of its own time
     window, the other sees them too (a script with a profiler of its own can run under
@@ -369,7 +596,7 @@ class Profiler:
     def __init__(self, *, targets: Iterable[ProfilerTarget] | None = None,
                  scheduler: Callable[[int], ProfilerState] | tuple[int, int] | None = None,
                  on_trace_ready: Callable[[Profiler], Any] | None = None,
-                 record_shapes: bool = True) -> None:
+                 record_shapes: bool = True, sample_python: float | None = None) -> None:
         for target in targets or ():
             if target is not ProfilerTarget.CPU:
                 warnings.warn(f"fastop.profiler: {target} is not supported; profiling the "
@@ -386,8 +613,16 @@ class Profiler:
         if on_trace_ready is not None and not callable(on_trace_ready):
             raise TypeError(f"Profiler: on_trace_ready must be callable, got "
                             f"{type(on_trace_ready).__name__}")
+        if sample_python is not None and not (isinstance(sample_python, (int, float))
+                                              and 0 < sample_python <= 1):
+            raise ValueError(f"Profiler: sample_python must be None or seconds between "
+                             f"samples in (0, 1], got {sample_python!r}")
         self.on_trace_ready = on_trace_ready
         self.record_shapes = bool(record_shapes)
+        self.sample_python = sample_python
+        self._sampled_thread = threading.get_ident()
+        self._sampler: _StackSampler | None = None
+        self._samples: PythonSamples | None = None      # the last recorded period's
         self.step_num = 0
         self.current_state = ProfilerState.CLOSED
         self._running = False
@@ -403,6 +638,8 @@ class Profiler:
         if getattr(self, "_recording", False):
             self._recording = False
             _recorder.stop()
+            if self._sampler is not None:
+                self._sampler.stop()
 
     # -- the schedule ---------------------------------------------------------------
     def __enter__(self) -> Profiler:
@@ -418,6 +655,7 @@ class Profiler:
             raise RuntimeError("Profiler.start: this profiler is already running")
         self.step_num = 0
         self.current_state = self._state(0)
+        self._sampled_thread = threading.get_ident()
         if self._records(self.current_state):
             self._begin()
         self._running = True
@@ -466,6 +704,8 @@ class Profiler:
         self._since = _recorder.now()
         self._recording_trace = _recorder.start(self.record_shapes)
         self._recording = True
+        if self.sample_python is not None:
+            self._sampler = _StackSampler(self._sampled_thread, float(self.sample_python))
 
     def _end_step(self) -> None:
         if self._recording:
@@ -475,6 +715,8 @@ class Profiler:
         _recorder.stop()
         self._trace, self._recording_trace = self._recording_trace, None
         self._window = (self._since, _recorder.now())
+        self._samples = self._sampler.stop() if self._sampler is not None else None
+        self._sampler = None
         self._events = None
         self._recording = False
         if ready and self.on_trace_ready is not None:
@@ -491,6 +733,11 @@ class Profiler:
             self._events = _nest([resolver.event(*e)
                                   for e in self._trace.events(*self._window)])
         return self._events
+
+    def python_samples(self) -> PythonSamples | None:
+        """The last recorded period's samples of the Python stack (None without
+        ``sample_python``)."""
+        return self._samples
 
     def threads(self) -> list[tuple[int, int, str]]:
         """Per thread index of the events (``ProfilerEvent.thread``): (ident, native
@@ -540,6 +787,9 @@ class Profiler:
                              + _table(mine, key, group_by, time_unit, op_detail, row_limit))
         else:
             parts.append(_table(events, key, group_by, time_unit, op_detail, row_limit))
+        if self._samples is not None:
+            parts.append(_sampled_table(self._samples, events, threads, self._window,
+                                        time_unit, row_limit))
         return "\n".join(parts)
 
     def export(self, path: str, format: str = "json") -> None:
@@ -550,39 +800,30 @@ class Profiler:
                              f"format), got {format!r}")
         self.export_chrome_tracing(path)
 
-    def export_chrome_tracing(self, path: str) -> None:
+    def export_chrome_tracing(self, path: str, *, process_name: str | None = None) -> None:
         """Write the events in the Trace Event Format (chrome://tracing, Perfetto): a
         complete ("X") event per call with name, category, ts and dur in microseconds,
         pid, tid and its inputs, plugin and Python function as args; a track per thread
-        named after it. Written atomically (a temporary file renamed); a file that
-        cannot be written is an OSError naming `path` (and its directory when that is
-        missing), not the temporary."""
+        named after it; with ``sample_python``, the sampled Python stack on a track of
+        its own. `process_name` names the process's track (default: the script,
+        ``sys.argv[0]``). Written atomically (a temporary file renamed), with the
+        permissions of the user's umask; a file that cannot be written is an OSError
+        naming `path` (and its directory when that is missing), not the temporary."""
         if self._trace is None:
             raise RuntimeError("Profiler.export_chrome_tracing: nothing was recorded yet")
-        document = chrome_trace(self.events(), self.threads())
+        document = chrome_trace(self.events(), self.threads(), process_name,
+                                self._samples, self._window)
         path = os.fspath(path)
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):
             raise FileNotFoundError(f"Profiler.export_chrome_tracing: cannot write "
                                     f"{path!r}: directory {directory!r} does not exist")
+        text = json.dumps(document, separators=(",", ":")).encode()
         try:
-            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".fastop_trace", suffix=".json")
+            atomic_write(path, lambda out: out.write(text))
         except OSError as exc:
             raise type(exc)(exc.errno, f"Profiler.export_chrome_tracing: cannot write "
                                        f"{path!r}: {exc.strerror}") from exc
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump(document, out, separators=(",", ":"))
-            os.replace(tmp, path)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise type(exc)(exc.errno, f"Profiler.export_chrome_tracing: cannot write "
-                                       f"{path!r}: {exc.strerror}") from exc
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
 
     def __repr__(self) -> str:
         return f"<Profiler {self.current_state.name.lower()}, step {self.step_num}>"
@@ -610,16 +851,24 @@ class _Row:
         self.calls = self.total = self.self = self.max = self.python = 0
         self.min = None
 
-    def add(self, e: ProfilerEvent, outermost: bool) -> None:
+    def add(self, e: ProfilerEvent, outermost: bool, self_ns: int) -> None:
         self.calls += 1
         d = e.duration_ns
         if outermost:          # a recursive call's time is inside its caller's already
             self.total += d
-        self.self += e.self_ns
+        self.self += self_ns
         self.max = max(self.max, d)
         self.min = d if self.min is None else min(self.min, d)
         if e.python is not None:
-            self.python += e.self_ns
+            self.python += self_ns
+
+    def add_outside(self, e: ProfilerEvent) -> None:
+        """A step's time outside every call nested in it (its self time)."""
+        self.calls += 1
+        self.total += e.self_ns
+        self.self += e.self_ns
+        self.max = max(self.max, e.self_ns)
+        self.min = e.self_ns if self.min is None else min(self.min, e.self_ns)
 
     def value(self, key: str) -> float:
         return {"total": self.total, "self": self.self, "calls": self.calls,
@@ -675,7 +924,15 @@ def _table(events: list[ProfilerEvent], key: str, group_by: str, time_unit: str,
         row = rows.get(k)
         if row is None:
             row = rows[k] = _Row(k, _detail(e) if op_detail and group_by != "plugin" else "")
-        row.add(e, _is_outermost(e, group_by))
+        if e.category == "step":        # its self time: the row outside fastop ops
+            row.add(e, _is_outermost(e, group_by), 0)
+            outside = rows.get(OUTSIDE_OPS)
+            if outside is None:
+                outside = rows[OUTSIDE_OPS] = _Row(OUTSIDE_OPS, _OUTSIDE_DETAIL
+                                                   if op_detail else "")
+            outside.add_outside(e)
+        else:
+            row.add(e, _is_outermost(e, group_by), e.self_ns)
     ordered = sorted(rows.values(), key=lambda r: r.value(key), reverse=True)
     shown = ordered[:row_limit] if row_limit else ordered
     recorded = sum(r.self for r in rows.values()) or 1
@@ -704,10 +961,15 @@ def _table(events: list[ProfilerEvent], key: str, group_by: str, time_unit: str,
     return "\n".join(lines)
 
 
+_OUTSIDE_DETAIL = ("the Python between the ops, in no op or range of yours: your script's "
+                   "own code, imports, data loading")
+
+
 def _headline(events: list[ProfilerEvent], threads: list[tuple[int, int, str]],
               time_unit: str) -> str:
     recorded = sum(e.self_ns for e in events)
     python = sum(e.self_ns for e in events if e.python is not None)
+    outside = sum(e.self_ns for e in events if e.category == "step")
     ops = sum(1 for e in events if e.category in ("op", "static op"))
     scale = _TIME_UNITS[time_unit]
     used = sorted({e.thread for e in events})
@@ -715,19 +977,24 @@ def _headline(events: list[ProfilerEvent], threads: list[tuple[int, int, str]],
     return (f"fastop profiler: {recorded / scale:.3f} {time_unit} recorded on "
             f"{len(used)} thread{'s' if len(used) != 1 else ''} ({names}), "
             f"{len(events)} events, {ops} op calls; {python / scale:.3f} {time_unit} "
-            f"({100 * python / (recorded or 1):.1f} %) in Python kernels")
+            f"({100 * python / (recorded or 1):.1f} %) in Python kernels"
+            + (f"; {outside / scale:.3f} {time_unit} ({100 * outside / (recorded or 1):.1f} "
+               f"%) {OUTSIDE_OPS}" if outside else ""))
 
 
 # ----------------------------------------------------------------------------- Chrome trace
 
-def chrome_trace(events: list[ProfilerEvent], threads: list[tuple[int, int, str]]) -> dict:
+def chrome_trace(events: list[ProfilerEvent], threads: list[tuple[int, int, str]],
+                 process_name: str | None = None, samples: PythonSamples | None = None,
+                 window: tuple[int, int] = (0, 0)) -> dict:
     """The Trace Event Format document of `events` (see
-    :meth:`Profiler.export_chrome_tracing`). Every event, metadata included, has name,
-    ph, ts, dur, pid and tid."""
+    :meth:`Profiler.export_chrome_tracing`), and of the sampled Python stacks in
+    `window`. Every event, metadata included, has name, ph, ts, dur, pid and tid."""
     pid = os.getpid()
+    name = process_name or os.path.basename(sys.argv[0]) or "python"
     out: list[dict[str, Any]] = [
         {"name": "process_name", "ph": "M", "ts": 0, "dur": 0, "pid": pid, "tid": 0,
-         "args": {"name": f"fastop ({os.path.basename(sys.argv[0]) or 'python'})"}}]
+         "args": {"name": f"fastop ({name})"}}]
     tids = [native for _, native, _ in threads]
     for index in sorted({e.thread for e in events}):
         _, native, name = threads[index]
@@ -749,8 +1016,34 @@ def chrome_trace(events: list[ProfilerEvent], threads: list[tuple[int, int, str]
         out.append({"name": e.name, "cat": e.category, "ph": "X",
                     "ts": round(e.start_ns / 1e3, 3), "dur": round(e.duration_ns / 1e3, 3),
                     "pid": pid, "tid": tids[e.thread], "args": args})
+    if samples is not None and len(samples):
+        out += _sampled_trace(samples, threads, window, pid)
     return {"traceEvents": out, "displayTimeUnit": "ms",
             "otherData": {"producer": "fastop.profiler", "clock": "CLOCK_MONOTONIC"}}
+
+
+def _sampled_trace(samples: PythonSamples, threads: list[tuple[int, int, str]],
+                   window: tuple[int, int], pid: int) -> list[dict[str, Any]]:
+    """The sampled stacks as a track of their own (a thread id no real thread has),
+    under the sampled thread's track: one "X" event per span of a function."""
+    native, name = next(((n, m) for ident, n, m in threads if ident == samples.thread),
+                        (0, "thread"))
+    tid = _SAMPLED_TID_BASE + native
+    out: list[dict[str, Any]] = [
+        {"name": "thread_name", "ph": "M", "ts": 0, "dur": 0, "pid": pid, "tid": tid,
+         "args": {"name": f"{name}: Python stack (sampled every "
+                          f"{samples.interval * 1e3:g} ms)"}},
+        {"name": "thread_sort_index", "ph": "M", "ts": 0, "dur": 0, "pid": pid, "tid": tid,
+         "args": {"sort_index": len(threads)}}]
+    for depth, f, start, end in _sampled_spans(samples, window):
+        frame = samples.frames[f]
+        out.append({"name": frame.label, "cat": "python (sampled)", "ph": "X",
+                    "ts": round(start / 1e3, 3), "dur": round((end - start) / 1e3, 3),
+                    "pid": pid, "tid": tid, "args": {"source": frame.where}})
+    return out
+
+
+_SAMPLED_TID_BASE = 1 << 30     # above any Linux thread id (pid_max is at most 2**22)
 
 
 def _entry_json(entry: Any, shape: bool) -> Any:
