@@ -354,7 +354,7 @@ def test_profile_names_the_time_outside_ops_and_samples_where_it_went(tmp_path):
     assert not names & {"run_path", "_run_script", "cmd_profile"}   # the launcher left out
     track = next(e for e in trace["traceEvents"] if e["name"] == "thread_name"
                  and e["tid"] == sampled[0]["tid"])
-    assert track["args"]["name"] == "MainThread: Python stack (sampled every 1 ms)"
+    assert track["args"]["name"] == "MainThread: Python stack (sampled every 5 ms)"
     root = next(e for e in sampled if e["name"] == "train.py")
     for e in sampled:                                     # nested in the script's span
         assert root["ts"] <= e["ts"] and e["ts"] + e["dur"] <= root["ts"] + root["dur"] + 1e-3

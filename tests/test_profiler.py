@@ -494,8 +494,19 @@ def test_export_errors_name_the_path_given_not_a_temporary(tmp_path):
     with pytest.raises(OSError) as info:
         prof.export_chrome_tracing(str(tmp_path / "t.json"))
     assert str(tmp_path / "t.json") in str(info.value)
-    assert ".fastop_trace" not in str(info.value)
-    assert [n for n in os.listdir(tmp_path) if n.startswith(".fastop_trace")] == []
+    assert ".tmp" not in str(info.value)
+    assert os.listdir(tmp_path) == ["t.json"]   # no temporary left behind
+
+
+def test_export_writes_with_the_umask_not_0600(tmp_path):
+    with Profiler() as prof:
+        fastop.ones([2]).sum()
+    old = os.umask(0o022)
+    try:
+        prof.export_chrome_tracing(str(tmp_path / "t.json"))
+    finally:
+        os.umask(old)
+    assert os.stat(tmp_path / "t.json").st_mode & 0o777 == 0o644
 
 
 def test_a_profiler_nobody_holds_stops_recording():
@@ -514,3 +525,55 @@ def test_a_profiler_nobody_holds_stops_recording():
         assert profiling.is_active()
         fastop.ones([2]).sum()
     assert not profiling.is_active() and named(outer, "fastop::sum")
+
+
+# -- the time outside ops, and the sampled Python stack (issue 26) -------------------------
+def spin_in_python(seconds):
+    """The user's own Python between ops (a data pipeline, say)."""
+    import time
+    start, n = time.perf_counter(), 0
+    while time.perf_counter() - start < seconds:
+        n += 1
+    return n
+
+
+def test_the_time_outside_ops_is_a_row_and_the_sampled_stack_says_where_it_went(tmp_path):
+    x = tensor([16, 16])
+    with Profiler(sample_python=0.001) as prof:
+        for _ in range(3):
+            spin_in_python(0.1)
+            fastop.tanh(x @ x)
+            prof.step()
+    text = prof.summary_table(op_detail=True)
+    rows = {line[:20].strip(): line.split() for line in text.splitlines()}
+    outside = rows["outside fastop ops"]
+    steps = [e for e in prof.events() if e.category == "step"]
+    assert outside[3] == str(len(steps)) == "4"        # calls: one per step (3 and the end)
+    assert float(outside[5]) == pytest.approx(sum(e.self_ns for e in steps) / 1e6, abs=2e-3)
+    assert float(rows["ProfileStep"][3]) == 0.0        # its self time moved to that row
+    assert float(outside[-2]) > 90
+    samples = prof.python_samples()
+    assert len(samples) > 10 and samples.thread == threading.get_ident()
+    section = text[text.index("Where the "):]
+    line = next(l for l in section.splitlines() if l.startswith("spin_in_python"))
+    assert float(line.split()[3]) > 80                 # Total %: the loop is the time
+    assert line.split()[4].endswith(f"test_profiler.py:"
+                                    f"{spin_in_python.__code__.co_firstlineno}")
+    prof.export_chrome_tracing(str(tmp_path / "t.json"))
+    trace = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    spins = [e for e in trace if e["name"] == "spin_in_python"]
+    assert spins and all(e["cat"] == "python (sampled)" for e in spins)
+    # calls with no sample between them are one span (the ops between take microseconds)
+    assert sum(e["dur"] for e in spins) > 0.8 * 300e3  # of 3 x 100 ms, in microseconds
+
+
+def test_without_sampling_no_samples_and_no_section():
+    with Profiler() as prof:
+        fastop.ones([2]).sum()
+        prof.step()
+    assert prof.python_samples() is None
+    text = prof.summary_table()
+    assert "outside fastop ops" in text and "Where the " not in text
+    with pytest.raises(ValueError, match="sample_python must be None or seconds"):
+        Profiler(sample_python=0)
+    assert not any(t.name == "fastop-stack-sampler" for t in threading.enumerate())

@@ -196,9 +196,9 @@ def _add_profile_options(parser: argparse.ArgumentParser) -> None:
                         help="record only steps A to B-1 (the steady state); a step ends "
                              "at each optimizer update (Optimizer.step) and static run "
                              "(Executor.run) of the script")
-    parser.add_argument("--sample-ms", type=_sample_ms, default=1.0, metavar="MS",
+    parser.add_argument("--sample-ms", type=_sample_ms, default=5.0, metavar="MS",
                         help="sample the script's Python stack every MS milliseconds "
-                             "(default: 1; 0: no sampling)")
+                             "(default: 5; 0: no sampling)")
 
 
 _PROFILE_OPTIONS = ("--out", "--sort", "--group", "--rows", "--steps", "--sample-ms")
