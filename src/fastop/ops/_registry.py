@@ -341,6 +341,11 @@ class OpDef(OpBase):
     def __post_init__(self) -> None:
         self.fixed_outputs = not any(a.optional or a.variadic for a in self.outputs)
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # a subclass's docstring is its class's; its ops still show their own doc=
+        super().__init_subclass__(**kwargs)
+        cls.__doc__ = _PerOp(cls.__dict__.get("__doc__"), _op_docstring)
+
     # -- definition (decorators) -----------------------------------------------
     def meta(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """Register the meta function: ``fn(*input_metas, **attrs) -> TensorMeta(s)``."""
