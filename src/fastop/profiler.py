@@ -504,8 +504,9 @@ def _sampled_table(samples: PythonSamples, events: list[ProfilerEvent],
     samples and scaled to that thread's exact time outside ops."""
     index = next((i for i, t in enumerate(threads) if t[0] == samples.thread), None)
     intervals = _op_intervals(events, index) if index is not None else []
-    begin = max(window[0], min((e.start_ns for e in events), default=window[0]))
-    end = min(window[1], max((e.end_ns for e in events), default=window[1]))
+    steps = [e for e in events if e.thread == index and e.category == "step"]
+    begin = min((e.start_ns for e in steps), default=window[0])   # the steps' extent
+    end = max((e.end_ns for e in steps), default=window[1])
     outside = max(end - begin - sum(min(b, end) - max(a, begin) for a, b in intervals
                                     if b > begin and a < end), 0)
     weighted = _outside_weights(samples, (begin, end), intervals)
@@ -519,15 +520,19 @@ def _sampled_table(samples: PythonSamples, events: list[ProfilerEvent],
     total_weight = sum(w for _, w in weighted) or 1
     inclusive: dict[int, int] = {}
     own: dict[int, int] = {}
+    frames = samples.frames
     for i, w in weighted:
         stack = _user_stack(samples, samples.stacks[samples.stack_ids[i]])
+        first_import = next((k for k, f in enumerate(stack)
+                             if frames[f].label.startswith("import ")), None)
+        if first_import is not None:         # an import is one row: all it runs is its
+            stack = stack[:first_import + 1]
         for f in set(stack):
             inclusive[f] = inclusive.get(f, 0) + w
         if stack:
             own[stack[-1]] = own.get(stack[-1], 0) + w
     ordered = sorted(inclusive, key=lambda f: (-inclusive[f], -own.get(f, 0)))
     shown = ordered[:row_limit or 15]
-    frames = samples.frames
     width = min(max([8] + [len(frames[f].label) for f in shown]), 50)
     header = (f"{'Function':<{width}}  {'Total(' + time_unit + ')':>11}  "
               f"{'Self(' + time_unit + ')':>11}  {'Total %':>7}  Where")
@@ -543,8 +548,9 @@ def _sampled_table(samples: PythonSamples, events: list[ProfilerEvent],
     if len(shown) < len(ordered):
         lines.append(f"... {len(ordered) - len(shown)} more functions")
     lines.append("Total: time with the function on the stack; Self: at its top (in it, or "
-                 "in C code it called). Estimated\nfrom the samples (each weighted by the "
-                 "time since the one before), scaled to the exact time outside ops.")
+                 "in C code it called; an import's\nSelf: all it ran, the trace shows "
+                 "inside). Estimated from the samples (each weighted by the time since\nthe "
+                 "one before), scaled to the exact time outside ops.")
     return "\n".join(lines)
 
 
