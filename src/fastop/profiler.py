@@ -15,7 +15,12 @@ on, well under a microsecond per op. Events are decoded here, once, when read.
   chrome://tracing and https://ui.perfetto.dev open: one track per thread, nested calls
   stacked;
 * :class:`RecordEvent` (also :func:`record_function`) marks your own ranges, as a
-  context manager or a decorator.
+  context manager or a decorator;
+* the time in no op (your Python between the ops) is the summary's ``outside fastop
+  ops`` row; ``Profiler(sample_python=seconds)`` samples the Python stack of the thread
+  that started it (a thread reading ``sys._current_frames()``) to say which functions
+  that time went to, in the summary and on a track of the trace (``python -m fastop
+  profile`` does, every 5 ms).
 
 Paddle's scheduling works as in Paddle: ``scheduler=(2, 5)`` or :func:`make_scheduler`,
 ``Profiler.step()`` once per iteration (each step is a ``ProfileStep#N`` range), and
