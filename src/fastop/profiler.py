@@ -413,7 +413,8 @@ class _StackSampler:
 
     def stop(self) -> PythonSamples:
         self._done = True
-        self._thread.join()
+        if self._thread is not threading.current_thread():   # (a collection run by it)
+            self._thread.join()
         return self.samples
 
     def _run(self) -> None:
@@ -425,6 +426,8 @@ class _StackSampler:
             if self._done:
                 return
             frame = current_frames().get(target)
+            if frame is None:                     # the thread has ended
+                continue
             t = now()
             entries = []
             while frame is not None:
