@@ -24,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 import traceback
@@ -561,8 +562,11 @@ def plot(suites: list[pyperf.BenchmarkSuite], path: str) -> None:
             else:
                 ax.set_xlabel("numpy's or torch's time / fastop's time", fontsize=8)
     runs, machine = report_header(suites)
-    fig.suptitle(f"fastop bench: numpy's and torch's time over fastop's (right of 1: fastop "
-                 f"is faster)\n{runs.replace('`', '')}\n{machine}", fontsize=9)
+    width = 14 * 6 * len(columns)   # characters of the title's size in a line
+    fig.suptitle("\n".join(textwrap.wrap(
+        "fastop bench: numpy's and torch's time over fastop's (right of 1: fastop is "
+        "faster)", width) + textwrap.wrap(runs.replace("`", ""), width)
+        + textwrap.wrap(machine, width)), fontsize=9)
     handles = [*(Line2D([], [], color=color, marker="o", linestyle="", label=f"{impl} time / "
                         f"fastop time") for impl, color in PLOT_COLORS.items()),
                *(Line2D([], [], color="gray", marker=marker[t], linestyle="",
@@ -571,7 +575,8 @@ def plot(suites: list[pyperf.BenchmarkSuite], path: str) -> None:
                       label="goal of the target"),
                Line2D([], [], color="red", marker="$✗$", linestyle="",
                       label="misses its target")]
-    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles),
+    fig.legend(handles=handles, loc="outside lower center",
+               ncol=len(handles) if len(columns) > 1 else (len(handles) + 1) // 2,
                frameon=False, fontsize=8)
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -586,6 +591,7 @@ def _plot_group(ax: Any, cases: list[list[dict[str, Any]]], marker: dict[int, st
                 low: float, high: float) -> None:
     """One group's panel: a row per case (its thread counts' rows), numpy's ratios just
     above the row's middle and torch's just below."""
+    from matplotlib.ticker import LogLocator, NullFormatter
     labels, label_colors = [], []
     for y, case_rows in enumerate(cases):
         missed = any(missed_goals(row)[1] for row in case_rows)
@@ -610,7 +616,10 @@ def _plot_group(ax: Any, cases: list[list[dict[str, Any]]], marker: dict[int, st
     ax.set_yticklabels(labels, fontsize=7.5)
     for tick, color in zip(ax.get_yticklabels(), label_colors):
         tick.set_color(color)
+    if high / low < 100:   # under two decades: ticks at 1, 2 and 5 of each
+        ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
     ax.xaxis.set_major_formatter(_ratio_text)
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.tick_params(axis="x", labelsize=7.5)
     ax.grid(axis="x", which="major", color="0.9")
     ax.set_axisbelow(True)
