@@ -18,11 +18,13 @@ import gc
 import importlib.util
 import json
 import os
+import re
 import site
 import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 import traceback
@@ -270,6 +272,10 @@ def run(args: Any) -> int:
     if args.summarize:
         suites = [_load_report(path) for path in args.summarize]
         print(format_report(suites), end="")
+        missed = missed_summary(suites)
+        if missed:
+            print(f"fastop bench: {len(missed)} row(s) miss their target:", *missed,
+                  sep="\n", file=sys.stderr)
         if args.plot:        # the medians over the runs: a steadier picture than one run
             plot(suites, args.plot)
             print(f"fastop bench: wrote {args.plot}", file=sys.stderr)
@@ -290,6 +296,10 @@ def run(args: Any) -> int:
         return 1
     suite = pyperf.BenchmarkSuite(benchmarks)
     print(format_table([suite]))
+    missed = missed_summary([suite])
+    if missed:
+        print(f"fastop bench: {len(missed)} row(s) miss their target:", *missed, sep="\n",
+              file=sys.stderr)
     for error in errors:
         print(f"error {error}", file=sys.stderr)
     for path, write in ((args.json, lambda p: suite.dump(p, compact=False, replace=True)),
@@ -309,6 +319,93 @@ def _load_report(path: str) -> pyperf.BenchmarkSuite:
     if not all("impl" in b.get_metadata() for b in suite):
         raise BenchError(f"--summarize: {path} is not a fastop bench --json file")
     return suite
+
+
+# -- targets: which rows meet theirs ------------------------------------------------------
+class Goal(NamedTuple):
+    """One checkable part of a case's target: fastop's time at most ``bound`` seconds
+    (``against`` None), or ``against``'s time over fastop's at least ``bound``."""
+    text: str
+    against: str | None
+    bound: float
+    strict: bool = False        # "<" / ">" rather than "≤" / "≥"
+    threads: int | None = None  # "(1 thread)": checked at that thread count only
+
+
+TIME_UNITS = {"s": 1.0, "ms": 1e-3, "µs": 1e-6, "us": 1e-6, "ns": 1e-9}
+_NUMBER = r"(\d+(?:\.\d+)?)"
+_NOTE = r"(?:\s*\((?P<note>[^)]*)\))?\s*$"   # a trailing "(...)": a note, or "(1 thread)"
+# "≤ 4 µs", "< 0.5 s", "≤ 20 µs/run (Paddle 330 µs)", "≤ 1.25 ms/step": fastop's time per call
+_TIME_GOAL = re.compile(r"(?P<op>≤|<=|<)\s*" + _NUMBER + r"\s*(?P<unit>s|ms|µs|us|ns)"
+                        r"(?:/(?:run|step|call))?" + _NOTE)
+# "≥ 1.5× torch", "≥ 1.0× torch (1 thread)", "≥ 3× torch.autograd.Function": a ratio
+_RATIO_GOAL = re.compile(r"(?P<op>≥|>=|>)\s*" + _NUMBER + r"\s*[×x]\s*(?P<impl>numpy|torch)"
+                         r"(?:\.[\w.]+)?" + _NOTE)
+# "≤ 1.5× numpy time": fastop's time at most 1.5 numpy's, i.e. vs numpy ≥ 1 / 1.5
+_INVERSE_GOAL = re.compile(r"(?P<op>≤|<=|<)\s*" + _NUMBER + r"\s*[×x]\s*(?P<impl>numpy|torch)"
+                           r"\s+time" + _NOTE)
+
+
+def _clauses(target: str) -> list[str]:
+    """The parts of a target separated by "," or ";" outside parentheses."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(target):
+        depth += (char == "(") - (char == ")")
+        if char in ",;" and depth == 0:
+            parts.append(target[start:i])
+            start = i + 1
+    return [p.strip() for p in [*parts, target[start:]] if p.strip()]
+
+
+def parse_target(target: str) -> list[Goal]:
+    """The parts of a target the numbers of its row can check: a time per call of fastop
+    (``≤ 4 µs``), a ratio against numpy or torch (``≥ 1.5× torch``, ``≤ 1.5× numpy
+    time``), each optionally followed by a parenthesized note, ``(1 thread)`` restricting
+    it to one thread. Other parts (``µs/op``, ``≤ 2 % over ...``, prose) are not
+    checked: the row's numbers do not say them."""
+    goals = []
+    for clause in _clauses(target):
+        match = (_TIME_GOAL.fullmatch(clause) or _RATIO_GOAL.fullmatch(clause)
+                 or _INVERSE_GOAL.fullmatch(clause))
+        if match is None:
+            continue
+        note = (match.group("note") or "").strip()
+        threads = int(note.split()[0]) if re.fullmatch(r"\d+ threads?", note) else None
+        strict, value = match.group("op") in "<>", float(match.group(2))
+        if match.re is _TIME_GOAL:
+            goals.append(Goal(clause, None, value * TIME_UNITS[match.group("unit")],
+                              strict, threads))
+        elif match.re is _RATIO_GOAL:
+            goals.append(Goal(clause, match.group("impl"), value, strict, threads))
+        elif value > 0:
+            goals.append(Goal(clause, match.group("impl"), 1 / value, strict, threads))
+    return goals
+
+
+def missed_goals(row: dict[str, Any]) -> tuple[list[Goal], list[Goal]]:
+    """The goals of a :func:`table` row that its numbers check: (checked, missed). A goal
+    for another thread count, or against an implementation that did not run, is not
+    checked."""
+    checked, missed = [], []
+    for goal in parse_target(row["target"]):
+        if goal.threads is not None and goal.threads != row["threads"]:
+            continue
+        value = row["fastop"] if goal.against is None else row[f"vs {goal.against}"]
+        if value is None:
+            continue
+        checked.append(goal)
+        # a time must stay at most its bound, a ratio at least its bound
+        margin = goal.bound - value if goal.against is None else value - goal.bound
+        if margin < 0 or (goal.strict and margin == 0):
+            missed.append(goal)
+    return checked, missed
+
+
+def target_mark(row: dict[str, Any]) -> str:
+    """The table's ``met`` cell: ✓ every checked goal met, ✗ one missed, empty when the
+    target has no goal the row's numbers check."""
+    checked, missed = missed_goals(row)
+    return "✗" if missed else "✓" if checked else ""
 
 
 # -- reporting ----------------------------------------------------------------------------
@@ -347,15 +444,34 @@ def format_time(seconds: float | None) -> str:
     return f"{seconds / scale:.3g} {unit}"
 
 
+MET_LEGEND = ("met: ✓ the row's numbers meet every part of its target they can check (a "
+              "time per call, a ratio against numpy or torch), ✗ they miss one, empty: "
+              "nothing of the target is checked from the row (per-op times, overheads).")
+
+
+def missed_summary(suites: list[pyperf.BenchmarkSuite]) -> list[str]:
+    """A line per row that misses its target: the case, what it missed, its numbers."""
+    lines = []
+    for row in table(suites):
+        _, missed = missed_goals(row)
+        if missed:
+            numbers = ", ".join([f"fastop {format_time(row['fastop'])}", *(
+                f"{row[f'vs {o}']:.2f}× {o}" for o in IMPLS[1:] if row[f"vs {o}"])])
+            lines.append(f"✗ {row['group']}/{row['case']} ({row['threads']} thr): misses "
+                         f"{'; '.join(g.text for g in missed)} ({numbers})")
+    return lines
+
+
 def format_table(suites: list[pyperf.BenchmarkSuite]) -> str:
     """The rows as a Markdown table padded to line up in a terminal too."""
-    header = ["group", "case", "threads", *IMPLS, "vs numpy", "vs torch", "target", "runs"]
+    header = ["group", "case", "threads", *IMPLS, "vs numpy", "vs torch", "target", "met",
+              "runs"]
     rows = [header] + [[r["group"], r["case"], str(r["threads"]),
                         *(format_time(r[i]) for i in IMPLS),
                         *("—" if r[k] is None else f"{r[k]:.2f}×" for k in header[6:8]),
-                        r["target"], str(r["runs"])] for r in table(suites)]
+                        r["target"], target_mark(r), str(r["runs"])] for r in table(suites)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    figures = {2, 3, 4, 5, 6, 7, 9}   # right-aligned
+    figures = {2, 3, 4, 5, 6, 7, 10}   # right-aligned
     rows.insert(1, [("-" * (w - 1) + ":") if i in figures else "-" * w
                     for i, w in enumerate(widths)])
     return "\n".join("| " + " | ".join(c.rjust(w) if i in figures else c.ljust(w)
@@ -363,41 +479,150 @@ def format_table(suites: list[pyperf.BenchmarkSuite]) -> str:
                      for row in rows)
 
 
-def format_report(suites: list[pyperf.BenchmarkSuite]) -> str:
-    """The table headed by the command, the dates, the machine and the load averages."""
+def report_header(suites: list[pyperf.BenchmarkSuite]) -> tuple[str, str]:
+    """What a report says of its runs: the command, how many runs and their dates; the
+    machine, the versions and the load averages."""
     m = suites[0].get_metadata()
     runs = [b.get_metadata() for s in suites for b in s]
     loads = sorted(r["load_avg_1min"] for r in runs if "load_avg_1min" in r) or [float("nan")]
     dates = sorted(r["date"][:16] for r in runs if "date" in r) or ["?"]
     return (f"`{m.get('command', 'fastop bench')}`: {len(suites)} run(s), {dates[0]} to "
-            f"{dates[-1]}\n\n{m.get('cpu_model_name', '?')}, {m.get('cpu_count', '?')} CPUs, "
+            f"{dates[-1]}",
+            f"{m.get('cpu_model_name', '?')}, {m.get('cpu_count', '?')} CPUs, "
             f"SIMD {m.get('cpu_simd', '?')}; Python {m.get('python_version', '?')}, numpy "
             f"{m.get('numpy_version', '?')}, torch {m.get('torch_version', 'not used')}, "
             f"fastop {m.get('fastop_version', '?')}; load average {loads[0]:.2f} to "
-            f"{loads[-1]:.2f}\n\n{format_table(suites)}\n")
+            f"{loads[-1]:.2f}")
+
+
+def format_report(suites: list[pyperf.BenchmarkSuite]) -> str:
+    """The table headed by the command, the dates, the machine and the load averages,
+    followed by what its ``met`` column means."""
+    runs, machine = report_header(suites)
+    return f"{runs}\n\n{machine}\n\n{format_table(suites)}\n\n{MET_LEGEND}\n"
+
+
+def _columns(sizes: list[int], count: int) -> list[list[int]]:
+    """Consecutive groups (their row counts ``sizes``) split into at most ``count``
+    columns of about the same number of rows, in order."""
+    columns, share, filled = [[]], sum(sizes) / count, 0
+    for i, size in enumerate(sizes):
+        if columns[-1] and filled + size / 2 > share * len(columns) and len(columns) < count:
+            columns.append([])
+        columns[-1].append(i)
+        filled += size
+    return columns
+
+
+PLOT_COLORS = {"numpy": "tab:blue", "torch": "tab:orange"}
+PLOT_MARKERS = "o^sDv"   # one per thread count
+PLOT_ROW_INCHES = 0.2    # the height of a case's row
 
 
 def plot(suites: list[pyperf.BenchmarkSuite], path: str) -> None:
-    """Horizontal bars of the ratios vs numpy and vs torch per case, on a log scale."""
+    """One figure to read at its size (about 1200 px wide at 100 dpi): a panel per group of
+    cases, in up to two columns; per case, numpy's and torch's time over fastop's on a log
+    scale (a marker shape per thread count), the parity line at 1, a black tick at each
+    ratio its target asks for, and ✗ before a case that misses its target
+    (:func:`missed_goals`). The title names the runs, the machine and the dates."""
     import matplotlib
     matplotlib.use("Agg")   # files only: no display needed
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
     rows = table(suites)
-    fig, ax = plt.subplots(figsize=(10, 1.6 + 0.3 * len(rows)))
-    for offset, other in ((-0.2, "numpy"), (0.2, "torch")):
-        ratios = [r[f"vs {other}"] or 0 for r in rows]   # 0: no bar where no twin ran
-        if any(ratios):
-            ax.barh([i + offset for i in range(len(rows))], ratios, height=0.4,
-                    label=f"{other} time / fastop time")
-    ax.axvline(1.0, color="black", linewidth=0.8)
-    ax.set(xscale="log", yticks=range(len(rows)), xlabel="above 1: fastop is faster")
-    ax.set_yticklabels([f"{r['group']}/{r['case']} ({r['threads']} thr)" for r in rows],
-                       fontsize=8)
-    ax.invert_yaxis()
-    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False)
-    fig.tight_layout()
+    cases: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        cases.setdefault((row["group"], row["case"]), []).append(row)
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for key in cases:
+        groups.setdefault(key[0], []).append(key)
+    threads = sorted({row["threads"] for row in rows})
+    marker = {t: PLOT_MARKERS[i % len(PLOT_MARKERS)] for i, t in enumerate(threads)}
+    ratios = [row[f"vs {o}"] for row in rows for o in PLOT_COLORS if row[f"vs {o}"]]
+    goals = [g.bound for row in rows for g in parse_target(row["target"]) if g.against]
+    low, high = min([*ratios, *goals, 1.0]) / 1.6, max([*ratios, *goals, 1.0]) * 1.6
+
+    names, sizes = list(groups), [len(members) for members in groups.values()]
+    columns = _columns(sizes, 2 if sum(sizes) > 24 else 1)
+    tallest = max(sum(sizes[i] + 2 for i in column) for column in columns)
+    fig = plt.figure(figsize=(6.0 * len(columns), 1.6 + PLOT_ROW_INCHES * tallest),
+                     layout="constrained")
+    grid = fig.add_gridspec(1, len(columns))
+    for c, column in enumerate(columns):
+        heights = [sizes[i] + 2 for i in column]
+        panels = grid[c].subgridspec(len(column) + 1, 1, height_ratios=[
+            *heights, max(0.01, tallest - sum(heights))])
+        for p, i in enumerate(column):
+            ax = fig.add_subplot(panels[p])
+            _plot_group(ax, [cases[key] for key in groups[names[i]]], marker, low, high)
+            ax.set_title(names[i], loc="left", fontsize=9, fontweight="bold", pad=2)
+            if p < len(column) - 1:   # the scale once, under each column's last panel
+                ax.tick_params(axis="x", which="both", labelbottom=False)
+            else:
+                ax.set_xlabel("numpy's or torch's time / fastop's time", fontsize=8)
+    runs, machine = report_header(suites)
+    width = 14 * 6 * len(columns)   # characters of the title's size in a line
+    fig.suptitle("\n".join(textwrap.wrap(
+        "fastop bench: numpy's and torch's time over fastop's (right of 1: fastop is "
+        "faster)", width) + textwrap.wrap(runs.replace("`", ""), width)
+        + textwrap.wrap(machine, width)), fontsize=9)
+    handles = [*(Line2D([], [], color=color, marker="o", linestyle="", label=f"{impl} time / "
+                        f"fastop time") for impl, color in PLOT_COLORS.items()),
+               *(Line2D([], [], color="gray", marker=marker[t], linestyle="",
+                        label=f"{t} thread(s)") for t in threads if len(threads) > 1),
+               Line2D([], [], color="black", marker="|", markersize=10, linestyle="",
+                      label="goal of the target"),
+               Line2D([], [], color="red", marker="$✗$", linestyle="",
+                      label="misses its target")]
+    fig.legend(handles=handles, loc="outside lower center",
+               ncol=len(handles) if len(columns) > 1 else (len(handles) + 1) // 2,
+               frameon=False, fontsize=8)
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def _ratio_text(value: float, position: int) -> str:
+    """A tick of the ratio axis: ``0.1×``, ``1×``, ``10×``."""
+    return f"{value:g}×"
+
+
+def _plot_group(ax: Any, cases: list[list[dict[str, Any]]], marker: dict[int, str],
+                low: float, high: float) -> None:
+    """One group's panel: a row per case (its thread counts' rows), numpy's ratios just
+    above the row's middle and torch's just below."""
+    from matplotlib.ticker import LogLocator, NullFormatter
+    labels, label_colors = [], []
+    for y, case_rows in enumerate(cases):
+        missed = any(missed_goals(row)[1] for row in case_rows)
+        labels.append(("✗ " if missed else "") + case_rows[0]["case"])
+        label_colors.append("red" if missed else "black")
+        for offset, impl in ((-0.18, "numpy"), (0.18, "torch")):
+            for row in case_rows:
+                if row[f"vs {impl}"]:
+                    ax.plot(row[f"vs {impl}"], y + offset, marker[row["threads"]],
+                            color=PLOT_COLORS[impl], markersize=5)
+            for goal in {g.bound for row in case_rows for g in parse_target(row["target"])
+                         if g.against == impl}:
+                ax.plot(goal, y + offset, "|", color="black", markersize=9,
+                        markeredgewidth=1.5)
+        if not any(row[f"vs {impl}"] for row in case_rows for impl in PLOT_COLORS):
+            ax.text(high, y, "fastop alone: " + ", ".join(   # no twin: its time instead
+                format_time(row["fastop"]) for row in case_rows) + " ", fontsize=7,
+                color="0.35", ha="right", va="center")
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set(xscale="log", xlim=(low, high), ylim=(len(cases) - 0.5, -0.5),
+           yticks=range(len(cases)))
+    ax.set_yticklabels(labels, fontsize=7.5)
+    for tick, color in zip(ax.get_yticklabels(), label_colors):
+        tick.set_color(color)
+    if high / low < 100:   # under two decades: ticks at 1, 2 and 5 of each
+        ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(_ratio_text)
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.tick_params(axis="x", labelsize=7.5)
+    ax.grid(axis="x", which="major", color="0.9")
+    ax.set_axisbelow(True)
 
 
 if __name__ == "__main__":   # a worker, started by run()

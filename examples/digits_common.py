@@ -20,10 +20,11 @@ from fastop import nn
 from fastop.profiler import Profiler
 
 
-def parse_args(doc: str, argv: list[str] | None, epochs: int = 15,
-               profiled: bool = False) -> argparse.Namespace:
-    """The examples' options: ``--epochs N``, ``--quiet``, and for the profiled (eager)
-    examples ``--trace FILE``."""
+def parse_args(doc: str, argv: list[str] | None, epochs: int = 15, profiled: bool = False,
+               plotted: bool = False) -> argparse.Namespace:
+    """The examples' options: ``--epochs N``, ``--quiet``, for the profiled (eager)
+    examples ``--trace FILE``, and for those drawing a picture ``--plot FILE``/
+    ``--no-plot``."""
     parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--epochs", type=int, default=epochs,
                         help=f"passes over the data ({epochs})")
@@ -32,7 +33,16 @@ def parse_args(doc: str, argv: list[str] | None, epochs: int = 15,
         parser.add_argument("--trace", metavar="FILE.json",
                             help="write the training's profile as a Chrome trace (open it "
                                  "in ui.perfetto.dev)")
+    if plotted:
+        parser.add_argument("--plot", metavar="FILE.png", default=DEFAULT_PICTURE,
+                            help="where to draw some held-out digits with the model's "
+                                 f"answers and the training curves ({DEFAULT_PICTURE})")
+        parser.add_argument("--no-plot", dest="plot", action="store_const", const=None,
+                            help="draw no picture")
     return parser.parse_args(argv)
+
+
+DEFAULT_PICTURE = "train_digits.png"
 
 
 def load_digits_split(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -79,9 +89,11 @@ def accuracy(model: nn.Layer, x: np.ndarray, y: np.ndarray) -> float:
 
 
 def train_eager(model: nn.Layer, data: tuple, args: argparse.Namespace,
-                learning_rate: float, batch_size: int = 32) -> Profiler:
+                learning_rate: float, batch_size: int = 32,
+                history: list[tuple[float, float]] | None = None) -> Profiler:
     """Train with softmax cross-entropy and Adam, one line per epoch (with a tqdm bar on
-    a terminal), under the profiler: each mini-batch is a ``ProfileStep``. Returns the
+    a terminal), under the profiler: each mini-batch is a ``ProfileStep``. Each epoch's
+    mean loss and held-out accuracy are appended to `history` if given. Returns the
     profiler, stopped (its summary says where the time went)."""
     x_train, y_train, x_test, y_test = data
     loss_fn = nn.CrossEntropyLoss()
@@ -100,8 +112,10 @@ def train_eager(model: nn.Layer, data: tuple, args: argparse.Namespace,
                 opt.clear_grad()
                 losses.append(float(loss))
                 prof.step()
-            finish(f"loss {np.mean(losses):.4f}, held-out accuracy "
-                   f"{accuracy(model, x_test, y_test):.1%}")
+            epoch_loss, epoch_accuracy = float(np.mean(losses)), accuracy(model, x_test, y_test)
+            if history is not None:
+                history.append((epoch_loss, epoch_accuracy))
+            finish(f"loss {epoch_loss:.4f}, held-out accuracy {epoch_accuracy:.1%}")
     if args.trace:
         prof.export_chrome_tracing(args.trace)
     return prof
@@ -117,3 +131,40 @@ def reloaded_accuracy(model: nn.Layer, make_model: Callable[[], nn.Layer],
         reloaded = make_model()
         reloaded.set_state_dict(fastop.load(checkpoint))
     return accuracy(model, x_test, y_test), accuracy(reloaded, x_test, y_test)
+
+
+def draw_report(path: str, model: nn.Layer, x_test: np.ndarray, y_test: np.ndarray,
+                history: list[tuple[float, float]], shown: int = 12) -> str:
+    """A PNG at `path`: `shown` held-out digits with the model's answer and the true
+    label (its mistakes first, in red), and the loss and held-out accuracy per epoch.
+    Returns the file's absolute path."""
+    import matplotlib
+    matplotlib.use("Agg")   # a file only: no display needed
+    import matplotlib.pyplot as plt
+
+    with fastop.no_grad():
+        predicted = model(fastop.to_tensor(x_test)).numpy().argmax(axis=1)
+    wrong = np.flatnonzero(predicted != y_test)
+    picked = [*wrong[:shown // 3], *np.flatnonzero(predicted == y_test)][:shown]
+    fig = plt.figure(figsize=(11, 4.6), layout="constrained")
+    digits_area, curves_area = fig.subfigures(1, 2, width_ratios=[1.1, 1])
+    digits_area.suptitle(f"held-out digits: the model's answer (true label), mistakes in "
+                         f"red; {len(wrong)} of {len(y_test)} wrong", fontsize=10)
+    for ax, i in zip(digits_area.subplots(3, shown // 3).ravel(), picked):
+        ax.imshow(x_test[i].reshape(8, 8), cmap="gray_r", vmin=0, vmax=1)
+        ax.set_title(f"{predicted[i]} (true {y_test[i]})", fontsize=10,
+                     color="black" if predicted[i] == y_test[i] else "red")
+        ax.set_axis_off()
+    epochs = np.arange(1, len(history) + 1)
+    loss_ax, accuracy_ax = curves_area.subplots(2, 1, sharex=True)
+    loss_ax.plot(epochs, [loss for loss, _ in history], marker="o", markersize=3)
+    loss_ax.set(ylabel="training loss", yscale="log",
+                title="training loss and held-out accuracy per epoch")
+    accuracy_ax.plot(epochs, [100 * acc for _, acc in history], marker="o", markersize=3,
+                     color="tab:green")
+    accuracy_ax.set(xlabel="epoch", ylabel="held-out accuracy (%)")
+    for ax in (loss_ax, accuracy_ax):
+        ax.grid(color="0.9")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return os.path.abspath(path)

@@ -377,8 +377,9 @@ def _add_bench_arguments(bench: argparse.ArgumentParser) -> None:
     bench.add_argument("--markdown", metavar="FILE",
                        help="also write the table in Markdown (for docs/PERFORMANCE.md)")
     bench.add_argument("--plot", metavar="FILE.png",
-                       help="also draw the ratios per case (needs matplotlib; with "
-                            "--summarize: their medians over the runs)")
+                       help="also draw one figure of the ratios per case with their "
+                            "targets' goals (needs matplotlib; with --summarize: their "
+                            "medians over the runs)")
     bench.add_argument("--threads", type=_thread_counts, default=[1, 2], metavar="N,M",
                        help="thread counts, one process each (default: 1,2)")
     bench.add_argument("--filter", metavar="SUBSTR",

@@ -185,5 +185,9 @@ def test_the_digits_example_reaches_its_accuracy_on_two_ranks():
     pytest.importorskip("sklearn")
     code, output, _ = run(2, str(EXAMPLE))
     assert code == 0, output
-    accuracy = float(output.split("final held-out accuracy:")[1].split()[0])
-    assert accuracy >= 0.95, output
+    last = re.search(r"ranks: 2, final held-out accuracy: ([\d.]+), time per epoch (\d+) ms "
+                     r"\(median over 30 epochs\)", output)
+    assert last, output
+    assert float(last.group(1)) >= 0.95 and int(last.group(2)) > 0, output
+    per_epoch = re.findall(r"^epoch \d+: .*, (\d+) ms$", output, re.M)   # its own epochs' times
+    assert len(per_epoch) == 3, output
