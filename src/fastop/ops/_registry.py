@@ -962,9 +962,9 @@ class OpDef(OpBase):
         if self.meta_fn is not None:
             return ""
         return ("; the op has no meta function, so its outputs' metas were inferred by "
-                "running the kernel on the first call with these input shapes, dtypes and "
-                "attributes: an op whose output shapes depend on the input values needs "
-                "meta=")
+                "running the kernel (on the first eager call with these input shapes, "
+                "dtypes and attributes, or on zeros when a Program was built): an op whose "
+                "output shapes depend on the input values needs meta=")
 
 
 # the sizes a dry run gives a dim unknown until run time (see OpDef.infer_by_running)
