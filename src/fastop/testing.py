@@ -25,7 +25,7 @@ from fastop.ops import OpDef, registry
 from fastop.ops._dispatch import kernel_dtype, mode_guard
 from fastop.ops.checking import Sample, _each, assert_close, check_grad_rule, run_grad_rule
 
-__all__ = ["opcheck", "Sample", "assert_close", "check_grad_rule", "gradcheck",
+__all__ = ["opcheck", "Sample", "INFERRED", "assert_close", "check_grad_rule", "gradcheck",
            "gradgradcheck", "GradcheckError"]
 
 CHECKS = ("meta", "gradient", "reads", "double_grad", "eager_static")
