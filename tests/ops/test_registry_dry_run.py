@@ -142,6 +142,14 @@ def test_the_kernel_runs_once_per_call_and_signatures_are_cached():
     assert y.shape == [3, 3]
 
 
+def test_an_op_keeps_the_most_recent_signatures(monkeypatch):
+    monkeypatch.setattr("fastop.ops._registry.INFERRED_SIGNATURES", 2)
+    op = registry.get(f"{NS}::head")
+    for rows in (1, 2, 3):
+        ops().head(tensor(np.ones((rows, 4))))
+    assert [key[0][0][0] for key in op.inferred_metas] == [(2, 4), (3, 4)]
+
+
 def test_a_later_result_that_breaks_the_learned_meta_is_an_error_naming_the_op():
     y = ops().positive(tensor([1.0, -1.0, 2.0]))
     np.testing.assert_array_equal(y.numpy(), [1.0, 2.0])

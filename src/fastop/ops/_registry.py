@@ -919,8 +919,8 @@ class OpDef(OpBase):
     def _remember(self, key: tuple, metas: list[TensorMeta]) -> None:
         """Record the inferred `metas` of an input signature, keeping the most recent
         :data:`INFERRED_SIGNATURES`."""
-        if len(self.inferred_metas) >= INFERRED_SIGNATURES:
-            del self.inferred_metas[next(iter(self.inferred_metas))]
+        if len(self.inferred_metas) >= INFERRED_SIGNATURES:   # (another thread may too)
+            self.inferred_metas.pop(next(iter(self.inferred_metas), None), None)
         self.inferred_metas[key] = metas
 
     def explain_results(self, metas: Sequence[TensorMeta], result: Any,
