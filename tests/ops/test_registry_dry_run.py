@@ -13,6 +13,7 @@ import pytest
 import fastop
 from fastop import static
 from fastop.ops import OpDefinitionError, TensorMeta, registry
+from fastop.ops._dispatch import bump_registry_version
 from fastop.ops._registry import PROBE_SIZES
 from fastop.testing import Sample, opcheck
 
@@ -88,9 +89,11 @@ def plugin_ops():
 
 @pytest.fixture(autouse=True)
 def fresh_runs():
+    """No run counted, no signature learned: the ops' metas and call plans forgotten."""
     RUNS.clear()
     for name in ("head", "flatten"):
         registry.get(f"{NS}::{name}").inferred_metas.clear()
+    bump_registry_version()
 
 
 def ops():
