@@ -25,17 +25,21 @@ from fastop.ops import OpDef, registry
 from fastop.ops._dispatch import kernel_dtype, mode_guard
 from fastop.ops.checking import Sample, _each, assert_close, check_grad_rule, run_grad_rule
 
-__all__ = ["opcheck", "Sample", "assert_close", "check_grad_rule", "gradcheck",
+__all__ = ["opcheck", "Sample", "INFERRED", "assert_close", "check_grad_rule", "gradcheck",
            "gradgradcheck", "GradcheckError"]
 
 CHECKS = ("meta", "gradient", "reads", "double_grad", "eager_static")
+# the meta check's outcome for an op without a meta function
+INFERRED = ("ok (inferred: the op has no meta function; fastop runs the kernel to learn "
+            "its outputs' shapes and dtypes, per input signature)")
 _GRAD_TOL = (1e-5, 1e-6)          # (rtol, atol) against finite differences in float64
 _DOUBLE_GRAD_TOL = (1e-3, 1e-5)
 
 
 def opcheck(op: OpDef | str, sample_inputs: Sequence[Any], attrs: dict[str, Any] | None = None,
             *, atol: float | None = None, rtol: float | None = None) -> dict[str, str]:
-    """Check an op's definition on each sample; returns ``{check: "ok" or "skipped: why"}``.
+    """Check an op's definition on each sample; returns ``{check: "ok" or "skipped: why"}``
+    (``"ok (inferred: ...)"`` for the meta of an op without a meta function).
 
     ``op`` is an OpDef or its name. ``sample_inputs`` is either **one call's inputs** or
     **a list of samples**, told apart by its items alone:
@@ -56,7 +60,11 @@ def opcheck(op: OpDef | str, sample_inputs: Sequence[Any], attrs: dict[str, Any]
       sample checks the float32 and float64 kernels; integer kernels need integer
       samples; an any-dtype kernel runs in the sample's dtype), the kernel's results
       have the count, dtypes and shapes the meta function predicts, and are finite
-      (no NaN or Inf) when the inputs are;
+      (no NaN or Inf) when the inputs are. For an op without a meta function the
+      outcome says ``"ok (inferred: ...)"``, and the check compares the kernel's
+      results with the meta inferred for the sample's shapes (by a dry run on zeros,
+      unless an earlier call learned it), so an output whose shape depends on the
+      input values fails: such an op needs a meta function;
     - ``gradient``: the gradient rule against central finite differences of the forward
       kernel, in float64, for every differentiable floating input (needs a float64
       kernel); a NaN or Inf gradient from finite inputs fails;
@@ -216,6 +224,11 @@ class _Checker:
     # -- meta ------------------------------------------------------------------------
     def meta(self) -> str:
         op = self.op
+        inferred = op.meta_fn is None
+        source = "the meta inferred by running the kernel (no meta function)" \
+            if inferred else "the meta function"
+        hint = ("; its output shapes depend on the input values: give the op a meta "
+                "function (meta=)") if inferred else ""
         sample_dtype = DTYPE_NAMES[kernel_dtype(op.plan, tuple(self.inputs))]
         kind = np.dtype(sample_dtype).kind    # the sample's values mean something in
         for dtype in dict.fromkeys(           # its own kind only: floats, or integers
@@ -232,7 +245,7 @@ class _Checker:
                 metas = op.infer_meta(_each(lambda v: (v.shape, v.dtype), inputs),
                                       self.attrs)
             except Exception as exc:
-                raise self.fail("meta", f"the meta function raised {type(exc).__name__}: "
+                raise self.fail("meta", f"{source} raised {type(exc).__name__}: "
                                         f"{exc} ({where})") from exc
             finite_in = _finite(inputs)
             if len(results) != len(metas):
@@ -243,15 +256,15 @@ class _Checker:
                 shape_ok = value.ndim == meta.ndim and all(
                     m is None or m == s for m, s in zip(meta.shape, value.shape))
                 if value.dtype != meta.dtype.numpy_dtype or not shape_ok:
-                    raise self.fail("meta", f"output '{spec.name}' ({where}): the meta "
-                                            f"function says {meta.dtype.name}{meta.shape}, "
+                    raise self.fail("meta", f"output '{spec.name}' ({where}): {source} "
+                                            f"says {meta.dtype.name}{meta.shape}, "
                                             f"the kernel returned "
-                                            f"{value.dtype}{list(value.shape)}")
+                                            f"{value.dtype}{list(value.shape)}{hint}")
                 bad = _nonfinite(value) if finite_in else None
                 if bad:
                     raise self.fail("meta", f"output '{spec.name}' ({where}) is not finite "
                                             f"from finite inputs: {bad}")
-        return "ok"
+        return INFERRED if inferred else "ok"
 
     def _cast(self, source: str, dtype: str) -> list[Any]:
         """The sample with the arrays of the dispatch dtype cast to ``dtype``."""

@@ -37,7 +37,7 @@ from fastop._core.storage cimport (DenseTensor, DType, fastop_attrs, fastop_view
                                    FASTOP_FLOAT64, FASTOP_NUM_COMPUTE_DTYPES,
                                    FASTOP_NUM_DTYPES, as_dense, check_initialised,
                                    dtype_code)
-from fastop._core.kernel cimport CKernel, PythonKernel
+from fastop._core.kernel cimport CKernel, PythonKernel, wrap_results
 
 import numpy as np
 
@@ -248,14 +248,15 @@ cdef class CallPlan:
     cdef PythonKernel python_kernel(self, object fn, tuple inputs, dict attrs):
         """The Python kernel `fn` bound to `attrs` with its outputs' metas for `inputs`
         (DenseTensors of a fixed-arity op): memoized for the last few input signatures
-        (the meta function runs once per signature)."""
+        (the meta function runs once per signature). None for an op without a meta
+        function on an input signature it has not run on (see _learning_call)."""
         cdef PythonKernel entry
         for entry in self.metas:
             if entry.matches(inputs, attrs):
                 return entry
         entry = self.op.python_kernel(fn, inputs, attrs)
-        if self.fixed and attrs is not None:
-            self.metas = [entry] + self.metas[:3]      # a new list: other threads may read
+        if entry is not None:
+            _memoize(self, entry, attrs)
         return entry
 
     cdef int prepare_rule(self) except -1:
@@ -361,6 +362,7 @@ cdef tuple run_kernel(CallPlan plan, tuple inputs, dict attrs, const fastop_attr
                       object out, type out_cls):
     cdef int code = _kernel_dtype(plan, inputs)
     cdef fastop_attrs own
+    cdef PythonKernel entry
     kernel = plan.kernels[code]
     if kernel is None:
         raise TypeError(plan.op.no_kernel_message(_DTYPE_NAMES[code]))
@@ -372,7 +374,27 @@ cdef tuple run_kernel(CallPlan plan, tuple inputs, dict attrs, const fastop_attr
     if out is not None:
         raise TypeError(f"{plan.op.name}: out= is taken by ops with a Cython kernel; this "
                         f"op's kernel for {_DTYPE_NAMES[code]} is a Python function")
-    return plan.python_kernel(kernel, inputs, attrs).call(inputs, out_cls)
+    entry = plan.python_kernel(kernel, inputs, attrs)
+    if entry is None:
+        return _learning_call(plan, kernel, inputs, attrs, out_cls)
+    return entry.call(inputs, out_cls)
+
+
+cdef inline void _memoize(CallPlan plan, PythonKernel entry, dict attrs):
+    """Keep `entry` for the plan's next calls (fixed-arity ops, the last 4 signatures)."""
+    if plan.fixed and attrs is not None:
+        plan.metas = [entry] + plan.metas[:3]      # a new list: other threads may read
+
+
+cdef tuple _learning_call(CallPlan plan, object fn, tuple inputs, dict attrs, type out_cls):
+    """A call of an op without a meta function on an input signature it has not run on:
+    the op runs the kernel once and learns its outputs' metas from the results
+    (``OpDef.first_call``); the bound kernel is memoized as a meta function's would be,
+    and this call's results go through the one result checker."""
+    cdef PythonKernel entry
+    entry, result = plan.op.first_call(fn, inputs, attrs)
+    _memoize(plan, entry, attrs)
+    return wrap_results(result, entry.n_out, entry.out_metas, out_cls, entry.mismatch)
 
 
 def invoke(op, inputs, dict attrs, type out_cls=DenseTensor) -> tuple:

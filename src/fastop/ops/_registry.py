@@ -3,8 +3,10 @@
 An op definition (after OneFlow's user ops) has a namespaced type name
 (``"activations::swish"``), named inputs and outputs (``"bias?"`` optional, ``"xs*"``
 variadic), typed attributes with defaults, a meta function inferring output shapes and
-dtypes (used by static graphs before anything runs), kernels by dtype (Python functions
-on numpy arrays, or a Cython :class:`~fastop._core.kernel.CKernel`), and a gradient rule.
+dtypes (used by static graphs before anything runs; optional: without one, a run of the
+kernel tells them, see :meth:`OpDef.infer_by_running`), kernels by dtype (Python
+functions on numpy arrays, or a Cython :class:`~fastop._core.kernel.CKernel`), and a
+gradient rule.
 
 Eager calls, static Programs, the executor, autograd, the profiler and the CLI all reach
 ops through this registry.
@@ -41,7 +43,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from fastop._core.kernel import CKernel, PythonKernel, add_note
-from fastop._core.storage import DType, DenseTensor, as_dtype
+from fastop._core.storage import DType, DenseTensor, as_dtype, as_ndarray
 from fastop.ops._dispatch import OpBase, bump_registry_version, invoke
 from fastop.ops._namespaces import OpNamespace, make_namespace
 
@@ -337,6 +339,10 @@ class OpDef(OpBase):
     # every output is one tensor (no "d?"/"ds*" output: only the backward ops grad_kernel
     # makes for optional and variadic inputs have those)
     fixed_outputs: bool = field(default=True, init=False, repr=False, compare=False)
+    # an op without a meta function: its outputs' metas by input signature (see
+    # infer_by_running), learned by running the kernel, the most recent last
+    inferred_metas: dict[tuple, list[TensorMeta]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.fixed_outputs = not any(a.optional or a.variadic for a in self.outputs)
@@ -368,6 +374,7 @@ class OpDef(OpBase):
                 "for *", "for every dtype"), fn)
             for n in names:
                 self.kernels[n] = fn
+            self.inferred_metas.clear()      # learned from the kernels it replaces
             bump_registry_version()
             return fn
         return register
@@ -549,7 +556,9 @@ class OpDef(OpBase):
         ``<name>_grad`` in the
         registry; its meta gives ``d<x>`` the meta of ``x`` when ``x`` is needed, else of
         the single output grad, unless ``meta`` is given (returning a list of metas for a
-        variadic input's gradient, None for an absent optional one).
+        variadic input's gradient, None for an absent optional one). When neither
+        tells, the backward op has no meta function and its outputs' metas are inferred
+        by running it (see ``meta`` in :meth:`Registry.define`).
 
         The kernel takes the gradients of the outputs it names; an integer or bool output
         never carries one. ``nondifferentiable`` declares floating outputs it leaves out
@@ -579,9 +588,10 @@ class OpDef(OpBase):
         grad_names = tuple(n for n in needs if n[1:] in out_names and n.startswith("d")
                            and n not in set(specs) | out_names)
         diff = self.differentiable_inputs
-        if meta is None:
-            meta = _default_grad_meta(self.name, needs, grad_names, diff)
         grad_outputs = tuple(self._gradient_spec(n, needs) for n in diff)
+        if meta is None:
+            meta = _default_grad_meta(self.name, needs, grad_names, diff,
+                                      all(o.isidentifier() for o in grad_outputs))
         kernel = fn if all(o.isidentifier() for o in grad_outputs) \
             else _structured_backward_kernel(self.name, fn, needs, diff, grad_outputs)
         gop = self.registry.define(self.name + "_grad",
@@ -698,7 +708,8 @@ class OpDef(OpBase):
     def infer_meta(self, metas: Sequence[Any], attrs: dict[str, Any]) -> list[TensorMeta]:
         """Output metas from input metas (shape/dtype pairs; None dims unknown): one per
         output tensor (a variadic output's list expanded, an absent optional one left
-        out)."""
+        out). From the meta function, or, for an op without one, by running its kernel
+        on zeros (:meth:`infer_by_running`)."""
         return self.infer_meta_named(metas, attrs)[0]
 
     def infer_meta_named(self, metas: Sequence[Any], attrs: dict[str, Any]
@@ -706,8 +717,6 @@ class OpDef(OpBase):
         """:meth:`infer_meta`, with the name of each output tensor (``"dxs[1]"`` for an
         entry of a variadic output) for the errors about them; None when they are the
         declared outputs."""
-        if self.meta_fn is None:
-            raise OpDefinitionError(f"{self.name}: has no meta function")
         args = []
         for spec, m in zip(self.inputs, metas):
             if m is None:
@@ -716,6 +725,8 @@ class OpDef(OpBase):
                 args.append([_as_meta(x) for x in m])
             else:
                 args.append(_as_meta(m))
+        if self.meta_fn is None:
+            return self.infer_by_running(args, attrs), None
         result = self.meta_fn(*args, **attrs)
         results = list(result) if isinstance(result, (list, tuple)) and not (
             len(self.outputs) == 1 and _bare_meta(self.outputs[0], result)) else [result]
@@ -775,22 +786,147 @@ class OpDef(OpBase):
         return invoke(self, inputs, attrs)
 
     def python_kernel(self, fn: Callable[..., Any], inputs: Sequence[Any],
-                      attrs: dict[str, Any]) -> PythonKernel:
+                      attrs: dict[str, Any]) -> PythonKernel | None:
         """`fn` bound to `attrs`, checking its results against the meta function's
         answer for `inputs` (DenseTensors, lists of them, or None). An exception from
-        the meta function gets a note naming the op, as one from a kernel does."""
-        metas = [None if x is None else [TensorMeta(t.shape, t.dtype) for t in x]
-                 if isinstance(x, (list, tuple)) else TensorMeta(x.shape, x.dtype)
-                 for x in inputs]
-        try:
-            out, names = self.infer_meta_named(metas, attrs)
-        except Exception as exc:
-            add_note(exc, f"raised inside the meta function of op '{self.name}'")
-            raise
+        the meta function gets a note naming the op, as one from a kernel does.
+
+        An op without a meta function checks them against the metas inferred for this
+        input signature; None when there are none yet: then the call runs the kernel
+        and learns them (:meth:`first_call`)."""
+        metas = _input_metas(inputs)
+        if self.meta_fn is None:
+            out = self.inferred_metas.get(_signature(metas, attrs))
+            if out is None:
+                return None
+            names = None
+        else:
+            try:
+                out, names = self.infer_meta_named(metas, attrs)
+            except Exception as exc:
+                add_note(exc, f"raised inside the meta function of op '{self.name}'")
+                raise
         explain = functools.partial(self.explain_results, out) if names is None \
             else functools.partial(self.explain_results, out, names=names)
         return PythonKernel(self.name, fn, attrs, [(m.shape, m.dtype.code) for m in out],
                             explain, tuple(inputs))
+
+    # -- a meta inferred by running the kernel ----------------------------------------
+    def first_call(self, fn: Callable[..., Any], inputs: Sequence[Any],
+                   attrs: dict[str, Any]) -> tuple[PythonKernel, Any]:
+        """The first eager call of an op without a meta function on an input signature
+        (`inputs`: DenseTensors, lists of them, or None): runs the kernel `fn` once on
+        the real inputs, records its outputs' shapes and dtypes as this signature's
+        metas, and returns the bound kernel checking later calls against them with the
+        kernel's result (which the caller wraps: the kernel does not run twice)."""
+        self._check_inferable()
+        arrays = [None if x is None else [as_ndarray(t) for t in x]
+                  if isinstance(x, (list, tuple)) else as_ndarray(x) for x in inputs]
+        try:
+            result = fn(*arrays, **attrs)
+        except Exception as exc:
+            add_note(exc, f"raised inside the Python kernel of op '{self.name}'")
+            raise
+        out = self._result_metas(result)
+        self._remember(_signature(_input_metas(inputs), attrs), out)
+        return PythonKernel(self.name, fn, attrs, [(m.shape, m.dtype.code) for m in out],
+                            functools.partial(self.explain_results, out),
+                            tuple(inputs)), result
+
+    def infer_by_running(self, metas: Sequence[Any], attrs: dict[str, Any]
+                         ) -> list[TensorMeta]:
+        """The output metas of an op without a meta function for input `metas`
+        (TensorMetas, lists of them, or None): those recorded for this input signature,
+        else found by a dry run of the kernel on zeros of the input metas. A dim unknown
+        until run time (None) is given a probe size; then the kernel runs once per probe
+        size in :data:`PROBE_SIZES`, and an output dim that differs between the runs
+        (one that follows the unknown dims, as the batch) is unknown too."""
+        key = _signature(metas, attrs)
+        out = self.inferred_metas.get(key)
+        if out is not None:
+            return out
+        self._check_inferable()
+        kernel = self.plan.choose(metas)[0]
+        unknown = any(d is None for m in _flat_metas(metas) for d in m.shape)
+        runs = [self._zeros_run(kernel, metas, attrs, size)
+                for size in (PROBE_SIZES if unknown else PROBE_SIZES[:1])]
+        out = [self._merged_runs(k, [run[k] for run in runs]) for k in range(len(runs[0]))]
+        self._remember(key, out)
+        return out
+
+    def _check_inferable(self) -> None:
+        """A meta is inferred only for ops whose outputs are one tensor each: with
+        variadic or optional outputs the meta function says how many a call makes."""
+        if not self.fixed_outputs:
+            raise OpDefinitionError(
+                f"{self.name}: has no meta function, and its outputs "
+                f"({', '.join(map(str, self.outputs))}) vary in number per call, which a "
+                f"run of the kernel cannot tell: give it meta=")
+
+    def _zeros_run(self, kernel: Callable[..., Any], metas: Sequence[Any],
+                   attrs: dict[str, Any], size: int) -> list[TensorMeta]:
+        """The output metas of one run of `kernel` on zeros of `metas`, unknown dims
+        `size`."""
+        def zeros(m: TensorMeta) -> np.ndarray:
+            return np.zeros([size if d is None else d for d in m.shape], m.dtype.numpy_dtype)
+        arrays = [None if m is None else [zeros(e) for e in m] if isinstance(m, list)
+                  else zeros(m) for m in metas]
+        try:
+            with np.errstate(all="ignore"):     # zeros: log(0), 0/0 are expected
+                result = kernel(*arrays, **attrs)
+        except Exception as exc:
+            add_note(exc, f"raised inside the Python kernel of op '{self.name}', run on "
+                          f"zeros of shapes {_describe_metas(metas, size)} to infer its "
+                          f"outputs' shapes and dtypes (it has no meta function): give "
+                          f"the op meta= if its kernel cannot run on zeros")
+            raise
+        return self._result_metas(result)
+
+    def _merged_runs(self, k: int, metas: list[TensorMeta]) -> TensorMeta:
+        """Output `k`'s meta from the dry runs of the probe sizes: a dim that differs
+        between them is unknown (None); its rank and dtype must not differ."""
+        first = metas[0]
+        for other in metas[1:]:
+            if other.dtype != first.dtype or other.ndim != first.ndim:
+                raise OpDefinitionError(
+                    f"{self.name}: output '{self.outputs[k].name}' is "
+                    f"{first.dtype.name}{first.shape} in a dry run and "
+                    f"{other.dtype.name}{other.shape} in another with other sizes for the "
+                    f"unknown input dims: its rank or dtype depends on them; give the op "
+                    f"meta=")
+        return TensorMeta([a if all(m.shape[i] == a for m in metas) else None
+                           for i, a in enumerate(first.shape)], first.dtype)
+
+    def _result_metas(self, result: Any) -> list[TensorMeta]:
+        """The shape and dtype of each output a kernel returned (one value per output, a
+        tuple when several; anything numpy reads as an array)."""
+        names = [o.name for o in self.outputs]
+        results = result if isinstance(result, (tuple, list)) else (result,)
+        if len(results) != len(names):
+            raise ValueError(f"{self.name}: the Python kernel returned {len(results)} "
+                             f"value(s), expected {len(names)} ({', '.join(names)}): "
+                             f"{_describe(result)}")
+        out = []
+        for name, value in zip(names, results):
+            if not isinstance(value, (np.ndarray, DenseTensor)):
+                try:
+                    value = np.asarray(value)
+                except Exception:
+                    raise TypeError(f"{self.name}: output '{name}' must be an array, the "
+                                    f"kernel returned {type(value).__name__}") from None
+            try:
+                out.append(TensorMeta(list(value.shape), value.dtype))
+            except TypeError as exc:
+                raise TypeError(f"{self.name}: output '{name}' is a {value.dtype} array, "
+                                f"which fastop has no dtype for ({exc})") from None
+        return out
+
+    def _remember(self, key: tuple, metas: list[TensorMeta]) -> None:
+        """Record the inferred `metas` of an input signature, keeping the most recent
+        :data:`INFERRED_SIGNATURES`."""
+        if len(self.inferred_metas) >= INFERRED_SIGNATURES:   # (another thread may too)
+            self.inferred_metas.pop(next(iter(self.inferred_metas), None), None)
+        self.inferred_metas[key] = metas
 
     def explain_results(self, metas: Sequence[TensorMeta], result: Any,
                         names: Sequence[str] | None = None) -> list[Any]:
@@ -816,12 +952,71 @@ class OpDef(OpBase):
             have = value.dtype.name if isinstance(value, DenseTensor) else value.dtype
             if have != meta.dtype.name:
                 raise TypeError(f"{self.name}: output '{name}' should have dtype "
-                                f"{meta.dtype.name}, the kernel returned {have}")
+                                f"{meta.dtype.name}, the kernel returned {have}"
+                                + self._inferred_hint())
             if not _fits(value.shape, meta.shape):
                 raise ValueError(f"{self.name}: output '{name}' should have shape "
-                                 f"{meta.shape}, the kernel returned {list(value.shape)}")
+                                 f"{meta.shape}, the kernel returned {list(value.shape)}"
+                                 + self._inferred_hint())
             values.append(value)
         return values
+
+    def _inferred_hint(self) -> str:
+        """What a result error of an op without a meta function adds: where the expected
+        meta came from, and the fix."""
+        if self.meta_fn is not None:
+            return ""
+        return ("; the op has no meta function, so its outputs' metas were inferred by "
+                "running the kernel (on the first eager call with these input shapes, "
+                "dtypes and attributes, or on zeros when a Program was built): an op whose "
+                "output shapes depend on the input values needs meta=")
+
+
+# the sizes a dry run gives a dim unknown until run time (see OpDef.infer_by_running)
+PROBE_SIZES = (5, 7)
+# the input signatures whose inferred metas an op keeps
+INFERRED_SIGNATURES = 64
+
+
+def _input_metas(inputs: Sequence[Any]) -> list[Any]:
+    """The metas of a call's inputs (DenseTensors, lists of them, or None)."""
+    return [None if x is None else [TensorMeta(t.shape, t.dtype) for t in x]
+            if isinstance(x, (list, tuple)) else TensorMeta(x.shape, x.dtype)
+            for x in inputs]
+
+
+def _flat_metas(metas: Sequence[Any]) -> list[TensorMeta]:
+    """Every TensorMeta of input metas (variadic lists spread out, None left out)."""
+    return [e for m in metas if m is not None for e in (m if isinstance(m, list) else [m])]
+
+
+def _signature(metas: Sequence[Any], attrs: dict[str, Any]) -> tuple:
+    """The key of a call's inferred metas: its inputs' shapes and dtypes (None dims
+    unknown), and its attributes."""
+    def one(m: TensorMeta) -> tuple:
+        return tuple(m.shape), m.dtype.code
+    return (tuple(None if m is None else tuple(map(one, m)) if isinstance(m, list)
+                  else one(m) for m in metas),
+            tuple((k, type(v).__name__, _frozen(v)) for k, v in attrs.items()))
+
+
+def _frozen(value: Any) -> Any:
+    """An attribute value as a hashable key (lists as tuples)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
+    return value
+
+
+def _describe_metas(metas: Sequence[Any], size: int) -> str:
+    """Input metas as the shapes a dry run gives them: ``[5, 4] float32, None``."""
+    def one(m: TensorMeta) -> str:
+        return f"{[size if d is None else d for d in m.shape]} {m.dtype.name}"
+    return ", ".join("None" if m is None else "[" + ", ".join(map(one, m)) + "]"
+                     if isinstance(m, list) else one(m) for m in metas)
 
 
 def _fits(shape: Sequence[int], declared: list[int | None]) -> bool:
@@ -835,16 +1030,21 @@ def _fits(shape: Sequence[int], declared: list[int | None]) -> bool:
 
 
 def _default_grad_meta(op: str, needs: tuple[str, ...], grad_names: tuple[str, ...],
-                       diff: tuple[str, ...]) -> Callable[..., Any]:
+                       diff: tuple[str, ...], fixed_outputs: bool
+                       ) -> Callable[..., Any] | None:
     """The meta of a backward kernel op: ``d<x>`` as ``x`` when the kernel takes ``x``
     (a list for a variadic input, None for an absent optional one), else as the single
-    output gradient it takes."""
+    output gradient it takes. None when neither tells (a run of the kernel infers it),
+    unless the backward op's outputs vary in number (`fixed_outputs` False: no run
+    tells how many)."""
     sources = []
     for x in diff:
         if x in needs:
             sources.append(needs.index(x))
         elif len(grad_names) == 1:
             sources.append(needs.index(grad_names[0]))
+        elif fixed_outputs:
+            return None
         else:
             raise OpDefinitionError(
                 f"{op}: cannot infer the shape of gradient 'd{x}': the backward kernel "
@@ -1038,6 +1238,15 @@ class Registry:
           (``.shape`` lists, None for a dim unknown until run time, as the batch of a
           static ``data``); static Programs use it before anything runs, and every
           Python kernel's results are checked against it. Or decorate with ``@op.meta``.
+          Optional: without one, fastop *runs the kernel* to learn each output's shape
+          and dtype, once per input signature (input shapes, dtypes and attributes) —
+          in eager mode the first call's own run (its results are the call's), in a
+          static Program a dry run at build time on zeros of the input metas (an
+          unknown dim given the sizes :data:`PROBE_SIZES` in turn; an output dim that
+          follows them is unknown too). Later calls are checked against what was
+          learned. Write a meta function when an output's shape depends on the input
+          values (not only their shapes), when the kernel has side effects or is
+          expensive (the dry run executes it), or when it cannot run on zeros.
         - ``kernels``: ``{dtype or "*": fn}`` — Python functions on numpy arrays, as
           ``@op.kernel("float32", "float64")`` registers them (no dtype: every dtype).
           The first input given selects the kernel by its dtype.

@@ -1,6 +1,7 @@
 """compat_dir: a directory op module (loaded with ``fastop.plugins.load_directory``), as
 docs/plugins.md section 1 writes one: the kernels in a module next to it, a backward op
-of its own, and a composite gradient rule calling that backward op."""
+of its own, and a composite gradient rule calling that backward op; and an op without a
+meta function (docs/python-ops.md: fastop runs its kernel to learn the output's shape)."""
 import numpy as np
 
 import compat_dir_kernels as kernels   # load_directory puts the directory on sys.path
@@ -25,6 +26,13 @@ def fastop_register_ops(registry):
     def softsign_grad(x, dy):
         return backward(x, dy)
 
+    # no meta function: fastop runs the kernel to learn the output's shape and dtype
+    pairsum = registry.define(
+        "compat_dir::pairsum", inputs=["x"], outputs=["y"],
+        doc="y[..., i] = x[..., 2i] + x[..., 2i+1] (the last axis halved)")
+    pairsum.kernel("float32", "float64")(kernels.pairsum_forward)
+    pairsum.grad_kernel(needs=["x", "dy"])(kernels.pairsum_backward)
+
 
 @fastop.hookimpl
 def fastop_op_samples():
@@ -35,4 +43,6 @@ def fastop_op_samples():
         return rng.choice([-1.0, 1.0], shape) * rng.uniform(0.5, 1.5, shape)
 
     return {"compat_dir::softsign": [[away(3, 4)], [away(5).astype("float32")]],
-            "compat_dir::softsign_backward": [[away(3, 4), rng.standard_normal((3, 4))]]}
+            "compat_dir::softsign_backward": [[away(3, 4), rng.standard_normal((3, 4))]],
+            "compat_dir::pairsum": [[rng.standard_normal((3, 4))],
+                                    [rng.standard_normal((2, 6)).astype("float32")]]}
