@@ -86,8 +86,8 @@ def cmd_ops(args: argparse.Namespace) -> int:
             return 2
     infos = [op_info(op) for op in registry.ops(args.namespace)]
     loaded = [{"name": p.name, "version": p.version, "module": p.module,
-               "entry_point": p.entry_point, "directory": p.directory, "ops": list(p.ops)}
-              for p in plugins.list()]
+               "entry_point": p.entry_point, "directory": p.directory, "ops": list(p.ops),
+               "error": p.error} for p in plugins.list()]
     if args.json:
         print(json.dumps({"fastop": __version__, "plugins": loaded, "ops": infos},
                          indent=2))
@@ -107,6 +107,8 @@ def cmd_ops(args: argparse.Namespace) -> int:
                      f"({origin})")
         lines += ["  " + line for info in members for line in _op_lines(info)]
         lines.append("")
+    lines += [f"{p['name']} {p['version']}".strip() + f": failed to load ({p['error']})"
+              for p in loaded if p["error"] is not None]
     distributions = {plugin for plugin, _ in groups}
     lines.append(f"{_plural(len(infos), 'op')} from {_plural(len(distributions), 'distribution')}"
                  + (f" in namespace {args.namespace!r}" if args.namespace else ""))

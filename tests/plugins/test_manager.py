@@ -338,6 +338,20 @@ def test_a_plugin_failing_on_first_use_is_named_remembered_and_listed(plugins, i
                                      "'not_installed_dependency_xyz'")
 
 
+def test_distributions_declaring_one_namespace_are_imported_together(plugins, install,
+                                                                    op_source, site):
+    install("fake-one", "1", op_source("shared", "a"), entry_point="shared")
+    install("fake-two", "1", "raise ImportError('two broke')\n", entry_point="shared")
+    install("fake-three", "1", op_source("shared", "c"), entry_point="shared")
+    plugins.load_entry_points(path=[str(site)])
+    with pytest.warns(PluginLoadWarning, match="fake-two 1 was not loaded: ImportError: "
+                                               "two broke"):
+        namespace = plugins.registry.namespace("shared")
+    assert (namespace.a.plugin, namespace.c.plugin) == ("fake-one", "fake-three")
+    assert sorted((p.name, p.error) for p in plugins.list()) == [
+        ("fake-one", None), ("fake-three", None), ("fake-two", "ImportError: two broke")]
+
+
 def test_strict_mode_makes_a_failing_first_use_an_error(plugins, install, op_source, site,
                                                         monkeypatch):
     install("fake-alpha", "1", op_source("alpha", "a", fail_after="alpha broke"),

@@ -358,8 +358,9 @@ class PluginManager:
         self._path: list[str] | None = None
         self._asked: set[str] = set()
         self._installed: tuple[tuple[str, ...], list[EntryPoint | _Found]] | None = None
-        # entry point name -> (the error message, the exception) of a plugin that failed
-        self._failures: dict[str, tuple[str, BaseException]] = {}
+        # "dist:entry point" -> (its entry point's name, the error message, the
+        # exception) of an installed plugin that failed to load
+        self._failures: dict[str, tuple[str, str, BaseException]] = {}
         self._lock = threading.RLock()     # one import of a plugin, whatever the threads
         registry.attach_loader(self)
 
@@ -497,15 +498,16 @@ class PluginManager:
         """Import one entry point and register it (once); returns its info, or None
         when it was loaded before or failed (a failure is remembered: listed, and named
         by lookups of the namespace it declares)."""
-        if self.hooks.has_plugin(f"{ep.dist}:{ep.name}") or ep.name in self._failures:
+        key = f"{ep.dist}:{ep.name}"
+        if self.hooks.has_plugin(key) or key in self._failures:
             return None
         try:
             info = self._register(ep.load(), ep.dist, ep.version, ep.name, None, None)
         except Exception as exc:
             what = f"{ep.dist} {ep.version}".strip()
             error = f"{type(exc).__name__}: {exc}"
-            self._failures[ep.name] = (f"its plugin {what} (entry point '{ep.name}' = "
-                                       f"{ep.value!r}) failed to load: {error}", exc)
+            self._failures[key] = (ep.name, f"its plugin {what} (entry point '{ep.name}' = "
+                                            f"{ep.value!r}) failed to load: {error}", exc)
             self._loaded.append(PluginInfo(ep.dist, ep.version, ep.module, ep.name, (),
                                            error=error))
             self._fail(what, exc, strict)
@@ -573,7 +575,8 @@ class PluginManager:
 
     def failure(self, namespace: str) -> tuple[str, BaseException] | None:
         """Why the installed plugin declaring `namespace` failed to load, and its error."""
-        return self._failures.get(namespace)
+        return next(((message, exc) for name, message, exc in self._failures.values()
+                     if name == namespace), None)
 
     def _load_on_demand(self, namespace: str) -> bool:
         """Autoload off: import the installed distribution(s) whose entry point declares
