@@ -487,6 +487,35 @@ def test_load_program_imports_the_plugin_the_program_needs(tmp_path, autoload_of
         == (autoload_off == "1")
 
 
+def test_load_program_names_the_plugin_that_failed_to_load(tmp_path):
+    site, saved = tmp_path / "site", tmp_path / "prog"
+    site.mkdir()
+    fake_plugins(site, 2)
+    run_fresh(f"""
+        import json, fastop
+        fastop.enable_static()
+        main, startup = fastop.static.Program(), fastop.static.Program()
+        with fastop.static.program_guard(main, startup):
+            x = fastop.static.data(name="x", shape=[2], dtype="float32")
+            fastop.ops.lazyns0.ident(x)
+        fastop.static.save(main, {str(saved)!r})
+        print(json.dumps(None))
+    """, site)
+    (site / "lazy_plugin_mod_0.py").write_text("import a_dependency_not_installed_xyz\n")
+    result, _ = run_fresh(f"""
+        import json, fastop
+        try:
+            fastop.static.load_program({str(saved)!r})
+        except Exception as exc:
+            print(json.dumps([type(exc).__name__, str(exc)]))
+    """, site)
+    assert result[0] == "LoadError"
+    assert result[1].endswith(
+        "op #0: the program needs op 'lazyns0::ident', provided by lazy-plugin-0 1.0: its "
+        "plugin lazy-plugin-0 1.0 (entry point 'lazyns0' = 'lazy_plugin_mod_0') failed to "
+        "load: ModuleNotFoundError: No module named 'a_dependency_not_installed_xyz'")
+
+
 # -- discovery equals importlib.metadata ----------------------------------------------------
 def discovered(path):
     return sorted((e.name, e.value, e.dist, e.version) for e in entry_points("fastop", path))

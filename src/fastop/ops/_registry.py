@@ -1136,7 +1136,7 @@ class Registry:
         except KeyError:
             pass
         namespace = name.partition("::")[0] if isinstance(name, str) else ""
-        if self._loader is not None and self._loader.load_for_lookup(namespace):
+        if namespace and self._loader is not None and self._loader.load_for_lookup(namespace):
             found = self._ops.get(name)
             if found is not None:
                 return found
