@@ -352,16 +352,27 @@ def test_distributions_declaring_one_namespace_are_imported_together(plugins, in
         ("fake-one", None), ("fake-three", None), ("fake-two", "ImportError: two broke")]
 
 
-def test_strict_mode_makes_a_failing_first_use_an_error(plugins, install, op_source, site,
-                                                        monkeypatch):
+def test_strict_mode_imports_every_plugin_at_once_and_a_failure_is_an_error(
+        plugins, install, op_source, site, monkeypatch):
     install("fake-alpha", "1", op_source("alpha", "a", fail_after="alpha broke"),
             entry_point="alpha")
     monkeypatch.setenv("FASTOP_STRICT_PLUGINS", "1")
-    plugins.load_entry_points(path=[str(site)])
     with pytest.raises(PluginError, match="fake-alpha 1 was not loaded: RuntimeError: "
                                           "alpha broke"):
-        plugins.registry.get("alpha::a")
+        plugins.load_entry_points(path=[str(site)])
     assert "alpha::a" not in plugins.registry
+    with pytest.raises(fastop.ops.UnknownOpError, match="its plugin fake-alpha 1 .* failed "
+                                                        "to load: RuntimeError: alpha broke"):
+        plugins.registry.get("alpha::a")
+
+
+def test_strict_mode_imports_the_good_plugins_at_once(plugins, install, op_source, site,
+                                                      monkeypatch):
+    modules = [install(f"fake-{ns}", "1", op_source(ns, "a"), entry_point=ns)
+               for ns in ("alpha", "beta")]
+    monkeypatch.setenv("FASTOP_STRICT_PLUGINS", "1")
+    plugins.load_entry_points(path=[str(site)])
+    assert imported(*modules) == modules
 
 
 def test_autoload_off_imports_just_the_distribution_declaring_the_namespace(
@@ -377,6 +388,7 @@ def test_autoload_off_imports_just_the_distribution_declaring_the_namespace(
         assert plugins.registry.get("alpha::a").plugin == "fake-alpha"
     assert imported(alpha, beta) == [alpha]
     assert [p.name for p in plugins.list()] == ["fake-alpha"]      # a listing imports none
+    assert "beta::b" not in plugins.registry                       # nor does `in`
     with pytest.raises(fastop.ops.UnknownOpError, match="no op namespace 'gamma'"):
         plugins.registry.namespace("gamma")
     assert imported(beta) == []

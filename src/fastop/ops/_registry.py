@@ -954,9 +954,9 @@ class PluginLoader(Protocol):
         """Import the plugins found at ``import fastop`` whose entry point declares
         `namespace` and that are not imported yet; whether there were any."""
 
-    def load_for_lookup(self, namespace: str) -> bool:
-        """A lookup in `namespace` missed: import what may define it; whether anything
-        was imported."""
+    def load_for_lookup(self, namespace: str, on_demand: bool = True) -> bool:
+        """A lookup in `namespace` missed: import what may define it (`on_demand`: with
+        autoload off too); whether anything was imported."""
 
     def load_all(self) -> bool:
         """Import every plugin found and not imported yet (a listing needs them all)."""
@@ -1164,10 +1164,13 @@ class Registry:
         return error, exc
 
     def __contains__(self, name: str) -> bool:
+        """Whether op `name` is defined, its recorded plugin imported first; with
+        autoload off, whether it is loaded (a use, :meth:`get`, imports it)."""
         if name in self._ops:
             return True
-        return type(name) is str and self._loader is not None \
-            and self._loader.load_for_lookup(name.partition("::")[0]) and name in self._ops
+        return type(name) is str and self._loader is not None and \
+            self._loader.load_for_lookup(name.partition("::")[0], on_demand=False) and \
+            name in self._ops
 
     def _load_all(self) -> None:
         if self._loader is not None:

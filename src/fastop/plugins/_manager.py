@@ -29,13 +29,16 @@ that failed is remembered (not tried again): ``fastop.plugins.list()`` lists it 
 Switches (booleans read by :func:`fastop._env.env_flag`):
 
 * ``FASTOP_DISABLE_PLUGIN_AUTOLOAD=1`` — installed plugins are not recorded at import
-  (built-ins are registered); a lookup of a namespace that is not defined imports the
-  installed distribution whose entry point declares it (only that one), with a
-  :class:`PluginOnDemandWarning` naming it;
+  (built-ins are registered); a use of a namespace that is not defined (``get``,
+  ``namespace``, ``fastop.ops.<ns>``, ``load_program``) imports the installed
+  distribution whose entry point declares it (only that one), with a
+  :class:`PluginOnDemandWarning` naming it; ``in`` and listings report what is loaded;
 * ``FASTOP_PLUGINS=a,b`` — import these entry points (by entry-point name or
   distribution name) at ``import fastop``, even when autoload is off; a name no
   installed distribution provides is reported like a broken plugin;
-* ``FASTOP_STRICT_PLUGINS=1`` — a plugin that cannot be loaded is an error.
+* ``FASTOP_STRICT_PLUGINS=1`` — a plugin that cannot be loaded is an error; every
+  recorded plugin is imported at ``import fastop``, so that a broken one fails there
+  (lazy loading would let one whose namespace a run does not use pass unnoticed).
 
 Only modules named by an installed distribution's entry point of the group ``fastop``
 are ever imported this way.
@@ -475,6 +478,8 @@ class PluginManager:
         found = _discover(ENTRY_POINT_GROUP, path)
         if not requested:
             self._waiting.extend(found)
+            if strict:      # every plugin is checked now: a broken one fails the import
+                self.load_all()
             return
         wanted = {_normalize(n) for n in requested}
         named = [f for f in found if {_normalize(f.name), _dist_key(f)} & wanted]
@@ -482,6 +487,8 @@ class PluginManager:
             self._waiting.extend(f for f in found if f not in named)
         for f in named:
             self.load_entry_point(_resolved(f), strict)
+        if strict:
+            self.load_all()
         known = {_normalize(n) for f in found for n in (f.name, _dist_key(f))}
         for name in requested:
             if _normalize(name) not in known:
@@ -548,15 +555,15 @@ class PluginManager:
                 self.load_entry_point(_resolved(found))
             return True
 
-    def load_for_lookup(self, namespace: str) -> bool:
+    def load_for_lookup(self, namespace: str, on_demand: bool = True) -> bool:
         """A lookup in `namespace` missed: import the recorded plugins declaring it;
         with none, every recorded plugin (one may define it outside the namespace it
-        declares); with autoload off, the installed plugin declaring it. Whether
-        anything was imported."""
+        declares); with autoload off and `on_demand`, the installed plugin declaring
+        it. Whether anything was imported."""
         if self.load_pending(namespace):
             return True
         if self._on_demand:
-            return self._load_on_demand(namespace)
+            return on_demand and self._load_on_demand(namespace)
         return self.load_all()
 
     def load_all(self) -> bool:
