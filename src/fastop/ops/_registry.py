@@ -1140,28 +1140,34 @@ class Registry:
             found = self._ops.get(name)
             if found is not None:
                 return found
-        failed = self._failure(namespace)
+        failed = self._plugin_failure(namespace, f"unknown op '{name}'")
         if failed is not None:
-            raise failed[0](f"unknown op '{name}'") from failed[1]
+            raise failed[0] from failed[1]
         same_short = [n for n in self._ops if n.endswith("::" + name)][:3] \
             if "::" not in name else []
         hint = f"; did you mean {', '.join(map(repr, same_short))}?" if same_short \
             else did_you_mean(name, self._ops)
         raise UnknownOpError(f"unknown op '{name}'{hint}")
 
-    def _failure(self, namespace: str) -> "tuple[Callable[[str], UnknownOpError], BaseException] | None":
-        """When the plugin declaring `namespace` failed to load: a maker of the
-        UnknownOpError that says so (given the error's start), and the plugin's error."""
+    def _plugin_failure(self, namespace: str,
+                        start: str) -> tuple[UnknownOpError, BaseException] | None:
+        """When the plugin declaring `namespace` failed to load: the UnknownOpError
+        saying so (its message begins with `start`), and the plugin's error."""
         failed = self._loader.failure(namespace) if self._loader is not None else None
         if failed is None:
             return None
         reason, exc = failed
-
-        def error(start: str) -> UnknownOpError:
-            err = UnknownOpError(f"{start}: {reason}")
-            err.reason = reason
-            return err
+        error = UnknownOpError(f"{start}: {reason}")
+        error.reason = reason
         return error, exc
+
+    def _import_namespace(self, namespace: str) -> None:
+        """Import the plugins declaring `namespace`; if it is still not defined, what
+        a lookup miss imports (see :meth:`PluginLoader.load_for_lookup`)."""
+        if self._loader is not None:
+            self._loader.load_pending(namespace)
+            if namespace not in self._namespace_names():
+                self._loader.load_for_lookup(namespace)
 
     def __contains__(self, name: str) -> bool:
         """Whether op `name` is defined, its recorded plugin imported first; with
@@ -1188,10 +1194,7 @@ class Registry:
         """Every op, or those of one namespace (importing the plugins they need)."""
         if namespace is None:
             return list(self)
-        if self._loader is not None:
-            self._loader.load_pending(namespace)
-            if namespace not in self._namespace_names():
-                self._loader.load_for_lookup(namespace)
+        self._import_namespace(namespace)
         return sorted((op for op in self._ops.values() if op.namespace == namespace),
                       key=lambda op: op.name)
 
@@ -1221,14 +1224,11 @@ class Registry:
         objects = self.__dict__.setdefault("_namespace_objects", {})
         found = objects.get(name)
         if found is None:
-            if self._loader is not None:
-                self._loader.load_pending(name)
-                if name not in self._namespace_names():
-                    self._loader.load_for_lookup(name)
+            self._import_namespace(name)
             if name not in self._namespace_names():
-                failed = self._failure(name)
+                failed = self._plugin_failure(name, f"no op namespace '{name}'")
                 if failed is not None:
-                    raise failed[0](f"no op namespace '{name}'") from failed[1]
+                    raise failed[0] from failed[1]
                 raise UnknownOpError(f"no op namespace '{name}'"
                                      f"{did_you_mean(name, self._namespace_names())}")
             found = objects[name] = make_namespace(self, name)
