@@ -268,6 +268,29 @@ def test_a_listing_imports_every_recorded_plugin(plugins, install, op_source, si
     assert {"alpha::op", "beta::op"} <= {op.name for op in plugins.registry}
 
 
+def test_threads_looking_up_one_namespace_import_its_plugin_once(plugins, install, site):
+    import threading
+    install("fake-slow", "1", "import time\nimport fastop\n\n@fastop.hookimpl\n"
+            "def fastop_register_ops(registry):\n"
+            "    time.sleep(0.05)       # the others look it up meanwhile\n"
+            "    registry.define('slow::a', inputs=['x'], outputs=['y'], meta=lambda x: x)\n",
+            entry_point="slow")
+    plugins.load_entry_points(path=[str(site)])
+    found, start = [], threading.Barrier(4)
+
+    def look_up():
+        start.wait()
+        found.append(plugins.registry.get("slow::a"))
+    threads = [threading.Thread(target=look_up) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(found) == 4 and len({id(op) for op in found}) == 1
+    assert [(p.name, p.ops, p.error) for p in plugins.list()] == [("fake-slow", ("slow::a",),
+                                                                   None)]
+
+
 def test_defining_an_op_of_a_declared_namespace_imports_its_plugin_first(plugins, install,
                                                                         op_source, site):
     install("fake-alpha", "1.5", op_source("alpha", "a"), entry_point="alpha")

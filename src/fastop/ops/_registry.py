@@ -1136,7 +1136,8 @@ class Registry:
         except KeyError:
             pass
         namespace = name.partition("::")[0] if isinstance(name, str) else ""
-        if namespace and self._loader is not None and self._loader.load_for_lookup(namespace):
+        if namespace and self._loader is not None:
+            self._loader.load_for_lookup(namespace)   # (or waits for another thread's)
             found = self._ops.get(name)
             if found is not None:
                 return found
@@ -1174,9 +1175,10 @@ class Registry:
         autoload off, whether it is loaded (a use, :meth:`get`, imports it)."""
         if name in self._ops:
             return True
-        return type(name) is str and self._loader is not None and \
-            self._loader.load_for_lookup(name.partition("::")[0], on_demand=False) and \
-            name in self._ops
+        if type(name) is not str or self._loader is None:
+            return False
+        self._loader.load_for_lookup(name.partition("::")[0], on_demand=False)
+        return name in self._ops
 
     def _load_all(self) -> None:
         if self._loader is not None:

@@ -68,10 +68,11 @@ import re
 import sys
 import threading
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from importlib import import_module
 from types import ModuleType
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import pluggy
 
@@ -364,7 +365,10 @@ class PluginManager:
         # "dist:entry point" -> (its entry point's name, the error message, the
         # exception) of an installed plugin that failed to load
         self._failures: dict[str, tuple[str, str, BaseException]] = {}
-        self._lock = threading.RLock()     # one import of a plugin, whatever the threads
+        # one import of plugins at a time; ``_loading``: how many are in progress, so that
+        # another thread's lookup waits for them instead of missing their ops
+        self._lock = threading.RLock()
+        self._loading = 0
         registry.attach_loader(self)
 
     # -- reporting -------------------------------------------------------------------
@@ -505,9 +509,9 @@ class PluginManager:
         """Import one entry point and register it (once); returns its info, or None
         when it was loaded before or failed (a failure is remembered: listed, and named
         by lookups of the namespace it declares)."""
-        key = f"{ep.dist}:{ep.name}"
-        if self.hooks.has_plugin(key) or key in self._failures:
+        if self._tried(ep):
             return None
+        key = f"{ep.dist}:{ep.name}"
         try:
             info = self._register(ep.load(), ep.dist, ep.version, ep.name, None, None)
         except Exception as exc:
@@ -521,6 +525,11 @@ class PluginManager:
             return None
         self._check_namespaces(ep, info)
         return info
+
+    def _tried(self, ep: EntryPoint) -> bool:
+        """Whether the entry point was imported before (loaded, or failed)."""
+        key = f"{ep.dist}:{ep.name}"
+        return self.hooks.has_plugin(key) or key in self._failures
 
     def _check_namespaces(self, ep: EntryPoint, info: PluginInfo) -> None:
         """Warn (DeprecationWarning) about a plugin whose ops are outside the namespace
@@ -541,19 +550,36 @@ class PluginManager:
             DeprecationWarning, stacklevel=_caller_outside_fastop())
 
     # -- on first use (the registry's PluginLoader) -------------------------------------
+    def _settle(self) -> None:
+        """Wait until another thread's plugin imports are done (this thread's own, when
+        a plugin's hook looks up another namespace, go on: the lock is reentrant)."""
+        if self._loading:
+            with self._lock:
+                pass
+
+    @contextmanager
+    def _importing(self) -> Iterator[None]:
+        """Hold the lock and count an import in progress in ``_loading`` (set before
+        entries leave ``_waiting``, so that another thread's lookup waits for them)."""
+        with self._lock:
+            self._loading += 1
+            try:
+                yield
+            finally:
+                self._loading -= 1
+
     def load_pending(self, namespace: str) -> bool:
         """Import the recorded plugins whose entry point declares `namespace`; whether
         there were any."""
+        self._settle()
         if not self._waiting:
             return False
-        with self._lock:
+        with self._importing():
             mine = [f for f in self._waiting if f.name == namespace]
-            if not mine:
-                return False
             self._waiting = [f for f in self._waiting if f.name != namespace]
             for found in mine:
                 self.load_entry_point(_resolved(found))
-            return True
+        return bool(mine)
 
     def load_for_lookup(self, namespace: str, on_demand: bool = True) -> bool:
         """A lookup in `namespace` missed: import the recorded plugins declaring it;
@@ -569,9 +595,10 @@ class PluginManager:
     def load_all(self) -> bool:
         """Import every recorded plugin not imported yet (one at a time, so that one
         whose hook uses another's namespace imports it then); whether there were any."""
+        self._settle()
         if not self._waiting:
             return False
-        with self._lock:
+        with self._importing():
             while self._waiting:
                 self.load_entry_point(_resolved(self._waiting.pop(0)))
         return True
@@ -588,15 +615,18 @@ class PluginManager:
     def _load_on_demand(self, namespace: str) -> bool:
         """Autoload off: import the installed distribution(s) whose entry point declares
         `namespace`, once, saying so (:class:`PluginOnDemandWarning`)."""
+        self._settle()
         if namespace in self._asked or not namespace.isidentifier():
             return False
-        with self._lock:
+        loaded = False
+        with self._importing():
+            if namespace in self._asked:
+                return False
             self._asked.add(namespace)
-            loaded = False
             for found in self._installed_entry_points():
-                if found.name != namespace:
+                ep = _resolved(found) if found.name == namespace else None
+                if ep is None or self._tried(ep):
                     continue
-                ep = _resolved(found)
                 warnings.warn(
                     f"fastop is importing plugin {ep.dist} {ep.version} (entry point "
                     f"'{ep.name}' = {ep.value!r}) for op namespace '{namespace}': "
@@ -604,7 +634,7 @@ class PluginManager:
                     f"imported when its namespace is needed".replace("  ", " "),
                     PluginOnDemandWarning, stacklevel=_caller_outside_fastop())
                 loaded = self.load_entry_point(ep) is not None or loaded
-            return loaded
+        return loaded
 
     def _installed_entry_points(self) -> list[EntryPoint | _Found]:
         """The installed entry points, scanned again only when the path changed."""
