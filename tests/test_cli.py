@@ -172,8 +172,14 @@ def test_ops_lists_installed_plugins_with_distribution_and_version(tmp_path):
     assert (op["plugin"], op["version"], op["dtypes"]) == ("fake-plug", "1.2.3", ["*"])
     assert {"name": "fake-plug", "version": "1.2.3", "module": "fake_plug_mod",
             "entry_point": "plug", "directory": None,
-            "ops": ["fakeplug::double"]} in data["plugins"]
+            "ops": ["fakeplug::double"], "error": None} in data["plugins"]
+    assert {"name": "broken-plug", "version": "0.0.1", "module": "broken_plug_mod",
+            "entry_point": "plug", "directory": None, "ops": [],
+            "error": "ImportError: missing dependency"} in data["plugins"]
     assert "broken-plug 0.0.1 was not loaded: ImportError: missing dependency" in proc.stderr
+    text = run_module(tmp_path, "ops")
+    assert "broken-plug 0.0.1: failed to load (ImportError: missing dependency)" in \
+        text.stdout.splitlines()
 
     off = run_module(tmp_path, "ops", "--json", FASTOP_DISABLE_PLUGIN_AUTOLOAD="1")
     assert "fakeplug::double" not in [o["name"] for o in json.loads(off.stdout)["ops"]]

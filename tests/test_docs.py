@@ -8,7 +8,9 @@ The conventions:
   with the plugin packages of ``plugins/`` loaded and no others
   (``FASTOP_DISABLE_PLUGIN_AUTOLOAD=1``, ``FASTOP_PLUGINS``: the test suite's
   compatibility plugins, installed next to them by ``make``, are not what the docs
-  describe). A block not meant to run (a fragment, a file of a package) is fenced
+  describe). A block fenced ```python autoload runs as a user's script does, every
+  installed plugin recorded at ``import fastop`` (for what shows how plugins load). A
+  block not meant to run (a fragment, a file of a package) is fenced
   ```python norun: still highlighted as Python, never run. Other fences (```sh,
   ```toml, ```text) never run.
 - What a block prints is shown in a ```text output fence right after it (prose between
@@ -63,20 +65,21 @@ def fenced_blocks() -> list[Block]:
             previous = blocks[-1] if blocks and blocks[-1].where.split(":")[0] == \
                 block.where.split(":")[0] else None
             if block.info.startswith("output") and previous is not None and \
-                    previous.language == "python" and previous.info == "":
+                    previous.language == "python" and previous.info in RUN_INFOS:
                 blocks[-1] = previous._replace(shown=block)
             blocks.append(block)
     return blocks
 
 
+RUN_INFOS = ("", "autoload")     # the info strings of a python block that runs
 BLOCKS = fenced_blocks()
-RUNNABLE = [b for b in BLOCKS if b.language == "python" and b.info == ""]
+RUNNABLE = [b for b in BLOCKS if b.language == "python" and b.info in RUN_INFOS]
 OUTPUTS = [b for b in BLOCKS if b.info.startswith("output")]
 
 
 def test_blocks_are_found_and_marked_with_the_convention_only():
     assert len(RUNNABLE) >= 5   # README's example, the three ways of docs/python-ops.md
-    assert {b.info for b in BLOCKS if b.language == "python"} <= {"", "norun"}
+    assert {b.info for b in BLOCKS if b.language == "python"} <= {*RUN_INFOS, "norun"}
     assert {b.info for b in OUTPUTS} <= {"output", "output abridged"}
     assert all(b.language == "text" for b in OUTPUTS)
     assert len(OUTPUTS) >= 10
@@ -122,16 +125,19 @@ def compare_output(shown: Block, printed: str) -> None:
                            f"aside):\n" + "\n".join(missing) + f"\nit printed:\n{printed}")
 
 
-def run_block(code: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(fastop.__file__)),
-               FASTOP_DISABLE_PLUGIN_AUTOLOAD="1", FASTOP_PLUGINS=",".join(CHECKOUT_PLUGINS))
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env,
+def run_block(block: Block, cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(fastop.__file__)))
+    for name in ("FASTOP_DISABLE_PLUGIN_AUTOLOAD", "FASTOP_PLUGINS", "FASTOP_STRICT_PLUGINS"):
+        env.pop(name, None)
+    if block.info != "autoload":
+        env.update(FASTOP_DISABLE_PLUGIN_AUTOLOAD="1", FASTOP_PLUGINS=",".join(CHECKOUT_PLUGINS))
+    return subprocess.run([sys.executable, "-c", block.code], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.parametrize("block", RUNNABLE, ids=[b.where for b in RUNNABLE])
 def test_block_runs_and_prints_what_the_docs_show(block, tmp_path):
-    proc = run_block(block.code, tmp_path)
+    proc = run_block(block, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "Warning" not in proc.stderr, proc.stderr
     if block.shown is not None:

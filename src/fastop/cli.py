@@ -91,10 +91,10 @@ def cmd_ops(args: argparse.Namespace) -> int:
     prefix = f"{args.namespace}::" if args.namespace else ""
     loaded = [{"name": p.name, "version": p.version, "module": p.module,
                "entry_point": p.entry_point, "directory": p.directory,
-               "ops": [name for name in p.ops if name.startswith(prefix)]}
+               "ops": [name for name in p.ops if name.startswith(prefix)], "error": p.error}
               for p in plugins.list()]
     if args.namespace:          # only the plugins, and their ops, of that namespace
-        loaded = [p for p in loaded if p["ops"]]
+        loaded = [p for p in loaded if p["ops"] or p["error"]]
     if args.json:
         print(json.dumps({"fastop": __version__, "namespace": args.namespace,
                           "plugins": loaded, "ops": infos}, indent=2))
@@ -114,6 +114,8 @@ def cmd_ops(args: argparse.Namespace) -> int:
                      f"({origin})")
         lines += ["  " + line for info in members for line in _op_lines(info)]
         lines.append("")
+    lines += [f"{p['name']} {p['version']}".strip() + f": failed to load ({p['error']})"
+              for p in loaded if p["error"] is not None]
     distributions = {plugin for plugin, _ in groups}
     lines.append(f"{_plural(len(infos), 'op')} from {_plural(len(distributions), 'distribution')}"
                  + (f" in namespace {args.namespace!r}" if args.namespace else ""))

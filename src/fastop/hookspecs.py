@@ -15,8 +15,10 @@ of hook implementations marked with :data:`fastop.hookimpl`::
         op = registry.define("activations::swish", inputs=["x"], outputs=["y"])
         ...
 
-``import fastop`` discovers installed plugins; ``FASTOP_DISABLE_PLUGIN_AUTOLOAD=1`` turns
-discovery off. fastop's own ops are registered through the same hook by its built-in
+The entry point's name (``activations``) declares the op namespace the module provides
+(``activations::*``): ``import fastop`` records installed plugins without importing them,
+and imports one when its namespace is first used (``FASTOP_DISABLE_PLUGIN_AUTOLOAD=1``:
+only when a lookup needs it, saying so). fastop's own ops are registered through the same hook by its built-in
 plugins (``fastop.plugins.builtin``, and ``fastop.plugins.distributed`` for
 ``dist::allreduce_mean``). A hook implementation whose name is not one of these
 hooks (``fastop_register_opz``), or that takes an argument its hook does not have, makes
@@ -45,8 +47,8 @@ hookimpl = pluggy.HookimplMarker("fastop")
 def fastop_register_ops(registry: "Registry") -> None:
     """Define this plugin's ops in the registry.
 
-    Called once per plugin, as it is registered (at ``import fastop`` for installed
-    plugins; by :func:`fastop.plugins.load_directory` for a directory). Every op defined
+    Called once per plugin, as it is registered (for an installed plugin, when its
+    namespace is first used; by :func:`fastop.plugins.load_directory` for a directory). Every op defined
     here is attributed to the plugin's distribution and version, which
     ``python -m fastop ops`` and :func:`fastop.plugins.list` show. Names are namespaced
     (``"myplugin::op"``); a name another distribution already defines is an error naming

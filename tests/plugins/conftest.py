@@ -72,21 +72,25 @@ def plugins():
 @pytest.fixture
 def restore_global_plugins():
     """Let a test load plugins into fastop's own registry and manager: afterwards its
-    ops are removed, its plugins unregistered and the manager's lists restored."""
+    ops are removed, its plugins unregistered and the manager's lists restored (listing
+    the registry first imports the installed plugins not imported yet)."""
     ops = {op.name for op in registry}
     loaded = list(global_manager._loaded)
+    failures = dict(global_manager._failures)
+    failed = list(global_manager._failed)
     from_directory = dict(global_manager._from_directory)
     hooked = {id(p) for p in global_manager.hooks.get_plugins()}
     path = list(sys.path)
-    failures = list(registry.plugin_failures)
     yield global_manager
-    registry.plugin_failures[:] = failures
     for name in {op.name for op in registry} - ops:
         registry.remove(name)
     for plugin in global_manager.hooks.get_plugins():
         if id(plugin) not in hooked:
             global_manager.hooks.unregister(plugin)
     global_manager._loaded[:] = loaded
+    global_manager._failures.clear()
+    global_manager._failures.update(failures)
+    global_manager._failed[:] = failed
     global_manager._from_directory.clear()
     global_manager._from_directory.update(from_directory)
     sys.path[:] = path

@@ -38,21 +38,26 @@ class _OpsModule(_types.ModuleType):
 
 
 def __getattr__(name: str):
-    """An op namespace, kept as a plain attribute afterwards (``fastop.ops.activations``
-    then costs a dict lookup); else an imported submodule, looked up by its full name."""
+    """An op namespace (its plugin imported on first use), kept as a plain attribute
+    afterwards (``fastop.ops.activations`` then costs a dict lookup); else an imported
+    submodule, looked up by its full name."""
     if name.startswith("__"):
         raise AttributeError(name)
-    if name in registry.namespaces():
-        namespace = globals()[name] = registry.namespace(name)
-        return namespace
     module = _sys.modules.get(f"{__name__}.{name}")
-    if module is not None:
-        return module
-    if name.startswith("_"):     # a private submodule not imported yet (no hint to build)
-        raise AttributeError(name)
-    raise AttributeError(f"module 'fastop.ops' has no op namespace or attribute {name!r}"
-                         f"{_did_you_mean(name, registry.namespaces())}"
-                         f"{registry.failed_plugins_note()}")
+    if (module is not None or name.startswith("_")) and not registry.declares(name):
+        if module is not None:
+            return module
+        raise AttributeError(name)   # a private submodule not imported yet (no hint to build)
+    try:
+        namespace = registry.namespace(name)
+    except UnknownOpError as exc:
+        if exc.reason:
+            raise AttributeError(f"module 'fastop.ops' has no op namespace {name!r}: "
+                                 f"{exc.reason}") from exc.__cause__
+        raise AttributeError(f"module 'fastop.ops' has no op namespace or attribute "
+                             f"{name!r}{_did_you_mean(name, registry.namespaces())}") from None
+    globals()[name] = namespace
+    return namespace
 
 
 def __dir__():

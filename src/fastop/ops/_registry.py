@@ -38,7 +38,7 @@ import functools
 import inspect
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -76,7 +76,11 @@ class OpError(Exception):
 
 
 class UnknownOpError(OpError, LookupError, AttributeError):
-    """No op of that name (a LookupError, and an AttributeError for namespace access)."""
+    """No op or op namespace of that name (a LookupError, and an AttributeError for
+    namespace access). ``reason`` is why, when the plugin declaring the namespace failed
+    to load (its error is the ``__cause__``); empty otherwise."""
+
+    reason: str = ""
 
 
 class DuplicateOpError(OpError):
@@ -1190,16 +1194,45 @@ def _calling_module() -> str:
     return "" if frame is None else frame.f_globals.get("__name__", "")
 
 
+class PluginLoader(Protocol):
+    """What the registry asks when a name is not defined (yet): the plugin manager,
+    which imports installed plugins when their namespace is first used."""
+
+    def load_pending(self, namespace: str) -> bool:
+        """Import the plugins found at ``import fastop`` whose entry point declares
+        `namespace` and that are not imported yet; whether there were any."""
+
+    def load_for_lookup(self, namespace: str, on_demand: bool = True) -> bool:
+        """A lookup in `namespace` missed: import what may define it (`on_demand`: with
+        autoload off too); whether anything was imported."""
+
+    def load_all(self) -> bool:
+        """Import every plugin found and not imported yet (a listing needs them all)."""
+
+    def failure(self, namespace: str) -> tuple[str, BaseException] | None:
+        """Why the plugin declaring `namespace` failed to load, and its error."""
+
+    def declares(self, namespace: str) -> bool:
+        """Whether a plugin not imported yet declares `namespace`."""
+
+
 class Registry:
-    """All op definitions, by namespaced name. ``fastop.ops.registry`` is the one."""
+    """All op definitions, by namespaced name. ``fastop.ops.registry`` is the one.
+
+    Plugins found at ``import fastop`` are imported when a name of their namespace is
+    first looked up (:meth:`get`, ``in``, :meth:`namespace`, a definition in it) and all
+    of them when the registry is listed (iterating, :meth:`ops`, :meth:`namespaces`):
+    see :class:`PluginLoader` and :mod:`fastop.plugins`."""
 
     def __init__(self) -> None:
         self._ops: dict[str, OpDef] = {}
-        self._current_plugin: tuple[str, str] | None = None   # None: outside a plugin
+        self._providing: _Providing | None = None   # None: outside a plugin
         self._version = 0   # bumped on every change; caches key on it
-        # plugins that failed to load into this registry ("<plugin>: <error>"), told in
-        # the error for an op or namespace that is not there (the plugin manager adds)
-        self.plugin_failures: list[str] = []
+        self._loader: PluginLoader | None = None
+
+    def attach_loader(self, loader: PluginLoader) -> None:
+        """Let `loader` import plugins when a lookup misses (the plugin manager does)."""
+        self._loader = loader
 
     def _changed(self) -> None:
         self._version += 1
@@ -1296,7 +1329,11 @@ class Registry:
                 part.isidentifier() for part in name.split("::")):
             raise OpDefinitionError(f"op names are 'namespace::name' identifiers, "
                                     f"got {name!r}")
-        plugin, version = self._current_plugin or (_calling_module(), "")
+        providing = self._providing
+        plugin, version = (providing.plugin, providing.version) if providing is not None \
+            else (_calling_module(), "")
+        if self._loader is not None:       # a plugin declaring the namespace comes first
+            self._loader.load_pending(name.partition("::")[0])
         if name in self._ops:
             other = self._ops[name]
             raise DuplicateOpError(
@@ -1320,6 +1357,8 @@ class Registry:
         for dtype, fn in (kernels or {}).items():
             op.kernel(*(() if dtype == "*" else (dtype,)))(fn)
         self._ops[name] = op
+        if providing is not None:
+            providing.defined.append(name)
         self._changed()
         return op
 
@@ -1347,58 +1386,110 @@ class Registry:
 
     # -- looking up ---------------------------------------------------------------
     def get(self, name: str) -> OpDef:
+        """The op named ``"namespace::op"``; a miss first imports the plugin that
+        declares the namespace (see the class docstring)."""
         try:
             return self._ops[name]
         except KeyError:
             pass
+        namespace = name.partition("::")[0] if isinstance(name, str) else ""
+        if namespace and self._loader is not None:
+            self._loader.load_for_lookup(namespace)   # (or waits for another thread's)
+            found = self._ops.get(name)
+            if found is not None:
+                return found
+        failed = self._plugin_failure(namespace, f"unknown op '{name}'")
+        if failed is not None:
+            raise failed[0] from failed[1]
         same_short = [n for n in self._ops if n.endswith("::" + name)][:3] \
             if "::" not in name else []
         hint = f"; did you mean {', '.join(map(repr, same_short))}?" if same_short \
             else did_you_mean(name, self._ops)
-        namespace = name.partition("::")[0] if "::" in name else ""
-        raise UnknownOpError(f"unknown op '{name}'{hint}"
-                             + (self.failed_plugins_note()
-                                if namespace and namespace not in self.namespaces() else ""))
+        raise UnknownOpError(f"unknown op '{name}'{hint}")
 
-    def failed_plugins_note(self) -> str:
-        """For the error of a missing namespace: the plugins that failed to load, and
-        why ("" when none did)."""
-        if not self.plugin_failures:
-            return ""
-        return ("; note: " + ("a plugin" if len(self.plugin_failures) == 1 else
-                              f"{len(self.plugin_failures)} plugins")
-                + " failed to load, which may be where it comes from: "
-                + "; ".join(self.plugin_failures))
+    def _plugin_failure(self, namespace: str,
+                        start: str) -> tuple[UnknownOpError, BaseException] | None:
+        """When the plugin declaring `namespace` failed to load: the UnknownOpError
+        saying so (its message begins with `start`), and the plugin's error."""
+        failed = self._loader.failure(namespace) if self._loader is not None else None
+        if failed is None:
+            return None
+        reason, exc = failed
+        error = UnknownOpError(f"{start}: {reason}")
+        error.reason = reason
+        return error, exc
+
+    def _import_namespace(self, namespace: str) -> None:
+        """Import the plugins declaring `namespace`; if it is still not defined, what
+        a lookup miss imports (see :meth:`PluginLoader.load_for_lookup`)."""
+        if self._loader is not None:
+            self._loader.load_pending(namespace)
+            if namespace not in self._namespace_names():
+                self._loader.load_for_lookup(namespace)
 
     def __contains__(self, name: str) -> bool:
+        """Whether op `name` is defined, its recorded plugin imported first; with
+        autoload off, whether it is loaded (a use, :meth:`get`, imports it)."""
+        if name in self._ops:
+            return True
+        if type(name) is not str or self._loader is None:
+            return False
+        self._loader.load_for_lookup(name.partition("::")[0], on_demand=False)
         return name in self._ops
 
+    def _load_all(self) -> None:
+        if self._loader is not None:
+            self._loader.load_all()
+
     def __len__(self) -> int:
+        self._load_all()
         return len(self._ops)
 
     def __iter__(self):
+        self._load_all()
         return iter(sorted(self._ops.values(), key=lambda op: op.name))
 
     def ops(self, namespace: str | None = None) -> list[OpDef]:
-        return [op for op in self if namespace is None or op.namespace == namespace]
+        """Every op, or those of one namespace (importing the plugins they need)."""
+        if namespace is None:
+            return list(self)
+        self._import_namespace(namespace)
+        return sorted((op for op in self._ops.values() if op.namespace == namespace),
+                      key=lambda op: op.name)
 
     def namespaces(self) -> list[str]:
-        """The namespaces with at least one op, sorted (computed once per version)."""
-        cached = getattr(self, "_namespace_names", None)
+        """The namespaces with at least one op, sorted (every plugin imported first)."""
+        self._load_all()
+        return list(self._namespace_names())
+
+    def _namespace_names(self) -> tuple[str, ...]:
+        """The namespaces defined now (computed once per version)."""
+        cached = getattr(self, "_namespace_cache", None)
         if cached is None or cached[0] != self._version:
-            cached = self._namespace_names = (
+            cached = self._namespace_cache = (
                 self._version, tuple(sorted({op.namespace for op in self._ops.values()})))
-        return list(cached[1])
+        return cached[1]
+
+    def declares(self, name: str) -> bool:
+        """Whether op namespace `name` is defined or declared by a plugin not imported
+        yet (nothing is imported to tell)."""
+        return name in self._namespace_names() or \
+            (self._loader is not None and self._loader.declares(name))
 
     def namespace(self, name: str) -> OpNamespace:
-        """The namespace object of ``fastop.ops.<name>`` (one per name, kept)."""
+        """The namespace object of ``fastop.ops.<name>`` (one per name, kept); its
+        plugin is imported on first use. An unknown name is an :class:`UnknownOpError`
+        (an AttributeError)."""
         objects = self.__dict__.setdefault("_namespace_objects", {})
         found = objects.get(name)
         if found is None:
-            names = self.namespaces()
-            if name not in names:
-                raise AttributeError(f"no op namespace '{name}'{did_you_mean(name, names)}"
-                                     f"{self.failed_plugins_note()}")
+            self._import_namespace(name)
+            if name not in self._namespace_names():
+                failed = self._plugin_failure(name, f"no op namespace '{name}'")
+                if failed is not None:
+                    raise failed[0] from failed[1]
+                raise UnknownOpError(f"no op namespace '{name}'"
+                                     f"{did_you_mean(name, self._namespace_names())}")
             found = objects[name] = make_namespace(self, name)
         return found
 
@@ -1408,21 +1499,30 @@ class Registry:
 
     # -- plugin bookkeeping -------------------------------------------------------
     def providing(self, plugin: str, version: str) -> "_Providing":
-        """Context manager: ops defined inside are attributed to this distribution."""
+        """Context manager: ops defined inside are attributed to this distribution (and
+        listed by its :meth:`_Providing.ops`)."""
         return _Providing(self, plugin, version)
 
 
 class _Providing:
+    """One plugin's definitions: nested ones (a plugin whose hook uses another
+    plugin's namespace, imported right then) are their own."""
+
     def __init__(self, registry: Registry, plugin: str, version: str) -> None:
         self.registry, self.plugin, self.version = registry, plugin, version
+        self.defined: list[str] = []
 
     def __enter__(self) -> Registry:
-        self.saved = self.registry._current_plugin
-        self.registry._current_plugin = (self.plugin, self.version)
+        self.saved = self.registry._providing
+        self.registry._providing = self
         return self.registry
 
     def __exit__(self, *exc: object) -> None:
-        self.registry._current_plugin = self.saved
+        self.registry._providing = self.saved
+
+    def ops(self) -> list[str]:
+        """The ops defined inside that are still defined."""
+        return [name for name in self.defined if name in self.registry._ops]
 
 
 registry = Registry()

@@ -1,8 +1,10 @@
 """Plugins: the pluggy manager, entry-point discovery, op modules loaded from a
 directory, and the built-in plugin that registers fastop's own ops.
 
-``import fastop`` registers the built-ins, then every installed distribution with a
-``fastop`` entry point (see :mod:`fastop.plugins._manager` for the switches
+``import fastop`` registers the built-ins, then records every installed distribution
+with a ``fastop`` entry point without importing it: an entry point's name declares the
+op namespace it provides, and its module is imported when that namespace is first used
+(see :mod:`fastop.plugins._manager`, also for the switches
 ``FASTOP_DISABLE_PLUGIN_AUTOLOAD``, ``FASTOP_PLUGINS`` and ``FASTOP_STRICT_PLUGINS``).
 The plugin author's guide is ``docs/plugins.md``.
 """
@@ -12,11 +14,11 @@ import os
 
 from fastop._version import __version__
 from fastop.plugins._manager import (ENTRY_POINT_GROUP, EntryPoint, PluginError, PluginInfo,
-                                     PluginLoadWarning, PluginManager, UntrustedOpModuleError,
-                                     entry_points, manager)
+                                     PluginLoadWarning, PluginManager, PluginOnDemandWarning,
+                                     UntrustedOpModuleError, entry_points, manager)
 from fastop.ops._sources import set_directory_loader
 
-__all__ = ["PluginLoadWarning", "PluginError", "UntrustedOpModuleError", "PluginInfo", "PluginManager", "EntryPoint",
+__all__ = ["PluginLoadWarning", "PluginOnDemandWarning", "PluginError", "UntrustedOpModuleError", "PluginInfo", "PluginManager", "EntryPoint",
            "ENTRY_POINT_GROUP", "entry_points", "manager", "load_plugins",
            "load_builtin_plugin", "load_directory", "list", "loaded_plugins", "op_samples"]
 
@@ -30,7 +32,9 @@ def load_builtin_plugin() -> None:
 
 
 def load_plugins() -> None:
-    """Register the installed plugins the switches allow (``import fastop`` does)."""
+    """Record the installed plugins the switches allow, to import each when its
+    namespace is first used (``import fastop`` does; ``FASTOP_PLUGINS`` ones are
+    imported now)."""
     manager.load_entry_points()
 
 
@@ -61,10 +65,11 @@ def load_directory(path: str | os.PathLike[str]) -> list[PluginInfo]:
 
 
 def loaded_plugins() -> list[PluginInfo]:
-    """Every loaded plugin, one entry per distribution — its ``name``, ``version``,
-    ``module``, ``entry_point``, all its ``ops`` (and ``directory`` for an op module from
+    """Every plugin, one entry per distribution — its ``name``, ``version``, ``module``,
+    ``entry_point``, all its ``ops`` (and ``directory`` for an op module from
     load_directory) — in load order, fastop's own ops first, as the one ``fastop``
-    entry."""
+    entry. The installed plugins not imported yet are imported first; one that failed
+    to load is listed without ops, with its ``error``."""
     return manager.list()
 
 
@@ -72,6 +77,7 @@ list = loaded_plugins   # noqa: A001  (``fastop.plugins.list()``, SPEC §1)
 
 
 def op_samples() -> dict[str, list]:
-    """Sample inputs the loaded plugins declare for their ops (the
-    ``fastop_op_samples`` hook), by op name: what :func:`fastop.testing.opcheck` runs."""
+    """Sample inputs the plugins declare for their ops (the ``fastop_op_samples`` hook;
+    every installed plugin is imported first), by op name: what
+    :func:`fastop.testing.opcheck` runs."""
     return manager.op_samples()

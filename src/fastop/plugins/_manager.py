@@ -1,6 +1,20 @@
 """Discover and load fastop plugins: pluggy hooks, found through entry points or in a
 directory of op modules.
 
+**Entry-point names declare namespaces.** ``[project.entry-points.fastop] activations =
+"fastop_activations.plugin"`` says that the module provides the ops ``activations::*``.
+``import fastop`` reads the installed distributions' entry points (no plugin module is
+imported) and records them; a plugin's module is imported the first time its namespace
+is used: ``fastop.ops.activations``, ``registry.get("activations::swish")`` or ``in``,
+an op name in a Program (``load_program``), a definition in the namespace. A listing
+(``fastop.plugins.list()``, ``python -m fastop ops``, iterating the registry,
+``registry.namespaces()``) imports every plugin recorded. A lookup of a namespace that
+no entry point declares (a typo, or a plugin whose ops are outside the namespace its
+entry point names) imports every plugin not imported yet, once, before it fails: a
+plugin written before namespaces were declared keeps working, with a
+``DeprecationWarning`` naming the namespaces it should declare. So ``import fastop``
+costs the same with one plugin installed or a hundred.
+
 Each plugin is registered on its own, inside a transaction: pluggy validates its hook
 implementations (an unknown hook name such as ``fastop_register_opz`` or an argument the
 hook does not have is an error, as pluggy's ``check_pending`` and ``_verify_hook`` make
@@ -8,15 +22,26 @@ it), then its ``fastop_register_ops`` runs with the ops it defines attributed to
 distribution and version. If anything fails (import error, exception in the hook, a bad
 or duplicate definition) the ops it defined are removed again, it is unregistered, and
 one :class:`PluginLoadWarning` names the distribution, its version and the error; with
-``FASTOP_STRICT_PLUGINS=1`` that is a :class:`PluginError` instead.
+``FASTOP_STRICT_PLUGINS=1`` that is a :class:`PluginError` instead. An installed plugin
+that failed is remembered (not tried again): ``fastop.plugins.list()`` lists it with its
+``error``, and looking up its namespace raises an error saying why it failed.
 
 Switches (booleans read by :func:`fastop._env.env_flag`):
 
-* ``FASTOP_DISABLE_PLUGIN_AUTOLOAD=1`` — installed plugins are not loaded (built-ins are);
-* ``FASTOP_PLUGINS=a,b`` — load these entry points (by entry-point name or distribution
-  name) even when autoload is off; a name no installed distribution provides is reported
-  like a broken plugin;
-* ``FASTOP_STRICT_PLUGINS=1`` — a plugin that cannot be loaded is an error.
+* ``FASTOP_DISABLE_PLUGIN_AUTOLOAD=1`` — installed plugins are not recorded at import
+  (built-ins are registered); a use of a namespace that is not defined (``get``,
+  ``namespace``, ``fastop.ops.<ns>``, ``load_program``) imports the installed
+  distribution whose entry point declares it (only that one), with a
+  :class:`PluginOnDemandWarning` naming it; ``in`` and listings report what is loaded;
+* ``FASTOP_PLUGINS=a,b`` — import these entry points (by entry-point name or
+  distribution name) at ``import fastop``, even when autoload is off; a name no
+  installed distribution provides is reported like a broken plugin;
+* ``FASTOP_STRICT_PLUGINS=1`` — a plugin that cannot be loaded is an error; every
+  recorded plugin is imported at ``import fastop``, so that a broken one fails there
+  (lazy loading would let one whose namespace a run does not use pass unnoticed).
+
+Only modules named by an installed distribution's entry point of the group ``fastop``
+are ever imported this way.
 
 Entry points are found by :func:`entry_points`, which reads the installed distributions'
 ``entry_points.txt`` files itself instead of asking ``importlib.metadata``. Measured in
@@ -25,26 +50,29 @@ interleaved runs, 2026-11-24): importing ``importlib.metadata`` alone (email, zi
 csv, pathlib) added 72 ms to a ``numpy + pluggy`` import when ``import numpy`` took
 172 ms, and 100 ms when it took 341 ms — 0.3-0.4x numpy's whole import, against a budget
 of 0.6x for all of fastop — and, imported, its ``entry_points(group="fastop")`` took
-3.9 ms against 2.0 ms for this scan (35 distributions, 21 of them fastop plugins).
-Discovery on first need (a registry miss) would not help: ``import fastop`` must report
-a broken plugin even when only built-in ops are used; pluggy's own
-``load_setuptools_entrypoints`` uses ``importlib.metadata`` and stops at the first plugin
-that fails to import, where each must be isolated. So the scan follows
-``importlib.metadata``'s rules for plain directories on ``sys.path`` (which is where pip,
-editable installs included, puts ``*.dist-info``), and hands over to ``importlib.metadata``
-when something it cannot read is present: a zip archive or ``.egg`` on the path, or a
-``sys.meta_path`` finder with its own ``find_distributions``. A test compares the two.
+3.9 ms against 2.0 ms for this scan (35 distributions, 21 of them fastop plugins). At
+import the scan reads one small file per distribution (``os.read``, 5 us against 15 us
+for ``open().read()``); a plugin's METADATA (its display name and version) is read when
+it is imported. pluggy's own ``load_setuptools_entrypoints`` uses
+``importlib.metadata``, imports every plugin at once and stops at the first that fails
+to import, where each must be isolated. So the scan follows ``importlib.metadata``'s
+rules for plain directories on ``sys.path`` (which is where pip, editable installs
+included, puts ``*.dist-info``), and hands over to ``importlib.metadata`` when something
+it cannot read is present: a zip archive or ``.egg`` on the path, or a ``sys.meta_path``
+finder with its own ``find_distributions``. A test compares the two.
 """
 from __future__ import annotations
 
 import os
 import re
 import sys
+import threading
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from importlib import import_module
 from types import ModuleType
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import pluggy
 
@@ -55,14 +83,20 @@ from fastop.ops import OpDef, Registry, registry as default_registry
 from fastop.ops._registry import did_you_mean
 from fastop.ops._sources import DirectorySource
 
-__all__ = ["PluginLoadWarning", "PluginError", "UntrustedOpModuleError", "PluginInfo",
-           "EntryPoint", "PluginManager", "entry_points", "manager", "ENTRY_POINT_GROUP"]
+__all__ = ["PluginLoadWarning", "PluginOnDemandWarning", "PluginError",
+           "UntrustedOpModuleError", "PluginInfo", "EntryPoint", "PluginManager",
+           "entry_points", "manager", "ENTRY_POINT_GROUP"]
 
 ENTRY_POINT_GROUP = "fastop"
 
 
 class PluginLoadWarning(UserWarning):
     """A plugin could not be loaded and was skipped."""
+
+
+class PluginOnDemandWarning(UserWarning):
+    """With ``FASTOP_DISABLE_PLUGIN_AUTOLOAD=1``, an installed plugin was imported
+    because a lookup needed the namespace its entry point declares."""
 
 
 class PluginError(RuntimeError):
@@ -79,7 +113,9 @@ class UntrustedOpModuleError(UntrustedCodeError):
 class PluginInfo:
     """One loaded plugin distribution (or op module of a directory), as
     :func:`fastop.plugins.list` reports it: a distribution loaded through several
-    modules (fastop's own, one per kernel family group) is one entry with all its ops."""
+    modules (fastop's own, one per kernel family group) is one entry with all its ops.
+    An installed plugin that failed to load is listed too, without ops, with its
+    ``error`` (``"ImportError: ..."``)."""
 
     name: str                 # distribution name; "fastop" for the built-ins; a directory
     version: str
@@ -87,6 +123,7 @@ class PluginInfo:
     entry_point: str | None   # its entry point's name (None: built-in or a directory)
     ops: tuple[str, ...]      # the ops it registered, sorted
     directory: str | None = None   # the directory it was loaded from (load_directory)
+    error: str | None = None       # why it failed to load; None when it is loaded
 
 
 # ----------------------------------------------------------------------------- entry points
@@ -112,20 +149,31 @@ class EntryPoint(NamedTuple):
         return obj
 
 
+_SEPARATORS = re.compile(r"[-_.]+")
+
+
 def _normalize(name: str) -> str:
     """A distribution name as importlib.metadata compares them (PEP 503, with '_')."""
-    return re.sub(r"[-_.]+", "_", name).lower()
+    return _SEPARATORS.sub("_", name).lower()
 
 
-# Files are read as bytes and decoded: a text-mode open cost twice as much here (73 against
-# 38 us per small file), and the scan opens one entry_points.txt per installed distribution.
+# Files are read with os.read: a text-mode open cost twice as much as a binary one here
+# (73 against 38 us per small file), and os.read a third of a binary open (5.5 against
+# 15 us); the scan reads one entry_points.txt per installed distribution.
 
-def _read_section(path: str, section: str) -> list[tuple[str, str]]:
+def _read_bytes(path: str) -> bytes:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = [os.read(fd, 1 << 16)]
+        while len(chunks[-1]) == 1 << 16:     # a short read of a file is its end
+            chunks.append(os.read(fd, 1 << 16))
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def _section(data: bytes, section: str) -> list[tuple[str, str]]:
     """``name = value`` pairs of one ``[section]`` of an entry_points.txt file."""
-    with open(path, "rb") as f:
-        data = f.read()
-    if f"[{section}]".encode() not in data:   # most distributions: not a fastop plugin
-        return []
     pairs, current = [], None
     for line in data.decode("utf-8").splitlines():
         line = line.strip()
@@ -154,6 +202,24 @@ def _name_and_version(meta_dir: str, fallback: str) -> tuple[str, str]:
     return headers.get("name", fallback), headers.get("version", "")
 
 
+class _Found(NamedTuple):
+    """An entry point the scan found, its distribution's METADATA not read yet: what
+    ``import fastop`` records, for :meth:`entry_point` when the plugin is imported."""
+
+    name: str
+    value: str
+    meta_dir: str
+    stem: str           # the .dist-info directory's name up to the version, lower case
+
+    @property
+    def key(self) -> str:
+        """The distribution's normalized name (as the metadata directory spells it)."""
+        return _normalize(self.stem)
+
+    def entry_point(self) -> EntryPoint:
+        return EntryPoint(self.name, self.value, *_name_and_version(self.meta_dir, self.stem))
+
+
 class _NeedsImportlibMetadata(Exception):
     """The scan met a place only importlib.metadata can read (a zip, an egg)."""
 
@@ -166,9 +232,12 @@ def _other_distribution_finders() -> bool:
                and finder is not PathFinder for finder in sys.meta_path)
 
 
-def _scan(group: str, paths: list[str]) -> list[EntryPoint]:
-    found: list[EntryPoint] = []
+def _scan(group: str, paths: list[str]) -> list[_Found]:
+    # ``import fastop`` runs this once per installed distribution: paths are joined and
+    # names normalized only where needed (os.path.join and the regex were 40 % of it)
+    found: list[_Found] = []
     seen: set[str] = set()
+    marker = f"[{group}]".encode()
     for entry in paths:
         if entry.lower().endswith(".egg"):
             raise _NeedsImportlibMetadata(entry)
@@ -178,23 +247,24 @@ def _scan(group: str, paths: list[str]) -> list[EntryPoint]:
             raise _NeedsImportlibMetadata(entry) from None
         except OSError:                     # missing or unreadable: importlib skips it too
             continue
+        base = os.path.join(entry or ".", "")
         for child in children:              # listdir order, as importlib.metadata's
             low = child.lower()
             if not low.endswith((".dist-info", ".egg-info")):
                 continue
             stem = low.rpartition(".")[0].partition("-")[0]
-            key = _normalize(stem)
+            key = _normalize(stem) if "." in stem or "__" in stem else stem
             if key in seen:                 # the first one found wins
                 continue
             seen.add(key)
-            meta_dir = os.path.join(entry or ".", child)
+            meta_dir = base + child
             try:
-                pairs = _read_section(os.path.join(meta_dir, "entry_points.txt"), group)
+                data = _read_bytes(meta_dir + os.sep + "entry_points.txt")
             except OSError:
                 continue
-            if pairs:
-                dist, version = _name_and_version(meta_dir, stem)
-                found.extend(EntryPoint(name, value, dist, version) for name, value in pairs)
+            if marker in data:              # most distributions: not a fastop plugin
+                found.extend(_Found(name, value, meta_dir, stem)
+                             for name, value in _section(data, group))
     return found
 
 
@@ -213,17 +283,31 @@ def _importlib_entry_points(group: str, path: list[str] | None) -> list[EntryPoi
     return found
 
 
+def _discover(group: str, path: list[str] | None) -> list[EntryPoint | _Found]:
+    """The entry points of `group` on `path` (default ``sys.path``), in
+    importlib.metadata's order; those the scan found have not read their METADATA."""
+    if path is None and _other_distribution_finders():
+        return list(_importlib_entry_points(group, None))
+    try:
+        return list(_scan(group, list(sys.path if path is None else path)))
+    except _NeedsImportlibMetadata:
+        return list(_importlib_entry_points(group, path))
+
+
+def _resolved(found: EntryPoint | _Found) -> EntryPoint:
+    return found.entry_point() if isinstance(found, _Found) else found
+
+
+def _dist_key(found: EntryPoint | _Found) -> str:
+    return found.key if isinstance(found, _Found) else _normalize(found.dist)
+
+
 def entry_points(group: str = ENTRY_POINT_GROUP,
                  path: list[str] | None = None) -> list[EntryPoint]:
     """Entry points of ``group`` declared by the distributions installed on ``path``
     (default ``sys.path``): the same ones ``importlib.metadata.entry_points(group=...)``
     finds, in its order (see the module docstring for why this does not call it)."""
-    if path is None and _other_distribution_finders():
-        return _importlib_entry_points(group, None)
-    try:
-        return _scan(group, list(sys.path if path is None else path))
-    except _NeedsImportlibMetadata:
-        return _importlib_entry_points(group, path)
+    return [_resolved(found) for found in _discover(group, path)]
 
 
 # ----------------------------------------------------------------------------- the manager
@@ -233,7 +317,9 @@ def _requested(spec: str) -> list[str]:
 
 
 class PluginManager:
-    """Loads plugins into one op registry, each in its own transaction.
+    """Loads plugins into one op registry, each in its own transaction, and imports the
+    installed ones when the registry first needs their namespace (it is the registry's
+    :class:`~fastop.ops._registry.PluginLoader`).
 
     ``fastop.plugins.manager`` is the one ``import fastop`` uses; tests make their own
     with a fresh :class:`~fastop.ops.Registry`. ``hooks`` is the pluggy manager (the
@@ -249,16 +335,39 @@ class PluginManager:
         self.hooks.hook.fastop_register_ops.call_historic(kwargs={"registry": registry})
         self._loaded: list[PluginInfo] = []
         self._from_directory: dict[tuple[str, str], PluginInfo] = {}
-        self._names: tuple[int, frozenset[str]] = (-1, frozenset())
+        # installed entry points recorded at import and not imported yet, in discovery
+        # order (autoload on); each is imported when its namespace is first needed
+        self._waiting: list[EntryPoint | _Found] = []
+        # autoload off: a lookup miss imports the installed entry point declaring the
+        # namespace (``_asked``: the namespaces already looked for; ``_installed``: the
+        # last scan, with the path it read)
+        self._on_demand = False
+        self._path: list[str] | None = None
+        self._asked: set[str] = set()
+        self._installed: tuple[tuple[str, ...], list[EntryPoint | _Found]] | None = None
+        # "dist:entry point" -> (its entry point's name, the error message, the
+        # exception) of an installed plugin that failed to load
+        self._failures: dict[str, tuple[str, str, BaseException]] = {}
+        # every plugin that failed to load, by any route (entry point, register(), a
+        # directory): "<plugin> (<error>)" and the exception, for lookups of a namespace
+        # no failed entry point declares
+        self._failed: list[tuple[str, BaseException]] = []
+        # one import of plugins at a time; ``_loading``: how many are in progress, so that
+        # another thread's lookup waits for them instead of missing their ops
+        self._lock = threading.RLock()
+        self._loading = 0
+        registry.attach_loader(self)
 
     # -- reporting -------------------------------------------------------------------
     def list(self) -> list[PluginInfo]:
-        """Every loaded plugin, in load order (the built-ins first)."""
+        """Every plugin, in load order (the built-ins first): each plugin recorded at
+        import is imported first; those that failed are listed with their ``error``."""
+        self.load_all()
         return list(self._loaded)
 
     def _fail(self, what: str, exc: BaseException, strict: bool | None = None) -> None:
         message = f"fastop plugin {what} was not loaded: {type(exc).__name__}: {exc}"
-        self.registry.plugin_failures.append(f"{what} ({type(exc).__name__}: {exc})")
+        self._failed.append((f"{what} ({type(exc).__name__}: {exc})", exc))
         if env_flag("FASTOP_STRICT_PLUGINS") if strict is None else strict:
             raise PluginError(message) from exc
         warnings.warn(message, PluginLoadWarning, stacklevel=caller_outside_fastop())
@@ -273,30 +382,36 @@ class PluginManager:
         None when it failed. `module` names the plugin's module in reports (default: its
         ``__name__``). A KeyboardInterrupt or SystemExit while it loads rolls it back
         too, then propagates."""
-        module = module or getattr(plugin, "__name__", repr(plugin))
-        name = f"{dist}:{entry_point or module}"
-        what = f"{dist} {version}".strip() if directory is None else \
-            f"module {module} in directory {directory}"
-        if self.hooks.is_registered(plugin):
-            self._fail(what, PluginError(f"its module {module} is already loaded, as plugin "
-                                         f"{self.hooks.get_name(plugin)}"), strict)
-            return None
-        before = self._op_names()
         try:
-            with self.registry.providing(dist, version):
-                self.hooks.register(plugin, name=name)
+            return self._register(plugin, dist, version, entry_point, directory, module)
+        except Exception as exc:
+            what = f"{dist} {version}".strip() if directory is None else \
+                f"module {module or getattr(plugin, '__name__', repr(plugin))} in " \
+                f"directory {directory}"
+            self._fail(what, exc, strict)
+            return None
+
+    def _register(self, plugin: ModuleType | Any, dist: str, version: str,
+                  entry_point: str | None, directory: str | None,
+                  module: str | None) -> PluginInfo:
+        """:meth:`register`, raising what made the plugin fail (after rolling it back)."""
+        module = module or getattr(plugin, "__name__", repr(plugin))
+        if self.hooks.is_registered(plugin):
+            raise PluginError(f"its module {module} is already loaded, as plugin "
+                              f"{self.hooks.get_name(plugin)}")
+        providing = self.registry.providing(dist, version)
+        try:
+            with providing:
+                self.hooks.register(plugin, name=f"{dist}:{entry_point or module}")
             self._validate(plugin)
-        except BaseException as exc:
-            for op in self._op_names() - before:
+        except BaseException:
+            for op in providing.ops():
                 self.registry.remove(op)
             if self.hooks.is_registered(plugin):
                 self.hooks.unregister(plugin)
-            if not isinstance(exc, Exception):      # Ctrl-C, SystemExit: rolled back
-                raise
-            self._fail(what, exc, strict)
-            return None
-        info = PluginInfo(dist, version, module, entry_point,
-                          tuple(sorted(self._op_names() - before)), directory)
+            raise
+        info = PluginInfo(dist, version, module, entry_point, tuple(sorted(providing.ops())),
+                          directory)
         return self._add_loaded(info)
 
     def _add_loaded(self, info: PluginInfo) -> PluginInfo:
@@ -305,18 +420,11 @@ class PluginManager:
         add their ops to its first entry. Returns the distribution's entry."""
         for k, known in enumerate(self._loaded):
             if known.directory is None and info.directory is None and \
-                    known.name == info.name:
+                    known.error is None and known.name == info.name:
                 self._loaded[k] = replace(known, ops=tuple(sorted({*known.ops, *info.ops})))
                 return self._loaded[k]
         self._loaded.append(info)
         return info
-
-    def _op_names(self) -> frozenset[str]:
-        """The registry's op names, recomputed only when its version changed (a plugin
-        that defines nothing costs no pass over the registry)."""
-        if self._names[0] != self.registry.version:
-            self._names = (self.registry.version, frozenset(op.name for op in self.registry))
-        return self._names[1]
 
     def _validate(self, plugin: Any) -> None:
         """Hook implementations of a registered plugin name fastop hooks (pluggy's
@@ -349,37 +457,186 @@ class PluginManager:
             self.register(module, "fastop", version, strict=True)
 
     def load_entry_points(self, path: list[str] | None = None) -> None:
-        """Load installed plugins as the switches say (see the module docstring)."""
+        """Record the installed plugins, and import those ``FASTOP_PLUGINS`` names, as
+        the switches say (see the module docstring). `path`: where to look (default
+        ``sys.path``)."""
         autoload = not env_flag("FASTOP_DISABLE_PLUGIN_AUTOLOAD")
         strict = env_flag("FASTOP_STRICT_PLUGINS")
         requested = _requested(os.environ.get("FASTOP_PLUGINS", ""))
+        self._path = path
+        self._on_demand = not autoload
         if not autoload and not requested:
             return
-        found = entry_points(ENTRY_POINT_GROUP, path)
+        found = _discover(ENTRY_POINT_GROUP, path)
+        if not requested:
+            self._waiting.extend(found)
+            if strict:      # every plugin is checked now: a broken one fails the import
+                self.load_all()
+            return
         wanted = {_normalize(n) for n in requested}
-        for ep in found:
-            if autoload or {_normalize(ep.name), _normalize(ep.dist)} & wanted:
-                self.load_entry_point(ep, strict)
-        known = {_normalize(n) for ep in found for n in (ep.name, ep.dist)}
+        named = [f for f in found if {_normalize(f.name), _dist_key(f)} & wanted]
+        if autoload:
+            self._waiting.extend(f for f in found if f not in named)
+        for f in named:
+            self.load_entry_point(_resolved(f), strict)
+        if strict:
+            self.load_all()
+        known = {_normalize(n) for f in found for n in (f.name, _dist_key(f))}
         for name in requested:
             if _normalize(name) not in known:
-                choices = sorted({ep.name for ep in found} | {ep.dist for ep in found})
+                choices = sorted({f.name for f in found} |
+                                 {_resolved(f).dist for f in found})
                 self._fail(name, LookupError(
                     f"FASTOP_PLUGINS names {name!r}, but no installed distribution has a "
                     f"'{ENTRY_POINT_GROUP}' entry point or distribution of that name "
                     f"(installed: {', '.join(choices) or 'none'})"
                     f"{did_you_mean(name, choices)}"), strict)
 
-    def load_entry_point(self, ep: EntryPoint, strict: bool | None = None) -> None:
-        """Import one entry point and register it (once)."""
-        if self.hooks.has_plugin(f"{ep.dist}:{ep.name}"):
-            return
+    def load_entry_point(self, ep: EntryPoint,
+                         strict: bool | None = None) -> PluginInfo | None:
+        """Import one entry point and register it (once); returns its info, or None
+        when it was loaded before or failed (a failure is remembered: listed, and named
+        by lookups of the namespace it declares)."""
+        if self._tried(ep):
+            return None
+        key = f"{ep.dist}:{ep.name}"
         try:
-            plugin = ep.load()
+            info = self._register(ep.load(), ep.dist, ep.version, ep.name, None, None)
         except Exception as exc:
-            self._fail(f"{ep.dist} {ep.version}".strip(), exc, strict)
+            what = f"{ep.dist} {ep.version}".strip()
+            error = f"{type(exc).__name__}: {exc}"
+            self._failures[key] = (ep.name, f"its plugin {what} (entry point '{ep.name}' = "
+                                            f"{ep.value!r}) failed to load: {error}", exc)
+            self._loaded.append(PluginInfo(ep.dist, ep.version, ep.module, ep.name, (),
+                                           error=error))
+            self._fail(what, exc, strict)
+            return None
+        self._check_namespaces(ep, info)
+        return info
+
+    def _tried(self, ep: EntryPoint) -> bool:
+        """Whether the entry point was imported before (loaded, or failed)."""
+        key = f"{ep.dist}:{ep.name}"
+        return self.hooks.has_plugin(key) or key in self._failures
+
+    def _check_namespaces(self, ep: EntryPoint, info: PluginInfo) -> None:
+        """Warn (DeprecationWarning) about a plugin whose ops are outside the namespace
+        its entry point declares: a lookup finds them only after importing every
+        recorded plugin."""
+        outside = sorted({op.partition("::")[0] for op in info.ops} - {ep.name})
+        if not outside:
             return
-        self.register(plugin, ep.dist, ep.version, entry_point=ep.name, strict=strict)
+        declared = f"declares the op namespace '{ep.name}'" if ep.name.isidentifier() \
+            else "declares no op namespace (it is not an identifier)"
+        warnings.warn(
+            f"fastop plugin {ep.dist} {ep.version}: its entry point '{ep.name}' {declared}, "
+            f"but it defines ops in {', '.join(map(repr, outside))}. fastop imports a plugin "
+            f"when the namespace its entry point names is first used; ops outside it are "
+            f"found only by importing every plugin when a lookup misses, which a future "
+            f"release will stop doing. Name one entry point per namespace after it: "
+            f"[project.entry-points.fastop] {outside[0]} = \"{ep.module}\"",
+            DeprecationWarning, stacklevel=caller_outside_fastop())
+
+    # -- on first use (the registry's PluginLoader) -------------------------------------
+    def _settle(self) -> None:
+        """Wait until another thread's plugin imports are done (this thread's own, when
+        a plugin's hook looks up another namespace, go on: the lock is reentrant)."""
+        if self._loading:
+            with self._lock:
+                pass
+
+    @contextmanager
+    def _importing(self) -> Iterator[None]:
+        """Hold the lock and count an import in progress in ``_loading`` (set before
+        entries leave ``_waiting``, so that another thread's lookup waits for them)."""
+        with self._lock:
+            self._loading += 1
+            try:
+                yield
+            finally:
+                self._loading -= 1
+
+    def load_pending(self, namespace: str) -> bool:
+        """Import the recorded plugins whose entry point declares `namespace`; whether
+        there were any."""
+        self._settle()
+        if not self._waiting:
+            return False
+        with self._importing():
+            mine = [f for f in self._waiting if f.name == namespace]
+            self._waiting = [f for f in self._waiting if f.name != namespace]
+            for found in mine:
+                self.load_entry_point(_resolved(found))
+        return bool(mine)
+
+    def load_for_lookup(self, namespace: str, on_demand: bool = True) -> bool:
+        """A lookup in `namespace` missed: import the recorded plugins declaring it;
+        with none, every recorded plugin (one may define it outside the namespace it
+        declares); with autoload off and `on_demand`, the installed plugin declaring
+        it. Whether anything was imported."""
+        if self.load_pending(namespace):
+            return True
+        if self._on_demand:
+            return on_demand and self._load_on_demand(namespace)
+        return self.load_all()
+
+    def load_all(self) -> bool:
+        """Import every recorded plugin not imported yet (one at a time, so that one
+        whose hook uses another's namespace imports it then); whether there were any."""
+        self._settle()
+        if not self._waiting:
+            return False
+        with self._importing():
+            while self._waiting:
+                self.load_entry_point(_resolved(self._waiting.pop(0)))
+        return True
+
+    def declares(self, namespace: str) -> bool:
+        """Whether a recorded plugin not imported yet declares `namespace`."""
+        return any(f.name == namespace for f in self._waiting)
+
+    def failure(self, namespace: str) -> tuple[str, BaseException] | None:
+        """Why the installed plugin declaring `namespace` failed to load, and its error;
+        else, when other plugins failed (one registered by hand or from a directory may
+        have been the one to define it), which did and why."""
+        declared = next(((message, exc) for name, message, exc in self._failures.values()
+                         if name == namespace), None)
+        if declared is not None or not self._failed:
+            return declared
+        count = "a plugin" if len(self._failed) == 1 else f"{len(self._failed)} plugins"
+        return (f"{count} failed to load, which may be where it comes from: "
+                + "; ".join(what for what, _ in self._failed), self._failed[-1][1])
+
+    def _load_on_demand(self, namespace: str) -> bool:
+        """Autoload off: import the installed distribution(s) whose entry point declares
+        `namespace`, once, saying so (:class:`PluginOnDemandWarning`)."""
+        self._settle()
+        if namespace in self._asked or not namespace.isidentifier():
+            return False
+        loaded = False
+        with self._importing():
+            if namespace in self._asked:
+                return False
+            self._asked.add(namespace)
+            for found in self._installed_entry_points():
+                ep = _resolved(found) if found.name == namespace else None
+                if ep is None or self._tried(ep):
+                    continue
+                warnings.warn(
+                    f"fastop is importing plugin {ep.dist} {ep.version} (entry point "
+                    f"'{ep.name}' = {ep.value!r}) for op namespace '{namespace}': "
+                    f"FASTOP_DISABLE_PLUGIN_AUTOLOAD is set, so an installed plugin is "
+                    f"imported when its namespace is needed".replace("  ", " "),
+                    PluginOnDemandWarning, stacklevel=caller_outside_fastop())
+                loaded = self.load_entry_point(ep) is not None or loaded
+        return loaded
+
+    def _installed_entry_points(self) -> list[EntryPoint | _Found]:
+        """The installed entry points, scanned again only when the path changed."""
+        where = tuple(sys.path if self._path is None else self._path)
+        if self._installed is None or self._installed[0] != where:
+            self._installed = (where, _discover(ENTRY_POINT_GROUP, self._path))
+        return self._installed[1]
 
     # -- a directory of op modules ------------------------------------------------------
     def load_directory(self, path: str | os.PathLike[str]) -> list[PluginInfo]:
@@ -458,7 +715,9 @@ class PluginManager:
 
     # -- samples for opcheck --------------------------------------------------------------
     def op_samples(self) -> dict[str, list[Any]]:
-        """Every loaded plugin's ``fastop_op_samples()``, merged by op name."""
+        """Every plugin's ``fastop_op_samples()`` (each recorded one imported first),
+        merged by op name."""
+        self.load_all()
         merged: dict[str, list[Any]] = {}
         for samples in self.hooks.hook.fastop_op_samples():
             for op, given in samples.items():

@@ -485,9 +485,9 @@ def _decode_op(policy: CodePolicy, block: Any, i: int, record: Any) -> Operator:
     except UnknownOpError as exc:
         provider = record.get("plugin") or "an unknown distribution"
         version = record.get("plugin_version") or ""
+        why = f": {exc.reason}" if exc.reason else ", which is not installed or not loaded"
         raise policy.error(f"{where}: the program needs op '{name}', provided by "
-                           f"{provider} {version}".rstrip() + ", which is not installed or "
-                           "not loaded") from exc
+                           f"{provider} {version}".rstrip() + why) from exc
     where = f"op #{i} ({name})"
     attrs_in = _field(policy, record, "attrs", dict, where, "an object")
     attrs = {k: _decode_attr(policy, where, k, v) for k, v in attrs_in.items()}
