@@ -64,6 +64,8 @@ cdef class Plan:
     cdef int* last_use            # op index of a slot's last read or write
     cdef char* dirty              # arena slot re-pointed for this run only
     cdef list live_until          # per slot: last op that needs its memory (views, fetches)
+    cdef dict region_last         # arena slot -> the last op that may run before its
+                                  # uses end (regions), when later than live_until's
     cdef list release_at          # per op: arena slots a first (tracing) run frees after it
     cdef list objs                # per slot: the DenseTensor owning its memory, or None
                                   # (view slots: the owner of the memory they view; None
@@ -125,6 +127,7 @@ cdef class Plan:
     cdef int _take(self, bint caller)
     cdef void _finish(self, int i)
     cdef int _plan_concurrency(self) except -1
-    cdef list _dependencies(self)
+    cdef tuple _dependencies(self)
+    cdef int _keep_apart(self, list preds, dict touches) except -1
     cdef int _alloc_run_state(self) except -1
 

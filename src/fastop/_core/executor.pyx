@@ -52,8 +52,9 @@ stay on the calling thread, a plan without two independent heavy ops (a program 
 ops) runs the serial loop untouched, and results are bitwise those of a serial run (each
 op computes the same thing from the same inputs; random kernels are ordered ops, so they
 draw the same words). Kernels called inside a region run their own loops on one thread
-(the pool is busy with the region). Arena slots live in a region are kept apart for the
-whole region (their live ranges are extended to it), as any order of its ops may run.
+(the pool is busy with the region). An arena slot touched in a region keeps its bytes
+until the last op of the region that may start before its users end (``region_last``:
+one not depending on all of them), so no op running beside them writes over it.
 An exception in a region stops it after the ops in flight; the run then raises it,
 ``current_op`` naming the op.
 """
@@ -477,17 +478,19 @@ cdef class Plan:
                 and self.views[rec.outs[0]].size >= rec.grain)
         return 0
 
-    cdef list _dependencies(self):
+    cdef tuple _dependencies(self):
         """Per op, the earlier ops it must wait for: the last writer of each slot it
         reads, and of each it writes; for a write also every reader since that writer.
         A read of a view's or a Python op's result reads the memory it may alias (the
-        slots it came from, transitively); an ordered op waits for the previous one."""
+        slots it came from, transitively); an ordered op waits for the previous one.
+        Also, per slot, the ops touching its memory."""
         cdef int i, s
         cdef OpRecord* rec
         cdef int last_ordered = -1
         last_write = {}
         readers = {}
         aliases = {}            # slot -> the slots whose memory it may be
+        touches = {}
         preds = []
         for i in range(self.n_ops):
             rec = &self.ops[i]
@@ -506,7 +509,9 @@ cdef class Plan:
                 if s in last_write:
                     waits.add(last_write[s])
                 readers.setdefault(s, []).append(i)
+                touches.setdefault(s, []).append(i)
             for s in outs:
+                touches.setdefault(s, []).append(i)
                 if s in last_write:
                     waits.add(last_write[s])
                 waits.update(readers.pop(s, ()))
@@ -523,7 +528,7 @@ cdef class Plan:
                     aliases.pop(s, None)
             waits.discard(i)
             preds.append(sorted(waits))
-        return preds
+        return preds, touches
 
     cdef int _plan_concurrency(self) except -1:
         """After the timing run: the heavy ops (the cost rule), and the regions where
@@ -540,8 +545,9 @@ cdef class Plan:
                 heavy.append(i)
         if len(heavy) < 2:
             return 0
-        preds = self._dependencies()
-        bit = {h: 1 << k for k, h in enumerate(heavy)}
+        preds, touches = self._dependencies()
+        cdef object one = 1     # bit sets are Python ints (C shifts would overflow)
+        bit = {h: one << k for k, h in enumerate(heavy)}
         above = [0] * self.n_ops        # per op: its heavy ancestors, a bit per heavy op
         for i in range(self.n_ops):
             a = 0
@@ -554,7 +560,7 @@ cdef class Plan:
             independent = earlier & ~above[i]
             if independent:             # from the latest heavy op it does not reach
                 spans.append([heavy[independent.bit_length() - 1], i + 1])
-            earlier |= 1 << k
+            earlier |= one << k
         if not spans:
             return 0
         spans.sort()
@@ -567,8 +573,51 @@ cdef class Plan:
                 regions.append([lo, hi])
         self.schedule = Schedule(self.n_ops, [tuple(r) for r in regions], heavy, preds)
         self._alloc_run_state()
+        self._keep_apart(preds, touches)
         if self.traced:
             self.stale = True           # keep the regions' slots apart in the arena
+        return 0
+
+    cdef int _keep_apart(self, list preds, dict touches) except -1:
+        """``region_last``: for each arena slot touched in a region, the latest op
+        that may start before every op touching it has ended (one in the same region
+        that does not depend on all of them), when later than the slot's last use. The
+        arena gives the slot's bytes to no slot first written up to that op."""
+        cdef int i, r, lo, hi, u, last
+        cdef dict region_last = {}
+        cdef object one = 1     # bit sets are Python ints (C shifts would overflow)
+        below = []              # per op of a region: the ops after it that depend on it,
+        region_of = {}          # a bit per op of the region (bit 0: the region's lo)
+        for r, (lo, hi) in enumerate(self.schedule.regions):
+            after = [0] * (hi - lo)
+            for i in range(hi - 1, lo - 1, -1):
+                after[i - lo] |= one << (i - lo)
+                for p in <list>preds[i]:
+                    if p >= lo:
+                        after[p - lo] |= after[i - lo]
+            below.append(after)
+            for i in range(lo, hi):
+                region_of[i] = r
+        for s, ops in touches.items():
+            if self.kinds[<int>s] != SLOT_ARENA:
+                continue
+            last = max(<int>self.live_until[s], max(ops))
+            latest = last
+            for u in ops:
+                r = region_of.get(u, -1)
+                if r < 0:
+                    continue
+                lo, hi = self.schedule.regions[r]
+                if last + 1 >= hi:
+                    continue
+                # ops of the region after `last` that do not depend on u
+                free = ((one << (hi - lo)) - 1) & ~((one << (last + 1 - lo)) - 1) \
+                    & ~(<list>below[r])[u - lo]
+                if free:
+                    latest = max(latest, lo + free.bit_length() - 1)
+            if latest > last:
+                region_last[s] = latest
+        self.region_last = region_last
         return 0
 
     cdef int _alloc_run_state(self) except -1:
@@ -984,11 +1033,8 @@ cdef class Plan:
                     slots[k].aligned = (slots[k].size + ALIGN - 1) // ALIGN * ALIGN
                     slots[k].first = self.first_def[s]
                     slots[k].last = max(<int>last_use[s], slots[k].first)
-                    if self.schedule is not None:   # any order of a region's ops runs
-                        for lo, hi in self.schedule.regions:
-                            if slots[k].first < hi and slots[k].last >= lo:
-                                slots[k].first = min(slots[k].first, lo)
-                                slots[k].last = max(slots[k].last, hi - 1)
+                    if self.schedule is not None and s in self.region_last:
+                        slots[k].last = max(slots[k].last, <int>self.region_last[s])
                     k += 1
             # placement order: biggest first, then earliest first write, then slot
             qsort(slots, m, sizeof(ArenaSlot), _cmp_placement)
