@@ -42,8 +42,9 @@ debug ops, side effects) never is. Where two heavy ops are independent (neither
 reaches the other through the ops' data dependencies: reads after writes, writes after
 reads and writes, a read of a view or of a Python op's result counting as a read of the
 memory it may alias, ordered ops after the previous ordered op), the plan-order range
-from the first to the second is a *region* (each heavy op paired with the latest
-earlier one it is independent of; overlapping ranges merged). A run runs the ops outside regions as
+from the first to the second is a *region* (each heavy op paired with the first earlier
+one it is independent of, so that a program written branch after branch overlaps them
+whole; overlapping ranges merged). A run runs the ops outside regions as
 before, in plan order on the calling thread; a region is one call of fastop's thread
 pool (``parallel_run``) whose pieces schedule its ops: each thread takes the
 lowest-numbered op whose dependencies are done — the caller any op, a pool thread only
@@ -558,8 +559,8 @@ cdef class Plan:
         earlier = 0
         for k, i in enumerate(heavy):
             independent = earlier & ~above[i]
-            if independent:             # from the latest heavy op it does not reach
-                spans.append([heavy[independent.bit_length() - 1], i + 1])
+            if independent:             # from the first heavy op it does not reach
+                spans.append([heavy[(independent & -independent).bit_length() - 1], i + 1])
             earlier |= one << k
         if not spans:
             return 0
