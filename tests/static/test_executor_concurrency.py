@@ -239,6 +239,8 @@ def test_profiler_shows_each_op_on_the_thread_that_ran_it(sleepy, tmp_path):
     assert len(ran) == 4
     idents = {prof.threads()[e.thread][0] for e in ran}
     assert idents == set(threads) and len(idents) == 2
+    names = {prof.threads()[e.thread][2] for e in ran}
+    assert any(name.startswith("fastop pool ") for name in names)
     path = tmp_path / "trace.json"
     prof.export_chrome_tracing(str(path))
     events = [e for e in json.loads(path.read_text())["traceEvents"] if e["name"] == op.name]

@@ -78,6 +78,8 @@ from fastop._core.profiling cimport (EVENT_RUN, EVENT_STATIC_OP, now_ns, profili
                                      record, record_views)
 from libc.stdint cimport int64_t
 
+import threading
+
 import numpy as np
 
 
@@ -682,6 +684,8 @@ cdef class Plan:
         or an op failed."""
         cdef bint caller = PyThread_get_thread_ident() == self.thread
         cdef int i, seen
+        if not caller:
+            _name_pool_thread()
         while not self.failed and self.left > 0 and (caller or self.heavy_left > 0):
             i = self._take(caller)
             if i < 0:                       # wait for an op in flight to end
@@ -1117,6 +1121,17 @@ cdef class Plan:
                  self.first_def[s], max(<int>self.live_until[s], self.first_def[s]))
                 for s in range(self.n_slots)
                 if self.kinds[s] == SLOT_ARENA and self.first_def[s] >= 0]
+
+
+cdef void _name_pool_thread() noexcept:
+    """Name a pool thread running ops ("fastop pool <native id>", not Python's
+    "Dummy-<n>"): the profiler's tables and trace tracks show it."""
+    try:
+        t = threading.current_thread()
+        if type(t) is threading._DummyThread:
+            t.name = f"fastop pool {t.native_id}"
+    except Exception:       # a name is only a label: never fail a run over it
+        pass
 
 
 cdef void _region_piece(void* ctx, int piece) noexcept nogil:
