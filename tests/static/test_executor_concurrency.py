@@ -55,16 +55,19 @@ def sleepy():
     registry.remove(op.name)
 
 
+N = 8192     # elements: ops on fewer are never heavy (numpy keeps the GIL in small loops)
+
+
 def _branches(op, length=2):
-    xa = static.data("xa", [4], "float32")
-    xb = static.data("xb", [4], "float32")
+    xa = static.data("xa", [N], "float32")
+    xb = static.data("xb", [N], "float32")
     ya, yb = xa, xb
     for _ in range(length):
         ya, yb = op(ya), op(yb)
     return ya, yb
 
 
-FEED = {"xa": np.arange(4, dtype="float32"), "xb": np.full(4, 10, "float32")}
+FEED = {"xa": np.arange(N, dtype="float32"), "xb": np.full(N, 10, "float32")}
 
 
 def test_independent_heavy_ops_run_on_two_threads(sleepy):
@@ -98,9 +101,12 @@ def test_num_threads_must_be_a_positive_int(bad):
         static.Executor(num_threads=bad)
 
 
-def test_small_ops_stay_on_the_calling_thread():
+def test_small_ops_stay_on_the_calling_thread(sleepy):
     """The cost rule: a program of 100 small ops has no region (its runs are the serial
-    loop, as before), even with two independent chains."""
+    loop, as before), even with two independent chains; nor have slow ops on few
+    elements (numpy keeps the GIL in small loops)."""
+    op, threads, _ = sleepy
+    small = {"xa": np.ones(4, "float32"), "xb": np.ones(4, "float32")}
     xa = static.data("xa", [4], "float32")
     xb = static.data("xb", [4], "float32")
     ya, yb = xa, xb
@@ -108,12 +114,17 @@ def test_small_ops_stay_on_the_calling_thread():
         ya, yb = fastop.tanh(ya), fastop.tanh(yb)
     exe = static.Executor(num_threads=2)
     for _ in range(3):
-        ra, rb = exe.run(static.default_main_program(), feed=FEED, fetch_list=[ya, yb])
-    plan = exe.plan_of(static.default_main_program(), FEED, [ya, yb])
+        ra, rb = exe.run(static.default_main_program(), feed=small, fetch_list=[ya, yb])
+    plan = exe.plan_of(static.default_main_program(), small, [ya, yb])
     assert plan.n_ops == 100 and plan.schedule is None
-    ref = static.Executor(num_threads=1).run(static.default_main_program(), feed=FEED,
+    ref = static.Executor(num_threads=1).run(static.default_main_program(), feed=small,
                                              fetch_list=[ya, yb])
     assert np.array_equal(ra, ref[0]) and np.array_equal(rb, ref[1])
+    sa, sb = op(xa), op(xb)                 # 5 ms each, on 4 elements
+    for _ in range(3):
+        exe.run(static.default_main_program(), feed=small, fetch_list=[sa, sb])
+    assert exe.plan_of(static.default_main_program(), small, [sa, sb]).schedule is None
+    assert set(threads) == {MAIN}
 
 
 def test_large_numpy_branches_are_bitwise_equal_to_serial():
@@ -207,8 +218,8 @@ def test_an_error_on_a_pool_thread_names_the_op_and_leaves_the_executor_usable(s
         return x - 1
     bad = _define("chkexe::sometimes_bad", kernel)
     try:
-        xa = static.data("xa", [4], "float32")
-        xb = static.data("xb", [4], "float32")
+        xa = static.data("xa", [N], "float32")
+        xb = static.data("xb", [N], "float32")
         ya, yb = op(op(xa)), bad(xb)
         main = static.default_main_program()
         exe = static.Executor(num_threads=2)

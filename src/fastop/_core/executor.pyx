@@ -33,8 +33,9 @@ The profiler's hook: a run checks its flag once; a profiled run records each op 
 (named by the op definition the front end gave it) and the run itself.
 
 Independent ops at once (``Plan.set_num_threads(n)``, n > 1; the front end's default): the
-first run times each op. An op is *heavy* when it took at least ``_min_op_ns`` (100 µs)
-and may gain from running beside others: a Python op (numpy releases the GIL in its
+first run times each op. An op is *heavy* when it took at least ``_min_op_ns`` (100 µs),
+touched at least ``_min_op_elements`` (8192, inputs and outputs) and may gain from
+running beside others: a Python op (numpy releases the GIL in its
 loops), or a C kernel at or above its grain (called without the GIL) while fastop's
 kernels use one thread (``set_num_threads(1)``, ``OMP_NUM_THREADS=1``; with more, a
 large kernel already uses the cores itself). An ordered op (``OpDef.ordered``: py_func
@@ -114,6 +115,11 @@ cdef const int* _profiling = profiling_flag()
 # for a sleeping worker, a wake-up: tens of µs on this VM, so only ops of 100 µs or more
 # gain from it.
 cdef int64_t _min_op_ns = 100_000
+# ... and touched this many elements (inputs and outputs): numpy lets the GIL go only in
+# loops of more than 500 elements, and a smaller op costs less than the hand-over. The
+# floor also keeps a slowed-down first run (valgrind, a loaded machine) from making
+# small ops heavy.
+cdef Py_ssize_t _min_op_elements = 8192
 cdef bint _every_op = False     # the test shim's: every op not ordered is heavy
 
 
@@ -461,11 +467,13 @@ cdef class Plan:
     # -- independent ops at once -----------------------------------------------------
     cdef int _run_timed(self, int64_t start) except -1:
         """The serial loop, timing each op and noting whether it may gain from running
-        beside others (what the cost rule reads): a Python op (numpy lets the GIL go in
-        its loops), or a C kernel called without the GIL while fastop's kernels run on
-        one thread (with more, a large kernel already uses the cores itself)."""
-        cdef int i
+        beside others (what the cost rule reads): one touching at least
+        ``_min_op_elements`` that is a Python op (numpy lets the GIL go in its loops) or
+        a C kernel called without the GIL while fastop's kernels run on one thread (with
+        more, a large kernel already uses the cores itself)."""
+        cdef int i, s
         cdef int64_t t
+        cdef Py_ssize_t elements
         cdef OpRecord* rec
         for i in range(self.n_ops):
             self.current_op = i
@@ -476,9 +484,20 @@ cdef class Plan:
                 self._run_op(i)
             rec = &self.ops[i]
             rec.first_ns = now_ns() - t
-            rec.releases = rec.kind == OP_PY or (
+            elements = 0
+            if rec.kind == OP_C:
+                for s in range(rec.n_in):
+                    if rec.ins[s] >= 0:
+                        elements += self.views[rec.ins[s]].size
+                for s in range(rec.n_out):
+                    elements += self.views[rec.outs[s]].size
+            else:
+                for s in <tuple>self.py_ins[i] + <tuple>self.py_outs[i]:
+                    if s >= 0:
+                        elements += self.views[s].size
+            rec.releases = elements >= _min_op_elements and (rec.kind == OP_PY or (
                 rec.kind == OP_C and rec.n_out > 0 and get_num_threads() == 1
-                and self.views[rec.outs[0]].size >= rec.grain)
+                and self.views[rec.outs[0]].size >= rec.grain))
         return 0
 
     cdef tuple _dependencies(self):

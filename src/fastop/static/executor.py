@@ -688,9 +688,9 @@ class Executor:
 
     ``num_threads``: how many threads a run may use for independent ops (the calling
     thread included; default: the processors this process may run on). Ops whose first
-    run took 100 µs or more and let the GIL go (numpy releases it in its loops, fastop's
-    kernels on large inputs) run on fastop's thread pool when another such op is
-    independent of them; smaller ops stay on the calling thread; ordered ops
+    run took 100 µs or more on 8192 elements or more and let the GIL go (numpy releases
+    it in its loops, fastop's kernels on large inputs) run on fastop's thread pool when
+    another such op is independent of them; smaller ops stay on the calling thread; ordered ops
     (``registry.define(..., ordered=True)``, py_func debug ops with ``out=None``) run on
     it in program order. Results are bitwise those of ``num_threads=1``, which runs
     every op on the calling thread in program order.
