@@ -32,21 +32,21 @@ A Plan runs one run at a time (its slots are that run's state): a second thread 
 The profiler's hook: a run checks its flag once; a profiled run records each op record
 (named by the op definition the front end gave it) and the run itself.
 
-Independent ops at once (``Plan.set_num_threads(n)``, n > 1; the front end's default): the
-first run times each op. An op is *heavy* when it took at least ``_min_op_ns`` (100 µs),
-touched at least ``_min_op_elements`` (8192, inputs and outputs) and may gain from
-running beside others: a Python op (numpy releases the GIL in its
-loops), or a C kernel at or above its grain (called without the GIL) while fastop's
-kernels use one thread (``set_num_threads(1)``, ``OMP_NUM_THREADS=1``; with more, a
-large kernel already uses the cores itself). An ordered op (``OpDef.ordered``: py_func
-debug ops, side effects) never is. Where two heavy ops are independent (neither
-reaches the other through the ops' data dependencies: reads after writes, writes after
-reads and writes, a read of a view or of a Python op's result counting as a read of the
-memory it may alias, ordered ops after the previous ordered op), the plan-order range
-from the first to the second is a *region* (each heavy op paired with the first earlier
-one it is independent of, so that a program written branch after branch overlaps them
-whole; overlapping ranges merged). A run runs the ops outside regions as
-before, in plan order on the calling thread; a region is one call of fastop's thread
+Independent ops at once (``Plan.set_num_threads(n)``, n > 1; the front end's default):
+the first run times each op. An op is *heavy* when it took at least ``_min_op_ns``
+(100 µs), touched at least ``_min_op_elements`` (8192, inputs and outputs) and may gain
+from running beside others: a Python op (numpy releases the GIL in its loops), or a C
+kernel at or above its grain (called without the GIL) while fastop's kernels use one
+thread (``set_num_threads(1)``, ``OMP_NUM_THREADS=1``; with more, a large kernel
+already uses the cores itself). An ordered op (``OpDef.ordered``: py_func debug ops,
+side effects) never is. Where two heavy ops are independent (neither reaches the other
+through the ops' data dependencies: reads after writes, writes after reads and writes,
+a read of a view or of a Python op's result counting as a read of the memory it may
+alias, ordered ops after the previous ordered op), the plan-order range from the first
+to the second is a *region* (each heavy op paired with the first earlier one it is
+independent of, so that a program written branch after branch overlaps them whole;
+overlapping ranges merged). A run runs the ops outside regions as before, in plan order
+on the calling thread; a region is one call of fastop's thread
 pool (``parallel_run``) whose pieces schedule its ops: each thread takes the
 lowest-numbered op whose dependencies are done — the caller any op, a pool thread only
 a heavy one — and runs it holding the GIL, which the op's kernel lets go. Small ops thus
