@@ -42,16 +42,21 @@ def _define(name, kernel, **kw):
 
 @pytest.fixture
 def sleepy():
-    """An op recording the thread it ran on, sleeping `delay` seconds (the GIL let go,
-    as numpy lets it go in its loops): heavy by the cost rule."""
-    threads, delay = [], [0.005]
+    """An op recording the thread it ran on, then sleeping 5 ms (the GIL let go, as
+    numpy lets it go in its loops): heavy by the cost rule. With ``meet["barrier"]``
+    set it waits there instead, so two such ops finish only by running at once (on a
+    loaded machine a pool thread may take longer to wake than a few sleeps)."""
+    threads, meet = [], {"barrier": None}
 
     def kernel(x):
         threads.append(threading.get_ident())
-        time.sleep(delay[0])
+        if meet["barrier"] is None:
+            time.sleep(0.005)
+        else:
+            meet["barrier"].wait(timeout=30)
         return x + 1
     op = _define("chkexe::sleepy", kernel)
-    yield op, threads, delay
+    yield op, threads, meet
     registry.remove(op.name)
 
 
@@ -71,7 +76,7 @@ FEED = {"xa": np.arange(N, dtype="float32"), "xb": np.full(N, 10, "float32")}
 
 
 def test_independent_heavy_ops_run_on_two_threads(sleepy):
-    op, threads, _ = sleepy
+    op, threads, meet = sleepy
     ya, yb = _branches(op)
     exe = static.Executor(static.CPUPlace(), num_threads=2)
     first = exe.run(static.default_main_program(), feed=FEED, fetch_list=[ya, yb])
@@ -79,6 +84,7 @@ def test_independent_heavy_ops_run_on_two_threads(sleepy):
     plan = exe.plan_of(static.default_main_program(), FEED, [ya, yb])
     assert plan.schedule is not None and plan.schedule.regions == [(0, 4)]
     threads.clear()
+    meet["barrier"] = threading.Barrier(2)
     second = exe.run(static.default_main_program(), feed=FEED, fetch_list=[ya, yb])
     assert len(set(threads)) == 2 and MAIN in threads
     for a, b, want in zip(first, second, (FEED["xa"] + 2, FEED["xb"] + 2)):
@@ -206,13 +212,14 @@ def test_dropout_draws_the_masks_of_a_serial_run(every_op):
 
 
 def test_an_error_on_a_pool_thread_names_the_op_and_leaves_the_executor_usable(sleepy):
-    op, threads, delay = sleepy
+    op, threads, meet = sleepy
     failing = [False]
     failed_on = []
 
     def kernel(x):
         time.sleep(0.005)
         if failing[0]:
+            meet["barrier"].wait(timeout=30)        # beside the first sleepy op
             failed_on.append(threading.get_ident())
             raise ArithmeticError("bad value in the kernel")
         return x - 1
@@ -224,13 +231,13 @@ def test_an_error_on_a_pool_thread_names_the_op_and_leaves_the_executor_usable(s
         main = static.default_main_program()
         exe = static.Executor(num_threads=2)
         exe.run(main, feed=FEED, fetch_list=[ya, yb])          # the timing run
-        failing[0], delay[0] = True, 0.05
+        failing[0], meet["barrier"] = True, threading.Barrier(2)
         with pytest.raises(ArithmeticError, match="bad value") as info:
             exe.run(main, feed=FEED, fetch_list=[ya, yb])
         assert failed_on and failed_on[0] != MAIN               # it ran on a pool thread
         notes = "\n".join(getattr(info.value, "__notes__", []))
         assert "chkexe::sometimes_bad" in notes and "raised while running op #" in notes
-        failing[0], delay[0] = False, 0.005
+        failing[0], meet["barrier"] = False, None
         ra, rb = exe.run(main, feed=FEED, fetch_list=[ya, yb])
         assert np.array_equal(ra, FEED["xa"] + 2) and np.array_equal(rb, FEED["xb"] - 1)
     finally:
@@ -238,12 +245,13 @@ def test_an_error_on_a_pool_thread_names_the_op_and_leaves_the_executor_usable(s
 
 
 def test_profiler_shows_each_op_on_the_thread_that_ran_it(sleepy, tmp_path):
-    op, threads, _ = sleepy
+    op, threads, meet = sleepy
     ya, yb = _branches(op)
     main = static.default_main_program()
     exe = static.Executor(num_threads=2)
     exe.run(main, feed=FEED, fetch_list=[ya, yb])
     threads.clear()
+    meet["barrier"] = threading.Barrier(2)
     with fastop.profiler.Profiler() as prof:
         exe.run(main, feed=FEED, fetch_list=[ya, yb])
     ran = [e for e in prof.events() if e.name == op.name]
