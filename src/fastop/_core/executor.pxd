@@ -34,7 +34,22 @@ cdef struct OpRecord:
     Py_ssize_t grain           # release the GIL when the first output has this many elements
     bint reads_output          # an output slot is also an input slot (an update in place)
     bint writes_persist        # an output is a persistable: its memory may be an input's
+    bint ordered               # runs on the caller, after the previous ordered op
+    bint releases              # let the GIL go in the timing run (may run beside others)
+    int64_t first_ns           # its time in the timing run
     fastop_attrs attrs
+
+
+# Which ops of a Plan may run at once (executor.pyx).
+cdef class Schedule:
+    cdef readonly int n_ops
+    cdef readonly list regions    # [(lo, hi)]: ops lo..hi-1 run scheduled
+    cdef readonly list heavy_ops  # plan op indices offered to pool threads
+    cdef int* heavy               # per op: may run on a pool thread
+    cdef int* indegree            # per op: dependencies inside its region
+    cdef int* dep_start           # CSR: op i's dependents inside its region are
+    cdef int* deps                #   deps[dep_start[i]:dep_start[i + 1]]
+    cdef int* region_heavy        # per region: its heavy ops
 
 
 cdef class Plan:
@@ -49,6 +64,8 @@ cdef class Plan:
     cdef int* last_use            # op index of a slot's last read or write
     cdef char* dirty              # arena slot re-pointed for this run only
     cdef list live_until          # per slot: last op that needs its memory (views, fetches)
+    cdef dict region_last         # arena slot -> the last op that may run before its
+                                  # uses end (regions), when later than live_until's
     cdef list release_at          # per op: arena slots a first (tracing) run frees after it
     cdef list objs                # per slot: the DenseTensor owning its memory, or None
                                   # (view slots: the owner of the memory they view; None
@@ -71,6 +88,20 @@ cdef class Plan:
     cdef readonly bint running    # inside run(): a Python op may not re-enter this plan
     cdef readonly unsigned long thread   # the thread that runs (or last ran) it
     cdef dict scope
+    # running independent ops at once (see the module docstring)
+    cdef readonly int num_threads # threads a run may use (1: every op on the caller)
+    cdef bint timing              # the next run times each op, then plans concurrency
+    cdef readonly Schedule schedule   # the concurrent regions (None: a serial plan)
+    cdef int* waiting             # per op of the running region: ops it still waits for
+    cdef int* ready               # the running region's ready ops
+    cdef int n_ready
+    cdef int left                 # ops of the region not finished
+    cdef int heavy_left           # heavy ops of the region not taken
+    cdef int completions          # bumped (atomically) as each op of the region ends
+    cdef bint failed
+    cdef object error             # the first exception an op of the region raised
+    cdef int error_op
+    cdef int64_t profiled         # the run is profiled (its start time; 0: not)
 
     cdef int _check_slot(self, object s, str what, bint absent_ok) except -1
     cdef OpRecord* _new_record(self, int kind, list ins, list outs, str who) except NULL
@@ -89,3 +120,14 @@ cdef class Plan:
     cdef void _release(self)
     cdef int _lifetimes(self) except -1
     cdef int _lay_out_arena(self) except -1
+    cdef int _run_timed(self, int64_t start) except -1
+    cdef int _run_scheduled(self, int64_t start) except -1
+    cdef int _run_region(self, int r) except -1
+    cdef void _work(self) noexcept
+    cdef int _take(self, bint caller)
+    cdef void _finish(self, int i)
+    cdef int _plan_concurrency(self) except -1
+    cdef tuple _dependencies(self)
+    cdef int _keep_apart(self, list preds, dict touches) except -1
+    cdef int _alloc_run_state(self) except -1
+

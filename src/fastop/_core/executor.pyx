@@ -31,6 +31,34 @@ A Plan runs one run at a time (its slots are that run's state): a second thread 
 
 The profiler's hook: a run checks its flag once; a profiled run records each op record
 (named by the op definition the front end gave it) and the run itself.
+
+Independent ops at once (``Plan.set_num_threads(n)``, n > 1; the front end's default):
+the first run times each op. An op is *heavy* when it took at least ``_min_op_ns``
+(100 µs), touched at least ``_min_op_elements`` (8192, inputs and outputs) and may gain
+from running beside others: a Python op (numpy releases the GIL in its loops), or a C
+kernel at or above its grain (called without the GIL) while fastop's kernels use one
+thread (``set_num_threads(1)``, ``OMP_NUM_THREADS=1``; with more, a large kernel
+already uses the cores itself). An ordered op (``OpDef.ordered``: py_func debug ops,
+side effects) never is. Where two heavy ops are independent (neither reaches the other
+through the ops' data dependencies: reads after writes, writes after reads and writes,
+a read of a view or of a Python op's result counting as a read of the memory it may
+alias, ordered ops after the previous ordered op), the plan-order range from the first
+to the second is a *region* (each heavy op paired with the first earlier one it is
+independent of, so that a program written branch after branch overlaps them whole;
+overlapping ranges merged). A run runs the ops outside regions as before, in plan order
+on the calling thread; a region is one call of fastop's thread
+pool (``parallel_run``) whose pieces schedule its ops: each thread takes the
+lowest-numbered op whose dependencies are done — the caller any op, a pool thread only
+a heavy one — and runs it holding the GIL, which the op's kernel lets go. Small ops thus
+stay on the calling thread, a plan without two independent heavy ops (a program of small
+ops) runs the serial loop untouched, and results are bitwise those of a serial run (each
+op computes the same thing from the same inputs; random kernels are ordered ops, so they
+draw the same words). Kernels called inside a region run their own loops on one thread
+(the pool is busy with the region). An arena slot touched in a region keeps its bytes
+until the last op of the region that may start before its users end (``region_last``:
+one not depending on all of them), so no op running beside them writes over it.
+An exception in a region stops it after the ops in flight; the run then raises it,
+``current_op`` naming the op.
 """
 from cpython.mem cimport PyMem_Malloc, PyMem_Realloc, PyMem_Free
 from libc.stddef cimport ptrdiff_t
@@ -44,16 +72,35 @@ from fastop._core.storage cimport (DenseTensor, fastop_view, fastop_attrs, FASTO
                                    view_set_contiguous_strides, dtype_from_code,
                                    view_same_meta, view_fits_meta, view_shape, view_is_contiguous,
                                    ndarray_of)
-from fastop._core.kernel cimport CKernel, PythonKernel, K_OK, K_ERR_LAYOUT, MAX_OPERANDS
+from fastop._core.kernel cimport (CKernel, PythonKernel, K_OK, K_ERR_LAYOUT, MAX_OPERANDS,
+                                   get_num_threads)
+from fastop._core.parallel cimport parallel_run
 from fastop._core.profiling cimport (EVENT_RUN, EVENT_STATIC_OP, now_ns, profiling_flag,
                                      record, record_views)
 from libc.stdint cimport int64_t
+
+import threading
 
 import numpy as np
 
 
 cdef extern from "pythread.h":
     unsigned long PyThread_get_thread_ident() nogil
+
+cdef extern from "<sched.h>" nogil:
+    int sched_yield()
+
+cdef extern from *:
+    """
+    static inline int fastop_load_int(const int* p) {
+        return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+    }
+    static inline void fastop_store_int(int* p, int v) {
+        __atomic_store_n(p, v, __ATOMIC_RELEASE);
+    }
+    """
+    int load_int "fastop_load_int"(const int* p) nogil
+    void store_int "fastop_store_int"(int* p, int v) nogil
 
 __all__ = ["Plan", "FastPath", "SLOT_KINDS"]
 
@@ -63,6 +110,27 @@ SLOT_KINDS = {"arena": SLOT_ARENA, "fresh": SLOT_FRESH, "external": SLOT_EXTERNA
 
 cdef Py_ssize_t ALIGN = 64
 cdef const int* _profiling = profiling_flag()
+# The cost rule: an op runs on a pool thread when its timing run took at least this long
+# (and it let the GIL go). Handing an op to another thread costs a GIL hand-over and,
+# for a sleeping worker, a wake-up: tens of µs on this VM, so only ops of 100 µs or more
+# gain from it.
+cdef int64_t _min_op_ns = 100_000
+# ... and touched this many elements (inputs and outputs): numpy lets the GIL go only in
+# loops of more than 500 elements, and a smaller op costs less than the hand-over. The
+# floor also keeps a slowed-down first run (valgrind, a loaded machine) from making
+# small ops heavy.
+cdef Py_ssize_t _min_op_elements = 8192
+cdef bint _every_op = False     # the test shim's: every op not ordered is heavy
+
+
+def _set_cost_rule(int64_t min_ns, bint every_op=False) -> tuple:
+    """Set the cost rule (a test shim: `every_op` offers every op that is not ordered to
+    pool threads, whatever its time); returns the previous ``(min_ns, every_op)``.
+    Plans compiled afterwards use it."""
+    global _min_op_ns, _every_op
+    previous = (_min_op_ns, _every_op)
+    _min_op_ns, _every_op = min_ns, every_op
+    return previous
 
 
 cdef str _describe(fastop_view* v):
@@ -116,6 +184,7 @@ cdef class Plan:
         self.persist_slots = []
         self.fetch_slots = []
         self.current_op = -1
+        self.num_threads = 1
 
     def __dealloc__(self):
         PyMem_Free(self.ops)
@@ -125,6 +194,8 @@ cdef class Plan:
         PyMem_Free(self.first_def)
         PyMem_Free(self.last_use)
         PyMem_Free(self.dirty)
+        PyMem_Free(self.waiting)
+        PyMem_Free(self.ready)
 
     # -- building ------------------------------------------------------------------
     cdef int _check_slot(self, object s, str what, bint absent_ok) except -1:
@@ -175,10 +246,11 @@ cdef class Plan:
         return rec
 
     def add_ckernel(self, CKernel kernel, int dtype, list ins, list outs, dict attrs,
-                    op=None) -> None:
+                    op=None, bint ordered=False) -> None:
         """Append a call of `kernel`'s function for dtype code `dtype`; a view kernel's
         output slot (of kind view) then views its first input's memory. `op`: the op
-        definition the profiler names the record by."""
+        definition the profiler names the record by; `ordered`: the op runs on the
+        calling thread after the ordered ops before it (it has side effects)."""
         if dtype < 0 or dtype >= FASTOP_NUM_DTYPES or kernel.fns[dtype] is NULL \
                 or kernel.infer is NULL:
             raise ValueError(f"{kernel.name}: no C function for dtype code {dtype}")
@@ -195,21 +267,22 @@ cdef class Plan:
             rec.dispatch = kernel.dispatch_input
         rec.grain = kernel.parallel_grain
         rec.attrs = packed
+        rec.ordered = ordered
         self.py_calls.append(kernel)
         self.py_ins.append(tuple(ins) if kernel.is_view else None)
         self.py_outs.append(tuple(outs) if kernel.is_view else None)
         self.op_defs.append(op)
         self.n_ops += 1
 
-    def add_python(self, fn, list ins, list outs, op=None) -> None:
+    def add_python(self, fn, list ins, list outs, op=None, bint ordered=False) -> None:
         """Append a Python op: ``fn(*tensors)`` returns one DenseTensor per output. A
         :class:`~fastop._core.kernel.PythonKernel` is called directly from C (its results
         checked and wrapped by the one C result checker).
 
         `ins` may hold -1 for an absent input (passed as None). `op`: the op definition
-        the profiler names the record by.
+        the profiler names the record by; `ordered`: as for :meth:`add_ckernel`.
         """
-        self._new_record(OP_PY, ins, outs, "Python op")
+        self._new_record(OP_PY, ins, outs, "Python op").ordered = ordered
         self.py_calls.append(fn)
         self.py_ins.append(tuple(ins))
         self.py_outs.append(tuple(outs))
@@ -280,7 +353,20 @@ cdef class Plan:
         for name, s, reader in self.persist_slots:
             c.planned[s] = self.planned[s]          # the declaration
         c.persist_slots, c.fetch_slots = list(self.persist_slots), list(self.fetch_slots)
+        # its first run traces shapes in plan order, freeing temporaries as they die:
+        # serially, so it times its ops and plans its own regions
+        c.num_threads, c.timing = self.num_threads, self.num_threads > 1
         return c
+
+    def set_num_threads(self, int n) -> None:
+        """Let runs use up to `n` threads (the caller included) for independent ops; 1
+        runs every op on the calling thread in plan order. With n > 1 the next run times
+        each op and plans which may run at once (see the module docstring)."""
+        if n < 1:
+            raise ValueError(f"Plan.set_num_threads: expected n >= 1, got {n}")
+        self.num_threads = n
+        self.schedule = None
+        self.timing = n > 1
 
     # -- running -----------------------------------------------------------------------
     def run(self, dict feeds, dict scope) -> list:
@@ -313,14 +399,21 @@ cdef class Plan:
         try:
             if not self._bind(feeds, check):
                 return None
-            for i in range(self.n_ops):
-                self.current_op = i
-                if start:
-                    self._run_profiled(i)
-                else:
-                    self._run_op(i)
+            if self.schedule is not None:
+                self._run_scheduled(start)
+            elif self.timing:
+                self._run_timed(start)
+            else:
+                for i in range(self.n_ops):
+                    self.current_op = i
+                    if start:
+                        self._run_profiled(i)
+                    else:
+                        self._run_op(i)
             self.current_op = -1
             result = self._fetch()
+            if self.timing:
+                self._plan_concurrency()
             if not self.traced or self.stale:
                 self._lay_out_arena()
             if start:
@@ -370,6 +463,297 @@ cdef class Plan:
         op = self.op_defs[i]
         record_views(self.py_calls[i] if op is None else op, EVENT_STATIC_OP, start, ins, n)
         return 0
+
+    # -- independent ops at once -----------------------------------------------------
+    cdef int _run_timed(self, int64_t start) except -1:
+        """The serial loop, timing each op and noting whether it may gain from running
+        beside others (what the cost rule reads): one touching at least
+        ``_min_op_elements`` that is a Python op (numpy lets the GIL go in its loops) or
+        a C kernel called without the GIL while fastop's kernels run on one thread (with
+        more, a large kernel already uses the cores itself)."""
+        cdef int i, s
+        cdef int64_t t
+        cdef Py_ssize_t elements
+        cdef OpRecord* rec
+        for i in range(self.n_ops):
+            self.current_op = i
+            t = now_ns()
+            if start:
+                self._run_profiled(i)
+            else:
+                self._run_op(i)
+            rec = &self.ops[i]
+            rec.first_ns = now_ns() - t
+            elements = 0
+            if rec.kind == OP_C:
+                for s in range(rec.n_in):
+                    if rec.ins[s] >= 0:
+                        elements += self.views[rec.ins[s]].size
+                for s in range(rec.n_out):
+                    elements += self.views[rec.outs[s]].size
+            else:
+                for s in <tuple>self.py_ins[i] + <tuple>self.py_outs[i]:
+                    if s >= 0:
+                        elements += self.views[s].size
+            rec.releases = elements >= _min_op_elements and (rec.kind == OP_PY or (
+                rec.kind == OP_C and rec.n_out > 0 and get_num_threads() == 1
+                and self.views[rec.outs[0]].size >= rec.grain))
+        return 0
+
+    cdef tuple _dependencies(self):
+        """Per op, the earlier ops it must wait for: the last writer of each slot it
+        reads, and of each it writes; for a write also every reader since that writer.
+        A read of a view's or a Python op's result reads the memory it may alias (the
+        slots it came from, transitively); an ordered op waits for the previous one.
+        Also, per slot, the ops touching its memory."""
+        cdef int i, s
+        cdef OpRecord* rec
+        cdef int last_ordered = -1
+        last_write = {}
+        readers = {}
+        aliases = {}            # slot -> the slots whose memory it may be
+        touches = {}
+        preds = []
+        for i in range(self.n_ops):
+            rec = &self.ops[i]
+            if rec.kind == OP_C:
+                ins = [rec.ins[j] for j in range(rec.n_in)]
+                outs = [rec.outs[j] for j in range(rec.n_out)]
+            else:
+                ins, outs = self.py_ins[i], self.py_outs[i]
+            waits = set()
+            read = set()
+            for s in ins:
+                if s >= 0:
+                    read.add(s)
+                    read.update(aliases.get(s, ()))
+            for s in read:
+                if s in last_write:
+                    waits.add(last_write[s])
+                readers.setdefault(s, []).append(i)
+                touches.setdefault(s, []).append(i)
+            for s in outs:
+                touches.setdefault(s, []).append(i)
+                if s in last_write:
+                    waits.add(last_write[s])
+                waits.update(readers.pop(s, ()))
+                last_write[s] = i
+            if rec.ordered:
+                if last_ordered >= 0:
+                    waits.add(last_ordered)
+                last_ordered = i
+            if rec.kind != OP_C:
+                for s in outs:
+                    aliases[s] = frozenset(read)
+            else:
+                for s in outs:
+                    aliases.pop(s, None)
+            waits.discard(i)
+            preds.append(sorted(waits))
+        return preds, touches
+
+    cdef int _plan_concurrency(self) except -1:
+        """After the timing run: the heavy ops (the cost rule), and the regions where
+        two of them are independent. No regions: the plan stays serial."""
+        cdef int i, k
+        cdef OpRecord* rec
+        self.timing = False
+        self.schedule = None
+        heavy = []
+        for i in range(self.n_ops):
+            rec = &self.ops[i]
+            if not rec.ordered and (_every_op or (rec.releases
+                                                  and rec.first_ns >= _min_op_ns)):
+                heavy.append(i)
+        if len(heavy) < 2:
+            return 0
+        preds, touches = self._dependencies()
+        cdef object one = 1     # bit sets are Python ints (C shifts would overflow)
+        bit = {h: one << k for k, h in enumerate(heavy)}
+        above = [0] * self.n_ops        # per op: its heavy ancestors, a bit per heavy op
+        for i in range(self.n_ops):
+            a = 0
+            for p in <list>preds[i]:
+                a |= <object>above[p] | bit.get(p, 0)
+            above[i] = a
+        spans = []
+        earlier = 0
+        for k, i in enumerate(heavy):
+            independent = earlier & ~above[i]
+            if independent:             # from the first heavy op it does not reach
+                spans.append([heavy[(independent & -independent).bit_length() - 1], i + 1])
+            earlier |= one << k
+        if not spans:
+            return 0
+        spans.sort()
+        regions = [spans[0]]
+        for lo, hi in spans[1:]:
+            last = regions[len(regions) - 1]
+            if lo < last[1]:
+                last[1] = max(last[1], hi)
+            else:
+                regions.append([lo, hi])
+        self.schedule = Schedule(self.n_ops, [tuple(r) for r in regions], heavy, preds)
+        self._alloc_run_state()
+        self._keep_apart(preds, touches)
+        if self.traced:
+            self.stale = True           # keep the regions' slots apart in the arena
+        return 0
+
+    cdef int _keep_apart(self, list preds, dict touches) except -1:
+        """``region_last``: for each arena slot touched in a region, the latest op
+        that may start before every op touching it has ended (one in the same region
+        that does not depend on all of them), when later than the slot's last use. The
+        arena gives the slot's bytes to no slot first written up to that op."""
+        cdef int i, r, lo, hi, u, last
+        cdef dict region_last = {}
+        cdef object one = 1     # bit sets are Python ints (C shifts would overflow)
+        below = []              # per op of a region: the ops after it that depend on it,
+        region_of = {}          # a bit per op of the region (bit 0: the region's lo)
+        for r, (lo, hi) in enumerate(self.schedule.regions):
+            after = [0] * (hi - lo)
+            for i in range(hi - 1, lo - 1, -1):
+                after[i - lo] |= one << (i - lo)
+                for p in <list>preds[i]:
+                    if p >= lo:
+                        after[p - lo] |= after[i - lo]
+            below.append(after)
+            for i in range(lo, hi):
+                region_of[i] = r
+        for s, ops in touches.items():
+            if self.kinds[<int>s] != SLOT_ARENA:
+                continue
+            last = max(<int>self.live_until[s], max(ops))
+            latest = last
+            for u in ops:
+                r = region_of.get(u, -1)
+                if r < 0:
+                    continue
+                lo, hi = self.schedule.regions[r]
+                if last + 1 >= hi:
+                    continue
+                # ops of the region after `last` that do not depend on u
+                free = ((one << (hi - lo)) - 1) & ~((one << (last + 1 - lo)) - 1) \
+                    & ~(<list>below[r])[u - lo]
+                if free:
+                    latest = max(latest, lo + free.bit_length() - 1)
+            if latest > last:
+                region_last[s] = latest
+        self.region_last = region_last
+        return 0
+
+    cdef int _alloc_run_state(self) except -1:
+        PyMem_Free(self.waiting)
+        PyMem_Free(self.ready)
+        self.waiting = <int*>PyMem_Malloc((self.n_ops + 1) * sizeof(int))
+        self.ready = <int*>PyMem_Malloc((self.n_ops + 1) * sizeof(int))
+        if self.waiting is NULL or self.ready is NULL:
+            raise MemoryError()
+        return 0
+
+    cdef int _run_scheduled(self, int64_t start) except -1:
+        """The ops in plan order, each region as one call of the thread pool."""
+        cdef int i = 0, r = 0, lo, hi
+        cdef list regions = self.schedule.regions
+        self.profiled = start
+        while i < self.n_ops:
+            if r < len(regions):
+                lo, hi = regions[r]
+                if i == lo:
+                    self._run_region(r)
+                    i = hi
+                    r += 1
+                    continue
+            self.current_op = i
+            if start:
+                self._run_profiled(i)
+            else:
+                self._run_op(i)
+            i += 1
+        return 0
+
+    cdef int _run_region(self, int r) except -1:
+        """Run region `r`'s ops on up to num_threads threads; raise the first error."""
+        cdef Schedule sch = self.schedule
+        cdef int lo, hi, i, n = self.num_threads
+        lo, hi = sch.regions[r]
+        self.n_ready = 0
+        for i in range(lo, hi):
+            self.waiting[i] = sch.indegree[i]
+            if sch.indegree[i] == 0:
+                self.ready[self.n_ready] = i
+                self.n_ready += 1
+        self.left = hi - lo
+        self.heavy_left = sch.region_heavy[r]
+        self.completions = 0
+        self.failed = False
+        self.error = None
+        self.current_op = -1
+        with nogil:
+            parallel_run(_region_piece, <void*>self, n, n)
+        if self.error is not None:
+            error, self.error = self.error, None
+            self.current_op = self.error_op
+            raise error
+        return 0
+
+    cdef void _work(self) noexcept:
+        """One thread's part of a region (the GIL held, let go while waiting): take
+        ready ops (the caller any, a pool thread heavy ones) until none is left for it
+        or an op failed."""
+        cdef bint caller = PyThread_get_thread_ident() == self.thread
+        cdef int i, seen
+        if not caller:
+            _name_pool_thread()
+        while not self.failed and self.left > 0 and (caller or self.heavy_left > 0):
+            i = self._take(caller)
+            if i < 0:                       # wait for an op in flight to end
+                seen = self.completions
+                with nogil:
+                    while load_int(&self.completions) == seen:
+                        sched_yield()
+                continue
+            try:
+                if self.profiled:
+                    self._run_profiled(i)
+                else:
+                    self._run_op(i)
+            except BaseException as exc:
+                if self.error is None:
+                    self.error = exc
+                    self.error_op = i
+                self.failed = True
+            self._finish(i)
+
+    cdef int _take(self, bint caller):
+        """The lowest-numbered ready op this thread may run (-1: none), taken."""
+        cdef int k, i, best = -1
+        cdef int* heavy = self.schedule.heavy
+        for k in range(self.n_ready):
+            i = self.ready[k]
+            if (caller or heavy[i]) and (best < 0 or i < self.ready[best]):
+                best = k
+        if best < 0:
+            return -1
+        i = self.ready[best]
+        self.n_ready -= 1
+        self.ready[best] = self.ready[self.n_ready]
+        if heavy[i]:
+            self.heavy_left -= 1
+        return i
+
+    cdef void _finish(self, int i):
+        """Op `i` ended: its dependents that waited only for it are ready."""
+        cdef Schedule sch = self.schedule
+        cdef int k, d
+        for k in range(sch.dep_start[i], sch.dep_start[i + 1]):
+            d = sch.deps[k]
+            self.waiting[d] -= 1
+            if self.waiting[d] == 0:
+                self.ready[self.n_ready] = d
+                self.n_ready += 1
+        self.left -= 1
+        store_int(&self.completions, self.completions + 1)
 
     cdef bint _bind(self, dict feeds, bint check) except -1:
         """Bind feeds and persistables to their slots. With `check`, return False (binding
@@ -673,6 +1057,8 @@ cdef class Plan:
                     slots[k].aligned = (slots[k].size + ALIGN - 1) // ALIGN * ALIGN
                     slots[k].first = self.first_def[s]
                     slots[k].last = max(<int>last_use[s], slots[k].first)
+                    if self.schedule is not None and s in self.region_last:
+                        slots[k].last = max(slots[k].last, <int>self.region_last[s])
                     k += 1
             # placement order: biggest first, then earliest first write, then slot
             qsort(slots, m, sizeof(ArenaSlot), _cmp_placement)
@@ -754,6 +1140,78 @@ cdef class Plan:
                  self.first_def[s], max(<int>self.live_until[s], self.first_def[s]))
                 for s in range(self.n_slots)
                 if self.kinds[s] == SLOT_ARENA and self.first_def[s] >= 0]
+
+
+cdef void _name_pool_thread() noexcept:
+    """Name a pool thread running ops ("fastop pool <native id>", not Python's
+    "Dummy-<n>"): the profiler's tables and trace tracks show it."""
+    try:
+        t = threading.current_thread()
+        if type(t) is threading._DummyThread:
+            t.name = f"fastop pool {t.native_id}"
+    except Exception:       # a name is only a label: never fail a run over it
+        pass
+
+
+cdef void _region_piece(void* ctx, int piece) noexcept nogil:
+    """A piece of a region's pool call: the thread's part of the region."""
+    with gil:
+        (<Plan>ctx)._work()
+
+
+cdef class Schedule:
+    """Which ops of a Plan may run at once: plan-order ranges (regions) run on the pool,
+    each op waiting for its dependencies inside its region (built once, shared by no
+    other plan)."""
+
+    def __cinit__(self, int n_ops, list regions, list heavy, list preds):
+        cdef int i, r, k, p, lo, hi, n_edges = 0
+        self.n_ops = n_ops
+        self.regions = regions
+        self.heavy_ops = heavy
+        self.heavy = <int*>PyMem_Malloc((n_ops + 1) * sizeof(int))
+        self.indegree = <int*>PyMem_Malloc((n_ops + 1) * sizeof(int))
+        self.dep_start = <int*>PyMem_Malloc((n_ops + 2) * sizeof(int))
+        self.region_heavy = <int*>PyMem_Malloc((len(regions) + 1) * sizeof(int))
+        if not (self.heavy and self.indegree and self.dep_start and self.region_heavy):
+            raise MemoryError()
+        memset(self.heavy, 0, (n_ops + 1) * sizeof(int))
+        memset(self.indegree, 0, (n_ops + 1) * sizeof(int))
+        memset(self.dep_start, 0, (n_ops + 2) * sizeof(int))
+        for i in heavy:
+            self.heavy[i] = 1
+        region_of = [-1] * n_ops
+        for r, (lo, hi) in enumerate(regions):
+            self.region_heavy[r] = 0
+            for i in range(lo, hi):
+                region_of[i] = r
+                self.region_heavy[r] += self.heavy[i]
+        # dependencies inside a region (those before it are done when it starts)
+        for i in range(n_ops):
+            for p in <list>preds[i]:
+                if region_of[i] >= 0 and region_of[p] == region_of[i]:
+                    self.indegree[i] += 1
+                    self.dep_start[p + 1] += 1
+                    n_edges += 1
+        for i in range(n_ops):
+            self.dep_start[i + 1] += self.dep_start[i]
+        self.deps = <int*>PyMem_Malloc((n_edges + 1) * sizeof(int))
+        if self.deps is NULL:
+            raise MemoryError()
+        fill = [self.dep_start[i] for i in range(n_ops)]
+        for i in range(n_ops):
+            for p in <list>preds[i]:
+                if region_of[i] >= 0 and region_of[p] == region_of[i]:
+                    k = fill[p]
+                    self.deps[k] = i
+                    fill[p] = k + 1
+
+    def __dealloc__(self):
+        PyMem_Free(self.heavy)
+        PyMem_Free(self.indegree)
+        PyMem_Free(self.dep_start)
+        PyMem_Free(self.deps)
+        PyMem_Free(self.region_heavy)
 
 
 cdef class FastPath:

@@ -336,6 +336,9 @@ class OpDef(OpBase):
     # fastop.ops._dispatch's scalar rule), e.g. where's x and y, not its condition
     promotes: tuple[str, ...] | None = None
     int_to_float: bool = False    # integer/bool inputs compute in float32 (true division)
+    # side effects (I/O, a global random stream): the executor runs it on the calling
+    # thread, after the ordered ops before it, never beside another
+    ordered: bool = False
     # where the op came from, for saving a Program that holds it: py_func's functions
     # (a PyFuncSource), or the module of a load_directory op (ops._sources.DirectorySource)
     source: Any = field(default=None, repr=False)
@@ -1244,7 +1247,8 @@ class Registry:
                attrs: dict[str, Any] | None = None, *, meta: Callable | None = None,
                kernels: dict[Any, Any] | None = None, doc: str = "",
                differentiable: Sequence[str] | None = None,
-               promotes: Sequence[str] | None = None, int_to_float: bool = False) -> OpDef:
+               promotes: Sequence[str] | None = None, int_to_float: bool = False,
+               ordered: bool = False) -> OpDef:
         """Define and register an op; returns the OpDef, whose decorators add the rest.
 
         Parameters:
@@ -1296,6 +1300,10 @@ class Registry:
           the default, tensors of different dtypes reach the meta function as they are
           (it may refuse them: a conv of float32 x and float64 weight).
         - ``int_to_float``: integer and bool inputs compute in float32 (true division).
+        - ``ordered``: the op has side effects beyond its outputs (writes a file, prints,
+          draws from a global random stream): the static executor, which otherwise runs
+          independent ops at once, runs it on the calling thread in program order with
+          the other ordered ops (as JAX's ``io_callback(ordered=True)``).
 
         Gradients: ``@op.grad(needs=(...))`` registers a composite rule written with
         registered ops, ``fn(*needed, *output_grads, **attrs)`` — ``needed`` are the
@@ -1353,7 +1361,7 @@ class Registry:
                    doc=doc, meta_fn=meta, plugin=plugin, version=version,
                    differentiable=tuple(differentiable) if differentiable is not None else None,
                    promotes=tuple(promotes) if promotes is not None else None,
-                   int_to_float=int_to_float, registry=self)
+                   int_to_float=int_to_float, ordered=ordered, registry=self)
         for dtype, fn in (kernels or {}).items():
             op.kernel(*(() if dtype == "*" else (dtype,)))(fn)
         self._ops[name] = op
@@ -1365,11 +1373,11 @@ class Registry:
     def define_ckernel(self, name: str, kernel: CKernel, attrs: dict[str, Any] | None = None,
                        doc: str = "", differentiable: Sequence[str] | None = None,
                        promotes: Sequence[str] | None = None,
-                       int_to_float: bool = False) -> OpDef:
+                       int_to_float: bool = False, ordered: bool = False) -> OpDef:
         """Define an op whose kernel and meta come from a Cython CKernel."""
         op = self.define(name, kernel.input_names, kernel.output_names, attrs,
                          doc=doc, differentiable=differentiable, promotes=promotes,
-                         int_to_float=int_to_float)
+                         int_to_float=int_to_float, ordered=ordered)
 
         def meta(*metas: TensorMeta, **attrs: Any) -> list[TensorMeta]:
             return [TensorMeta(s, d) for s, d in kernel.meta(

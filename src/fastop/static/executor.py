@@ -19,6 +19,10 @@ else takes the signature path (convert feeds, look the plan up, compile on a mis
 Caching keeps no program alive (weak references; fetch lists remembered by id), so a
 dropped program and its plans are freed. Each signature's plans are a pool: runs of
 one program from several threads each take a plan of their own.
+
+Independent ops run at once on fastop's thread pool (``Executor(num_threads=...)``,
+default the processors this process may use; the plan decides which ops after timing
+its first run: see :mod:`fastop._core.executor`).
 """
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ import numpy as np
 
 from fastop._core.executor import SLOT_KINDS, FastPath, Plan
 from fastop._core.kernel import CKernel, PythonKernel
+from fastop._core.parallel import num_processors
 from fastop._core.storage import DenseTensor, as_dtype, from_numpy
 from fastop.ops._registry import TensorMeta, add_note, did_you_mean
 from fastop.static.framework import Operator, Program, Variable, default_main_program
@@ -351,7 +356,7 @@ def _fold_constants(ops: Sequence[Operator], ins_of: Sequence[list[Variable]],
                           for v in ins):
             continue                    # an input that is not a constant (the common case)
         op = ops[i]
-        if op.opdef.namespace != "fastop" or any(
+        if op.opdef.namespace != "fastop" or op.opdef.ordered or any(
                 o.persistable or o.name in sources or written[o.name] > 1 for o in op.outputs):
             continue
         values = [folded.value(v) for v in ins]
@@ -424,7 +429,7 @@ class _Copying:
 
 
 def _compile(program: Program, feeds: dict[str, Any],
-             fetch_names: Sequence[str]) -> _Compiled:
+             fetch_names: Sequence[str], num_threads: int = 1) -> _Compiled:
     block = program.global_block()
     ops = block.ops
     ins_of = [op.input_vars() for op in ops]
@@ -522,18 +527,20 @@ def _compile(program: Program, feeds: dict[str, Any],
         choice = lowered[k]
         if views[k] is not None and kinds[slot[op.outputs[0].name]] == "view":
             plan.add_ckernel(views[k][0], views[k][1], [slot[v.name] for v in ins_of[i]],
-                             outs, op.attrs, op.opdef)
+                             outs, op.attrs, op.opdef, op.opdef.ordered)
             continue
         if choice is not None:      # an absent optional input is slot -1 (a NULL view)
             plan.add_ckernel(choice[0], choice[1],
                              [-1 if v is None else slot[v.name] for v in _flat_inputs(op)],
-                             outs, op.attrs, op.opdef)
+                             outs, op.attrs, op.opdef, op.opdef.ordered)
             continue
         ins = [-1 if v is None else slot[v.name] for v in _flat_inputs(op)]
         call = _python_call(op, kernels[k][0])
-        plan.add_python(_Copying(call) if k in copies else call, ins, outs, op.opdef)
+        plan.add_python(_Copying(call) if k in copies else call, ins, outs, op.opdef,
+                        op.opdef.ordered)
     plan.set_io([(name, slot[name], value) for name, value in feeds.items()],
                 persists, [slot[n] for n in fetch_names])
+    plan.set_num_threads(num_threads)
     return _Compiled(plan, program, order)
 
 
@@ -678,10 +685,25 @@ class Executor:
     The cache keeps no program alive: a program's plans are dropped when it is freed.
     Threads may run programs at once, the same one included: each concurrent run of a
     signature gets a plan of its own (with its own memory), cloned on first need.
+
+    ``num_threads``: how many threads a run may use for independent ops (the calling
+    thread included; default: the processors this process may run on). Ops whose first
+    run took 100 µs or more on 8192 elements or more and let the GIL go (numpy releases
+    it in its loops, fastop's kernels on large inputs) run on fastop's thread pool when
+    another such op is independent of them; smaller ops stay on the calling thread; ordered ops
+    (``registry.define(..., ordered=True)``, py_func debug ops with ``out=None``) run on
+    it in program order. Results are bitwise those of ``num_threads=1``, which runs
+    every op on the calling thread in program order.
     """
 
-    def __init__(self, place: Any = None) -> None:
+    def __init__(self, place: Any = None, num_threads: int | None = None) -> None:
+        if num_threads is None:
+            num_threads = num_processors()
+        elif type(num_threads) is not int or num_threads < 1:
+            raise ValueError(f"Executor: num_threads must be an int >= 1 (or None for "
+                             f"every processor), got {num_threads!r}")
         self.place = place
+        self.num_threads = num_threads
         # id(program) -> its compiled plans (for its current version)
         self._plans: dict[int, _ProgramPlans] = {}
         self._lock = threading.Lock()       # for changes to the cache, not for runs
@@ -731,7 +753,7 @@ class Executor:
         compiled = entry.plans.get(key)
         if compiled is None:
             with _collector_paused():
-                compiled = _compile(program, arrays, key[1])
+                compiled = _compile(program, arrays, key[1], self.num_threads)
             with self._lock:
                 if len(entry.plans) >= _MAX_PLANS:
                     entry.plans.pop(next(iter(entry.plans)), None)

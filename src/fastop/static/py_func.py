@@ -9,7 +9,8 @@ any op. Rules (PaddlePaddle's ``py_func``, seeds 000/001):
 
 * ``func(*x)`` runs on every ``Executor.run`` on numpy arrays (views of the inputs) and
   returns one array per ``out`` variable. ``out=None`` makes a debugging op: it still
-  runs, its result is ignored.
+  runs, its result is ignored; it is ordered (``OpDef.ordered``): the executor runs such
+  ops on the calling thread in program order, never beside other ops.
 * The declared ``out`` shape/dtype is a contract: a result whose known dims or dtype
   differ warns once (naming op, variable, declared and actual) and is an error in
   strict mode (:func:`set_strict`, or ``FASTOP_STRICT=1``); a wrong count of results
@@ -96,7 +97,7 @@ class PyFuncOp(OpDef):
         label = "py_func" if source.role == "forward" else "py_func_grad"
         super().__init__(f"{label}::{_identifier(_func_name(source.func))}_{next(_ids)}",
                          inputs, outputs, {}, doc=f"{label}[{_func_name(source.func)}]",
-                         source=source)
+                         source=source, ordered=not outputs)   # out=None: a debug op
         self.meta(self._declared)
         self.kernel()(source.func)
         if source.backward_func is not None:

@@ -38,6 +38,7 @@ def dropout_grad_grad_rule(mask, g, p, mode):
 def register(registry) -> None:
     registry.define_ckernel(
         "fastop::dropout", K.dropout, attrs={**ATTRS, "seed": 0}, differentiable=("x",),
+        ordered=True,       # draws from the global random stream: in program order
         doc="Drop each element with probability p (mask False, out 0); kept ones are "
             "scaled by 1 / (1 - p) in mode 'upscale_in_train', kept as they are in "
             "'downscale_in_infer'. seed=0 draws a fresh mask on every call."
