@@ -24,6 +24,8 @@ and static training compute the same values.
 """
 from __future__ import annotations
 
+import atexit
+import os
 import weakref
 from typing import Any, Sequence
 
@@ -33,7 +35,7 @@ from fastop._core.storage import empty
 from fastop._tensor import from_numpy_tensor
 from fastop.autograd import register_leaf_grad_hook
 from fastop.distributed._collective import ReduceOp, allreduce_buffers, mpi_buffer
-from fastop.distributed._world import World, world
+from fastop.distributed._world import World, remove_shared_memory_files, world
 
 __all__ = ["plan_buckets", "GradientBuckets", "average_flat", "MB", "COMM_DTYPES"]
 
@@ -95,20 +97,28 @@ class _Bucket:
     (each parameter's ``.grad`` is a view into it), then one flag per parameter (1 where
     this rank has a gradient; summed over the ranks, 0 means no rank has one)."""
 
-    __slots__ = ("params", "grads", "flat", "flags", "size", "ready", "requests", "half")
+    __slots__ = ("params", "grads", "flat", "flags", "size", "ready", "requests", "stage",
+                 "peers", "half")
 
-    def __init__(self, params: list[Any]) -> None:
+    def __init__(self, params: list[Any], flat: np.ndarray | None = None) -> None:
         self.params = params
         n = sum(p.size for p in params)
         self.size = n + len(params)
-        self.flat = np.zeros(self.size, params[0].dtype.name)
+        self.flat = np.zeros(self.size, params[0].dtype.name) if flat is None else flat
         self.flags = self.flat[n:]
         # fastop tensors viewing the buffer: the parameters' .grad
         self.grads = [from_numpy_tensor(v) for v in
                       _views(self.flat, [list(p.shape) for p in params])]
         self.ready = 0            # parameters whose gradient is final in this pass
-        self.requests: Any = None  # the all-reduce in flight
+        self.requests: Any = None  # the MPI request(s) in flight
+        self.stage = 0            # shared memory: 1 arrived, 2 own piece reduced
+        self.peers: list[np.ndarray] = []   # shared memory: every rank's buffer
         self.half: Any = None     # comm_dtype: (sent bits, received bits) in flight
+
+    @property
+    def gradients(self) -> int:
+        """How many gradient values the buffer holds (before the flags)."""
+        return self.size - len(self.params)
 
     def mark(self) -> None:
         """Make the buffer what this rank sends: for each parameter, its gradient (in
@@ -124,15 +134,171 @@ class _Bucket:
                     np.copyto(np.asarray(view), np.asarray(grad))
                 self.flags[k] = 1
 
-    def finish(self, scale: float) -> None:
-        """After the reduction: scale the sums by 1/world size and hand each parameter
-        some rank had a gradient for its view; one no rank had keeps ``.grad = None``."""
-        n = self.size - len(self.params)
-        grads = self.flat[:n]
-        np.multiply(grads, scale, out=grads)
+    def hand_out(self) -> None:
+        """After the averaging: hand each parameter some rank had a gradient for its
+        view; one no rank had keeps ``.grad = None``."""
         for param, view, flag in zip(self.params, self.grads, self.flags.tolist()):
             if flag != 0 and param.grad is not view:
                 param.grad = view
+
+
+class _MpiAllreduce:
+    """Average a bucket with MPI's non-blocking all-reduce of its buffer, in place; the
+    sum is scaled by 1/world size when done. (Ranks on several machines.)"""
+
+    def start(self, w: World, bucket: _Bucket, what: str) -> None:
+        bucket.requests = w.start(what, lambda: [w.comm.Iallreduce(
+            w.MPI.IN_PLACE, mpi_buffer(w, bucket.flat), w.MPI.SUM)])
+
+    def progress(self, w: World, bucket: _Bucket, what: str) -> None:
+        w.MPI.Request.Testall(bucket.requests)
+
+    def complete(self, w: World, bucket: _Bucket, what: str) -> None:
+        w.wait(what, bucket.requests)
+        grads = bucket.flat[:bucket.gradients]
+        np.multiply(grads, 1.0 / w.size, out=grads)
+
+    def end_of_pass(self, w: World, what: str) -> None:
+        pass
+
+
+class _HalfExchange(_MpiAllreduce):
+    """Average a bucket sending half the bytes (comm_dtype bfloat16 or float16): the
+    ranks exchange equal pieces of their rounded buffers (all-to-all), each sums its
+    piece in float32 in rank order, and the rounded sums come back (all-gather) — the
+    same bits on every rank."""
+
+    def __init__(self, comm_dtype: str) -> None:
+        self.comm_dtype = comm_dtype
+
+    def start(self, w: World, bucket: _Bucket, what: str) -> None:
+        piece = -(-bucket.size // w.size)       # padded to a multiple of the ranks
+        sent = np.zeros(piece * w.size, np.uint16)
+        sent[:bucket.size] = to_half_bits(bucket.flat, self.comm_dtype)
+        received = np.empty_like(sent)
+        bucket.half = (sent, received)
+        bucket.requests = w.start(what, lambda: [w.comm.Ialltoall(
+            [sent, w.MPI.UINT16_T], [received, w.MPI.UINT16_T])])
+
+    def complete(self, w: World, bucket: _Bucket, what: str) -> None:
+        w.wait(what, bucket.requests)
+        sent, received = bucket.half
+        bucket.half = None
+        parts = received.reshape(w.size, -1)
+        total = from_half_bits(parts[0], self.comm_dtype)
+        for r in range(1, w.size):
+            total += from_half_bits(parts[r], self.comm_dtype)
+        mine = to_half_bits(total, self.comm_dtype)
+        w.complete(what, lambda: w.comm.Iallgather(
+            [mine, w.MPI.UINT16_T], [sent, w.MPI.UINT16_T]))
+        bucket.flat[:] = from_half_bits(sent[:bucket.size], self.comm_dtype)
+        grads = bucket.flat[:bucket.gradients]
+        np.multiply(grads, 1.0 / w.size, out=grads)
+
+
+class _SharedMemory:
+    """Average buckets through shared memory, when every rank runs on this machine:
+    each rank's buffers live in one MPI shared-memory window, so the ranks read each
+    other's gradients directly. Once a bucket is final everywhere (a non-blocking
+    barrier), rank r sums piece r of every rank's buffer, in rank order, scaled by
+    1/world size, into its own buffer; after a second barrier each rank copies the
+    other pieces from their owners. Per rank that moves about 1.5x what copying the
+    buffer once does, with no message staging, whatever MPI's intra-node transport
+    (MPICH disables its single-copy transport where ``ptrace_scope`` forbids it);
+    every piece is computed once, so the ranks hold the same bits. A last barrier per
+    pass keeps a rank from writing its buffers (the next backward) while a peer still
+    reads them."""
+
+    CHUNK = 1 << 15           # elements summed at a time (stays in cache)
+
+    def __init__(self, w: World, layout: list[tuple[int, int, str]]) -> None:
+        """`layout`: (byte offset, elements, dtype) of each bucket, the same on every
+        rank."""
+        total = max(64, max((off + n * np.dtype(d).itemsize for off, n, d in layout),
+                            default=0))
+        self.win = w.MPI.Win.Allocate_shared(total, 1, comm=w.comm)
+        self.win.Lock_all(w.MPI.MODE_NOCHECK)
+        _free_at_exit(self)
+        self.segments = [np.frombuffer(self.win.Shared_query(r)[0], np.uint8)
+                         for r in range(w.size)]
+        w.complete("DataParallel: mapping the shared gradient buffers", w.comm.Ibarrier)
+        remove_shared_memory_files()        # every rank has mapped them (see _world)
+
+    def buffers(self, w: World, offset: int, n: int, dtype: str) -> list[np.ndarray]:
+        """Every rank's buffer of the bucket at `offset` (this rank's zeroed)."""
+        nbytes = n * np.dtype(dtype).itemsize
+        views = [seg[offset:offset + nbytes].view(dtype) for seg in self.segments]
+        views[w.rank].fill(0)
+        return views
+
+    def start(self, w: World, bucket: _Bucket, what: str) -> None:
+        self.win.Sync()
+        bucket.requests = w.start(what, w.comm.Ibarrier)
+        bucket.stage = 1
+
+    def progress(self, w: World, bucket: _Bucket, what: str) -> None:
+        if bucket.stage == 1 and w.MPI.Request.Test(bucket.requests):
+            self._reduce_own_piece(w, bucket, what)
+
+    def complete(self, w: World, bucket: _Bucket, what: str) -> None:
+        if bucket.stage == 1:
+            w.wait(what, bucket.requests)
+            self._reduce_own_piece(w, bucket, what)
+        w.wait(what, bucket.requests)
+        self.win.Sync()
+        piece = -(-bucket.size // w.size)
+        for r in range(w.size):
+            if r != w.rank:
+                np.copyto(bucket.flat[r * piece:(r + 1) * piece],
+                          bucket.peers[r][r * piece:(r + 1) * piece])
+        bucket.stage = 0
+
+    def end_of_pass(self, w: World, what: str) -> None:
+        w.complete(what, w.comm.Ibarrier)
+
+    def _reduce_own_piece(self, w: World, bucket: _Bucket, what: str) -> None:
+        """Sum this rank's piece over the ranks (rank order), scale the gradients by
+        1/world size (the flags stay counts), then start the second barrier."""
+        self.win.Sync()
+        piece = -(-bucket.size // w.size)
+        begin, end = w.rank * piece, min((w.rank + 1) * piece, bucket.size)
+        scale, n = 1.0 / w.size, bucket.gradients
+        peers, out = bucket.peers, bucket.flat
+        tmp = np.empty(min(self.CHUNK, max(end - begin, 0)), bucket.flat.dtype)
+        for lo in range(begin, end, self.CHUNK):
+            hi = min(lo + self.CHUNK, end)
+            acc = tmp[:hi - lo]
+            np.add(peers[0][lo:hi], peers[1][lo:hi], out=acc)
+            for r in range(2, w.size):
+                np.add(acc, peers[r][lo:hi], out=acc)
+            cut = min(max(n, lo), hi) - lo          # gradients before the flags
+            np.multiply(acc[:cut], scale, out=out[lo:lo + cut])
+            out[lo + cut:hi] = acc[cut:]
+        self.win.Sync()
+        bucket.requests = w.start(what, w.comm.Ibarrier)
+        bucket.stage = 2
+
+
+_shared: list = []            # the _SharedMemory transports, freed (collectively) at exit
+
+
+def _free_at_exit(transport: Any) -> None:
+    """Free `transport`'s window when Python exits, before MPI finalizes (every rank
+    made the same windows in the same order, so every rank frees them alike; a window's
+    memory lives as long as the process otherwise)."""
+    if not _shared:
+        atexit.register(_free_windows)
+    _shared.append(transport)
+
+
+def _free_windows() -> None:
+    w = world()
+    if w.failure is not None:
+        return                              # a peer may be gone: freeing would wait
+    for transport in _shared:
+        transport.win.Unlock_all()
+        transport.win.Free()
+    _shared.clear()
 
 
 class GradientBuckets:
@@ -141,8 +307,13 @@ class GradientBuckets:
     same order; zero-filled where a rank has no gradient, so message sizes agree). Each
     parameter's ``.grad`` lives in its bucket's buffer from the first backward on.
 
+    The transport: shared memory when every rank runs on this machine
+    (:class:`_SharedMemory`; ``FASTOP_DIST_SHM=0`` turns it off), else MPI's
+    all-reduce (:class:`_MpiAllreduce`), or the half-precision exchange with
+    `comm_dtype` bfloat16/float16 (:class:`_HalfExchange`).
+
     With `overlap`, :meth:`gradient_ready` (the engine's ready hook) starts each bucket's
-    all-reduce once its gradients are final, in bucket order, while :attr:`armed`;
+    averaging once its gradients are final, in bucket order, while :attr:`armed`;
     :meth:`finish` starts the rest (buckets with a parameter that got no gradient) and
     waits. :meth:`average` does both at once."""
 
@@ -151,10 +322,29 @@ class GradientBuckets:
         params = [p for p in params if p.dtype.is_floating]
         plan = plan_buckets([p.nbytes for p in params], [p.dtype.name for p in params],
                             cap_mb, first_cap_mb)
-        self.buckets = [_Bucket([params[i] for i in members]) for members in plan]
-        self.comm_dtype = comm_dtype
+        members = [[params[i] for i in bucket] for bucket in plan]
+        w = world()
+        self.transport: Any = _MpiAllreduce()
+        if comm_dtype != "float32":
+            self.transport = _HalfExchange(comm_dtype)
+        elif w.size > 1 and w.local_size == w.size and members and \
+                os.environ.get("FASTOP_DIST_SHM", "1") != "0":
+            layout, offset = [], 0
+            for group in members:
+                n = sum(p.size for p in group) + len(group)
+                layout.append((offset, n, group[0].dtype.name))
+                offset += -(-n * group[0].dtype.itemsize // 64) * 64
+            self.transport = _SharedMemory(w, layout)
+            self.buckets = []
+            for group, (off, n, dtype) in zip(members, layout):
+                peers = self.transport.buffers(w, off, n, dtype)
+                bucket = _Bucket(group, peers[w.rank])
+                bucket.peers = peers
+                self.buckets.append(bucket)
+        if not isinstance(self.transport, _SharedMemory):
+            self.buckets = [_Bucket(group) for group in members]
         self.armed = False        # overlap: start buckets as their gradients get final
-        self.started = 0          # buckets whose all-reduce has started in this pass
+        self.started = 0          # buckets whose averaging has started in this pass
         total = sum(b.flat.nbytes for b in self.buckets)
         self.what = f"{what} (gradient all_reduce: {len(self.buckets)} bucket(s), " \
                     f"{total / MB:.1f} MB)"
@@ -173,30 +363,31 @@ class GradientBuckets:
 
     def gradient_ready(self, param: Any) -> None:
         """`param`'s gradient is final in this backward pass: start the buckets that are
-        complete, in order; let MPI progress the ones in flight."""
+        complete, in order; let the ones in flight progress."""
         if not self.armed:
             return
         bucket = self._bucket_of[id(param)]
         bucket.ready += 1
+        buckets = self.buckets
         if bucket.ready == len(bucket.params):
-            while self.started < len(self.buckets) and \
-                    self.buckets[self.started].ready == len(self.buckets[self.started].params):
-                self._start(self.buckets[self.started])
+            while self.started < len(buckets) and \
+                    buckets[self.started].ready == len(buckets[self.started].params):
+                self._start(buckets[self.started])
         w = world()
-        for bucket in self.buckets[:self.started]:
-            if bucket.requests is not None:
-                w.MPI.Request.Testall(bucket.requests)
+        for bucket in buckets[:self.started]:
+            self.transport.progress(w, bucket, self.what)
 
     def finish(self) -> None:
         """Start the buckets not started yet, wait for all, and hand out the averages."""
         self.armed = False
+        w = world()
         try:
             while self.started < len(self.buckets):
                 self._start(self.buckets[self.started])
-            w = world()
             for bucket in self.buckets:
-                self._complete(w, bucket)
-                bucket.finish(1.0 / w.size)
+                self.transport.complete(w, bucket, self.what)
+                bucket.hand_out()
+            self.transport.end_of_pass(w, self.what)
         finally:
             self.started = 0
             for bucket in self.buckets:
@@ -208,39 +399,9 @@ class GradientBuckets:
             self.finish()
 
     def _start(self, bucket: _Bucket) -> None:
-        w = world()
         bucket.mark()
         self.started += 1
-        if self.comm_dtype == "float32" or bucket.flat.dtype.itemsize <= 2:
-            in_place = w.MPI.IN_PLACE
-            bucket.requests = w.start(self.what, lambda: [w.comm.Iallreduce(
-                in_place, mpi_buffer(w, bucket.flat), w.MPI.SUM)])
-            return
-        # half the bytes: an all-to-all of equal pieces (padded to a multiple of ranks)
-        piece = -(-bucket.size // w.size)
-        sent = np.zeros(piece * w.size, np.uint16)
-        sent[:bucket.size] = to_half_bits(bucket.flat, self.comm_dtype)
-        received = np.empty_like(sent)
-        bucket.half = (sent, received)
-        bucket.requests = w.start(self.what, lambda: [w.comm.Ialltoall(
-            [sent, w.MPI.UINT16_T], [received, w.MPI.UINT16_T])])
-
-    def _complete(self, w: World, bucket: _Bucket) -> None:
-        """Wait for the bucket's reduction; the half-precision exchange then sums this
-        rank's piece in float32, in rank order, and gathers the pieces."""
-        w.wait(self.what, bucket.requests)
-        if bucket.half is None:
-            return
-        sent, received = bucket.half
-        piece = len(sent) // w.size
-        parts = received.reshape(w.size, piece)
-        total = from_half_bits(parts[0], self.comm_dtype)
-        for r in range(1, w.size):
-            total += from_half_bits(parts[r], self.comm_dtype)
-        mine = to_half_bits(total, self.comm_dtype)
-        w.complete(self.what, lambda: w.comm.Iallgather(
-            [mine, w.MPI.UINT16_T], [sent, w.MPI.UINT16_T]))
-        bucket.flat[:] = from_half_bits(sent[:bucket.size], self.comm_dtype)
+        self.transport.start(world(), bucket, self.what)
 
 
 def _ready_hook(buckets: GradientBuckets) -> Any:
