@@ -13,15 +13,11 @@ passwordless ssh from the first, as MPI's launcher needs)::
 The launcher finds the environment's ``mpiexec`` (next to this Python: the ``mpich``
 wheel of ``pip install "fastop[mpi]"`` puts it there; else ``$FASTOP_MPIEXEC``; else the
 first on ``PATH``), runs ``mpiexec -n N python -m mpi4py script.py ...`` (an uncaught
-exception on a rank ends the whole job), and gives every rank, unless the environment
-sets them already:
-
-* a thread budget of this machine's cores ÷ the ranks on each machine
-  (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS``,
-  ``FASTOP_NUM_THREADS``; ``--threads`` sets it), so the ranks do not oversubscribe the
-  cores (the hosts are taken to have as many cores as this one);
-* MPICH's settings that make the gradient all-reduce of one machine fast
-  (:data:`MPICH_TUNING`, see ``docs/PERFORMANCE.md``, "Data parallelism").
+exception on a rank ends the whole job), and gives every rank a thread budget of this
+machine's cores ÷ the ranks on each machine (``OMP_NUM_THREADS``,
+``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS``, ``FASTOP_NUM_THREADS``), unless the
+environment sets them already or ``--threads`` says otherwise, so the ranks do not
+oversubscribe the cores (other hosts are taken to have as many cores as this one).
 
 Its exit status is the job's: 0 when every rank exits 0, else the launcher's report of
 the failing rank's status (MPICH's ``mpiexec`` passes a rank's non-zero exit code on);
@@ -38,18 +34,11 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-__all__ = ["main", "find_mpiexec", "thread_budget", "build_command", "MPICH_TUNING",
+__all__ = ["main", "find_mpiexec", "thread_budget", "build_command", "rank_environment",
            "THREAD_VARS"]
 
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                "FASTOP_NUM_THREADS")
-
-# MPICH's algorithm for the all-reduce of large buffers among the ranks of one machine:
-# reduce-scatter then all-gather (each rank reduces 1/N of the buffer) instead of the
-# default, which moves the whole buffer at each step (measured: docs/PERFORMANCE.md).
-MPICH_TUNING = {
-    "MPIR_CVAR_IALLREDUCE_INTRA_ALGORITHM": "sched_reduce_scatter_allgather",
-}
 
 
 def find_mpiexec(python: str = sys.executable) -> str:
@@ -114,14 +103,12 @@ def build_command(mpiexec: str, ranks: int, hosts: Sequence[str], env: dict[str,
 
 def rank_environment(ranks: int, hosts: int, threads: int | None,
                      environ: dict[str, str]) -> dict[str, str]:
-    """What the launcher sets on every rank: the thread budget and MPICH's tuning, each
-    only where `environ` does not set it already."""
-    budget = threads if threads is not None else thread_budget(ranks, hosts)
-    wanted = {var: str(budget) for var in THREAD_VARS}
-    if threads is not None:         # --threads wins over the environment
-        return {**wanted, **{k: v for k, v in MPICH_TUNING.items() if k not in environ}}
-    wanted.update(MPICH_TUNING)
-    return {k: v for k, v in wanted.items() if k not in environ}
+    """The thread budget the launcher sets on every rank: `threads` (``--threads``)
+    everywhere, else cores ÷ ranks per machine where `environ` does not set it."""
+    if threads is not None:
+        return {var: str(threads) for var in THREAD_VARS}
+    budget = str(thread_budget(ranks, hosts))
+    return {var: budget for var in THREAD_VARS if not environ.get(var)}
 
 
 def _parser() -> argparse.ArgumentParser:
