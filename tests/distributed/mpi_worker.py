@@ -78,7 +78,8 @@ def share(array, rank, world):
 
 
 def save(out, way, world, rank, params):
-    np.savez(os.path.join(out, f"{way}_w{world}_r{rank}.npz"),
+    label = f"{world}mpi" if os.environ.get("FASTOP_DIST_SHM") == "0" else world
+    np.savez(os.path.join(out, f"{way}_w{label}_r{rank}.npz"),
              *[np.asarray(p) for p in params])
 
 
@@ -86,8 +87,12 @@ def train_eager(way, rank, world):
     x, y = data()
     distributed = world > 1
     net = build(rank if distributed else 0)
+    if way == "dp_frozen":                          # not averaged, not updated
+        net[0].bias.stop_gradient = True
     wrap_model = distributed and way != "distopt_eager"
-    model = fastop.DataParallel(net) if wrap_model else net
+    options = {"dp_buckets": dict(comm_buffer_size=1e-4, last_comm_buffer_size=1e-4),
+               "dp_bf16": dict(comm_dtype="bfloat16")}.get(way, {})
+    model = fastop.DataParallel(net, **options) if wrap_model else net
     if way == "distopt_eager" and distributed:       # what DataParallel would do
         for param in net.parameters():
             dist.broadcast(param, src=0)
@@ -196,6 +201,37 @@ def check_unused_parameters(rank, world):
     assert heads.c.weight.grad is None and heads.c.bias.grad is None
 
 
+def check_overlap_and_views(rank, world):
+    """One bucket per parameter: the last layer's bucket starts during backward, before
+    the first layer's gradient exists, the buckets start in order (last parameter
+    first), and every .grad is a view of its bucket's buffer; under no_sync nothing
+    starts."""
+    net = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 4), nn.Tanh(),
+                        nn.Linear(4, 3))
+    model = fastop.DataParallel(net, comm_buffer_size=1e-5, last_comm_buffer_size=1e-5)
+    buckets = model._buckets
+    first = net[0].weight
+    starts = []
+    original = buckets._start
+
+    def recording_start(bucket):
+        starts.append((bucket.params[0].name, first._grad_version))
+        original(bucket)
+    buckets._start = recording_start
+    x = fastop.full([2, 6], rank + 1.0)
+    with model.no_sync():
+        model(x).sum().backward()
+    assert starts == [], starts
+    before = first._grad_version
+    model(x).sum().backward()
+    params = net.parameters()
+    assert [name for name, _ in starts] == [p.name for p in reversed(params)], starts
+    assert starts[0][1] == before, "the last layer's bucket waited for the first layer"
+    for p, bucket in zip(reversed(params), buckets.buckets):
+        assert bucket.params == [p]
+        assert np.shares_memory(p.grad.numpy(), bucket.flat)
+
+
 def check_no_second_averaging(rank, world):
     """DistributedOptimizer leaves a DataParallel model's gradients alone (they are
     averaged already): its step runs no collective; the gradients it does average are
@@ -286,12 +322,14 @@ def main() -> int:
     dist.init_parallel_env()
     rank, world = dist.get_rank(), dist.get_world_size()
     if scenario == "train":
-        for way in ("dp_sgd", "dp_adam", "no_sync", "distopt_eager"):
+        for way in ("dp_sgd", "dp_adam", "no_sync", "distopt_eager", "dp_buckets", "dp_bf16",
+                    "dp_frozen"):
             save(out, way, world, rank, train_eager(way, rank, world))
         save(out, "distopt_static", world, rank, train_static(rank, world))
         if world > 1:
             check_collectives(rank, world)
             check_unused_parameters(rank, world)
+            check_overlap_and_views(rank, world)
             check_no_second_averaging(rank, world)
             check_default_data_share(rank, world)
             check_model_mismatch(rank, world)
