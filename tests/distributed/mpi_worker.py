@@ -232,6 +232,79 @@ def check_overlap_and_views(rank, world):
         assert np.shares_memory(p.grad.numpy(), bucket.flat)
 
 
+class SlowOnLastRank(fastop.autograd.PyLayer):
+    """The identity, whose backward sleeps on the last rank: the ranks reach their
+    buckets at different times."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1.0
+
+    @staticmethod
+    def backward(ctx, g):
+        if dist.get_rank() == dist.get_world_size() - 1:
+            time.sleep(0.02)
+        return g * 1.0
+
+
+def check_skewed_ranks_average_right(rank, world):
+    """One bucket per parameter, one rank slowed between layers: the averaged gradients
+    are the mean of the ranks' own (gathered separately), bitwise equal on the ranks."""
+    class Net(nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.c = nn.Linear(5, 6), nn.Linear(6, 6), nn.Linear(6, 2)
+
+        def forward(self, x):
+            x = SlowOnLastRank.apply(fastop.tanh(self.a(x)))
+            x = SlowOnLastRank.apply(fastop.tanh(self.b(x)))
+            return self.c(x)
+    fastop.seed(3)
+    net = Net()
+    model = fastop.DataParallel(net, comm_buffer_size=1e-5, last_comm_buffer_size=1e-5)
+    local = Net()
+    local.set_state_dict(net.state_dict())
+    for step in range(3):
+        x = fastop.to_tensor(np.random.default_rng(10 * step + rank)
+                             .standard_normal((4, 5)).astype(np.float32))
+        model(x).sum().backward()
+        local(x).sum().backward()
+        for p, q in zip(net.parameters(), local.parameters()):
+            mine = fastop.to_tensor(q.grad.numpy())
+            everyone = []
+            dist.all_gather(everyone, mine)
+            want = np.mean([t.numpy() for t in everyone], axis=0)
+            np.testing.assert_allclose(p.grad.numpy(), want, rtol=1e-5, atol=1e-6)
+            same = []
+            dist.all_gather(same, fastop.to_tensor(p.grad.numpy()))
+            assert all(np.array_equal(same[0].numpy(), t.numpy()) for t in same)
+            q.clear_grad()
+        for p in net.parameters():
+            p.clear_grad()
+    # passes back to back (no other collective between them), gradients accumulating
+    # (without clear_grad, each pass averages .grad + the new local gradient)
+    fastop.seed(4)
+    plain = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
+    model = fastop.DataParallel(plain, comm_buffer_size=1e-5, last_comm_buffer_size=1e-5)
+    x = fastop.full([2, 4], rank + 1.0)
+    for _ in range(6):
+        model(x).sum().backward()
+    local = [q.grad.numpy() for q in _local_grads(plain, x)]
+    for p, mine in zip(plain.parameters(), local):
+        everyone = []
+        dist.all_gather(everyone, fastop.to_tensor(mine))
+        want = 6 * np.mean([t.numpy() for t in everyone], axis=0)
+        np.testing.assert_allclose(p.grad.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def _local_grads(net, x):
+    """The parameters of a copy of `net` after a plain backward on x (no averaging)."""
+    copy = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
+    copy.set_state_dict(net.state_dict())
+    copy(x).sum().backward()
+    return copy.parameters()
+
+
 def check_no_second_averaging(rank, world):
     """DistributedOptimizer leaves a DataParallel model's gradients alone (they are
     averaged already): its step runs no collective; the gradients it does average are
@@ -330,6 +403,7 @@ def main() -> int:
             check_collectives(rank, world)
             check_unused_parameters(rank, world)
             check_overlap_and_views(rank, world)
+            check_skewed_ranks_average_right(rank, world)
             check_no_second_averaging(rank, world)
             check_default_data_share(rank, world)
             check_model_mismatch(rank, world)

@@ -98,22 +98,27 @@ class _Bucket:
     this rank has a gradient; summed over the ranks, 0 means no rank has one)."""
 
     __slots__ = ("params", "grads", "flat", "flags", "size", "ready", "requests", "stage",
-                 "peers", "half")
+                 "peers", "results", "half")
+    NO_BUFFER = "none yet"    # `flat` for a bucket whose buffer comes later (use())
 
-    def __init__(self, params: list[Any], flat: np.ndarray | None = None) -> None:
+    def __init__(self, params: list[Any], flat: Any = None) -> None:
         self.params = params
-        n = sum(p.size for p in params)
-        self.size = n + len(params)
-        self.flat = np.zeros(self.size, params[0].dtype.name) if flat is None else flat
-        self.flags = self.flat[n:]
-        # fastop tensors viewing the buffer: the parameters' .grad
-        self.grads = [from_numpy_tensor(v) for v in
-                      _views(self.flat, [list(p.shape) for p in params])]
+        self.size = sum(p.size for p in params) + len(params)
         self.ready = 0            # parameters whose gradient is final in this pass
         self.requests: Any = None  # the MPI request(s) in flight
         self.stage = 0            # shared memory: 1 arrived, 2 own piece reduced
-        self.peers: list[np.ndarray] = []   # shared memory: every rank's buffer
+        self.peers: list[np.ndarray] = []     # shared memory: every rank's buffer
+        self.results: list[np.ndarray] = []   # shared memory: every rank's result piece
         self.half: Any = None     # comm_dtype: (sent bits, received bits) in flight
+        if flat is not self.NO_BUFFER:
+            self.use(np.zeros(self.size, params[0].dtype.name) if flat is None else flat)
+
+    def use(self, flat: np.ndarray) -> None:
+        """Hold the gradients in `flat`: the parameters' .grad views are made on it."""
+        self.flat = flat
+        self.flags = flat[self.gradients:]
+        self.grads = [from_numpy_tensor(v) for v in
+                      _views(flat, [list(p.shape) for p in self.params])]
 
     @property
     def gradients(self) -> int:
@@ -150,8 +155,10 @@ class _MpiAllreduce:
         bucket.requests = w.start(what, lambda: [w.comm.Iallreduce(
             w.MPI.IN_PLACE, mpi_buffer(w, bucket.flat), w.MPI.SUM)])
 
-    def progress(self, w: World, bucket: _Bucket, what: str) -> None:
+    def progress(self, w: World, bucket: _Bucket, what: str) -> bool:
+        """Let MPI progress the bucket's request(s); True: go on to the next bucket."""
         w.MPI.Request.Testall(bucket.requests)
+        return True
 
     def complete(self, w: World, bucket: _Bucket, what: str) -> None:
         w.wait(what, bucket.requests)
@@ -201,44 +208,66 @@ class _SharedMemory:
     each rank's buffers live in one MPI shared-memory window, so the ranks read each
     other's gradients directly. Once a bucket is final everywhere (a non-blocking
     barrier), rank r sums piece r of every rank's buffer, in rank order, scaled by
-    1/world size, into its own buffer; after a second barrier each rank copies the
-    other pieces from their owners. Per rank that moves about 1.5x what copying the
-    buffer once does, with no message staging, whatever MPI's intra-node transport
-    (MPICH disables its single-copy transport where ``ptrace_scope`` forbids it);
-    every piece is computed once, so the ranks hold the same bits. A last barrier per
-    pass keeps a rank from writing its buffers (the next backward) while a peer still
-    reads them."""
+    1/world size, into its result piece; after a second barrier each rank copies every
+    rank's result piece into its own buffer. Per rank that moves about 1.5x what copying
+    the buffer once does, with no message staging, whatever MPI's intra-node transport
+    (MPICH disables its single-copy transport where ``ptrace_scope`` forbids it); every
+    piece is computed once, so the ranks hold the same bits. No rank reads another's
+    buffer after the second barrier, and a result piece is rewritten only after the
+    next pass's first barrier, which every rank passes after its copies: no barrier at
+    the end of a pass. The first barriers run on one communicator and the second on
+    another, each in bucket order (a bucket is reduced only after the ones before it),
+    so the ranks' barriers match whatever their timing."""
 
     CHUNK = 1 << 15           # elements summed at a time (stays in cache)
 
-    def __init__(self, w: World, layout: list[tuple[int, int, str]]) -> None:
-        """`layout`: (byte offset, elements, dtype) of each bucket, the same on every
-        rank."""
-        total = max(64, max((off + n * np.dtype(d).itemsize for off, n, d in layout),
-                            default=0))
-        self.win = w.MPI.Win.Allocate_shared(total, 1, comm=w.comm)
+    def __init__(self, w: World, nbytes: int) -> None:
+        """`nbytes`: the size of every rank's part of the window (the same on all)."""
+        self.win = w.MPI.Win.Allocate_shared(max(64, nbytes), 1, comm=w.comm)
         self.win.Lock_all(w.MPI.MODE_NOCHECK)
+        self.arrived, self.reduced = w.comm.Dup(), w.comm.Dup()   # the two barriers
         _free_at_exit(self)
         self.segments = [np.frombuffer(self.win.Shared_query(r)[0], np.uint8)
                          for r in range(w.size)]
         w.complete("DataParallel: mapping the shared gradient buffers", w.comm.Ibarrier)
         remove_shared_memory_files()        # every rank has mapped them (see _world)
 
-    def buffers(self, w: World, offset: int, n: int, dtype: str) -> list[np.ndarray]:
-        """Every rank's buffer of the bucket at `offset` (this rank's zeroed)."""
-        nbytes = n * np.dtype(dtype).itemsize
-        views = [seg[offset:offset + nbytes].view(dtype) for seg in self.segments]
-        views[w.rank].fill(0)
-        return views
+    @staticmethod
+    def layout(w: World, groups: list[list[Any]]) -> tuple[list[tuple[int, int]], int]:
+        """Where each bucket's buffer and result piece lie in a rank's part of the
+        window ((byte offset of the buffer, of the result piece)), and the part's size."""
+        places, offset = [], 0
+        for group in groups:
+            n = sum(p.size for p in group) + len(group)
+            itemsize = group[0].dtype.itemsize
+            result = offset + -(-n * itemsize // 64) * 64
+            places.append((offset, result))
+            offset = result + -(-(-(-n // w.size)) * itemsize // 64) * 64
+        return places, offset
+
+    def attach(self, w: World, bucket: _Bucket, place: tuple[int, int]) -> None:
+        """Give `bucket` every rank's buffer and result piece at `place` (its own
+        buffer zeroed: the parameters' .grad views are made on it)."""
+        buffer_at, result_at = place
+        dtype = np.dtype(bucket.params[0].dtype.name)
+        piece = -(-bucket.size // w.size)
+        bucket.peers = [seg[buffer_at:buffer_at + bucket.size * dtype.itemsize].view(dtype)
+                        for seg in self.segments]
+        bucket.results = [seg[result_at:result_at + piece * dtype.itemsize].view(dtype)
+                          for seg in self.segments]
+        bucket.peers[w.rank].fill(0)
 
     def start(self, w: World, bucket: _Bucket, what: str) -> None:
         self.win.Sync()
-        bucket.requests = w.start(what, w.comm.Ibarrier)
+        bucket.requests = w.start(what, self.arrived.Ibarrier)
         bucket.stage = 1
 
-    def progress(self, w: World, bucket: _Bucket, what: str) -> None:
+    def progress(self, w: World, bucket: _Bucket, what: str) -> bool:
+        """Reduce the bucket's piece if every rank has arrived; whether it is past
+        arriving (the next bucket may be reduced)."""
         if bucket.stage == 1 and w.MPI.Request.Test(bucket.requests):
             self._reduce_own_piece(w, bucket, what)
+        return bucket.stage != 1
 
     def complete(self, w: World, bucket: _Bucket, what: str) -> None:
         if bucket.stage == 1:
@@ -248,34 +277,33 @@ class _SharedMemory:
         self.win.Sync()
         piece = -(-bucket.size // w.size)
         for r in range(w.size):
-            if r != w.rank:
-                np.copyto(bucket.flat[r * piece:(r + 1) * piece],
-                          bucket.peers[r][r * piece:(r + 1) * piece])
+            begin, end = r * piece, min((r + 1) * piece, bucket.size)
+            if end > begin:
+                np.copyto(bucket.flat[begin:end], bucket.results[r][:end - begin])
         bucket.stage = 0
 
     def end_of_pass(self, w: World, what: str) -> None:
-        w.complete(what, w.comm.Ibarrier)
+        pass
 
     def _reduce_own_piece(self, w: World, bucket: _Bucket, what: str) -> None:
-        """Sum this rank's piece over the ranks (rank order), scale the gradients by
-        1/world size (the flags stay counts), then start the second barrier."""
+        """Sum this rank's piece over the ranks (rank order) into its result piece,
+        the gradients scaled by 1/world size (the flags stay counts), then start the
+        second barrier."""
         self.win.Sync()
         piece = -(-bucket.size // w.size)
         begin, end = w.rank * piece, min((w.rank + 1) * piece, bucket.size)
         scale, n = 1.0 / w.size, bucket.gradients
-        peers, out = bucket.peers, bucket.flat
-        tmp = np.empty(min(self.CHUNK, max(end - begin, 0)), bucket.flat.dtype)
+        peers, out = bucket.peers, bucket.results[w.rank]
         for lo in range(begin, end, self.CHUNK):
             hi = min(lo + self.CHUNK, end)
-            acc = tmp[:hi - lo]
+            acc = out[lo - begin:hi - begin]
             np.add(peers[0][lo:hi], peers[1][lo:hi], out=acc)
             for r in range(2, w.size):
                 np.add(acc, peers[r][lo:hi], out=acc)
             cut = min(max(n, lo), hi) - lo          # gradients before the flags
-            np.multiply(acc[:cut], scale, out=out[lo:lo + cut])
-            out[lo + cut:hi] = acc[cut:]
+            np.multiply(acc[:cut], scale, out=acc[:cut])
         self.win.Sync()
-        bucket.requests = w.start(what, w.comm.Ibarrier)
+        bucket.requests = w.start(what, self.reduced.Ibarrier)
         bucket.stage = 2
 
 
@@ -298,6 +326,8 @@ def _free_windows() -> None:
     for transport in _shared:
         transport.win.Unlock_all()
         transport.win.Free()
+        transport.arrived.Free()
+        transport.reduced.Free()
     _shared.clear()
 
 
@@ -329,17 +359,13 @@ class GradientBuckets:
             self.transport = _HalfExchange(comm_dtype)
         elif w.size > 1 and w.local_size == w.size and members and \
                 os.environ.get("FASTOP_DIST_SHM", "1") != "0":
-            layout, offset = [], 0
-            for group in members:
-                n = sum(p.size for p in group) + len(group)
-                layout.append((offset, n, group[0].dtype.name))
-                offset += -(-n * group[0].dtype.itemsize // 64) * 64
-            self.transport = _SharedMemory(w, layout)
+            places, nbytes = _SharedMemory.layout(w, members)
+            self.transport = _SharedMemory(w, nbytes)
             self.buckets = []
-            for group, (off, n, dtype) in zip(members, layout):
-                peers = self.transport.buffers(w, off, n, dtype)
-                bucket = _Bucket(group, peers[w.rank])
-                bucket.peers = peers
+            for group, place in zip(members, places):
+                bucket = _Bucket(group, _Bucket.NO_BUFFER)
+                self.transport.attach(w, bucket, place)
+                bucket.use(bucket.peers[w.rank])
                 self.buckets.append(bucket)
         if not isinstance(self.transport, _SharedMemory):
             self.buckets = [_Bucket(group) for group in members]
@@ -375,7 +401,8 @@ class GradientBuckets:
                 self._start(buckets[self.started])
         w = world()
         for bucket in buckets[:self.started]:
-            self.transport.progress(w, bucket, self.what)
+            if not self.transport.progress(w, bucket, self.what):
+                break
 
     def finish(self) -> None:
         """Start the buckets not started yet, wait for all, and hand out the averages."""
