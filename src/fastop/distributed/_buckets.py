@@ -9,11 +9,13 @@ has a bucket of its own) — from sizes alone, so every rank plans the same buck
 :class:`GradientBuckets` (eager mode) gives each bucket one flat buffer and each
 parameter's ``.grad`` a view into it: backward writes and accumulates gradients straight
 into the buffer (a leaf grad hook of the autograd engine,
-:func:`fastop.autograd.register_leaf_grad_hook`), the buffer is what MPI reduces in
+:func:`fastop.autograd.register_leaf_grad_hook`), the buffer is what is averaged in
 place, and the averaged result is what the optimizer reads — no packing, no unpacking.
-With ``overlap``, a bucket's non-blocking all-reduce starts as soon as the last of its
-gradients is final, while backward goes on with the layers below; buckets start in their
-fixed order on every rank, so the collectives match. ``comm_dtype`` ("bfloat16",
+With ``overlap``, a bucket's averaging starts as soon as the last of its gradients is
+final, while backward goes on with the layers below; buckets start in their fixed order
+on every rank, so the collectives match. Ranks all on one machine average through
+shared memory (:class:`_SharedMemory`), ranks on several through MPI's non-blocking
+all-reduce (:class:`_MpiAllreduce`). ``comm_dtype`` ("bfloat16",
 "float16") sends half the bytes: each rank converts its bucket, the ranks exchange the
 pieces (all-to-all), each sums one piece in float32 in rank order, and the pieces come
 back (all-gather) — so every rank ends with the same bits.
