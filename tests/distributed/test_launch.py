@@ -82,6 +82,14 @@ def test_bad_arguments_are_refused(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
+def test_the_target_starts_at_the_script_or_module_and_keeps_its_options():
+    assert launch._split(["-n", "2", "t.py", "-m", "x", "--threads", "3"]) == \
+        (["-n", "2"], ["t.py", "-m", "x", "--threads", "3"])
+    assert launch._split(["-n", "2", "--threads", "1", "-m", "pkg.train", "--lr", "1"]) == \
+        (["-n", "2", "--threads", "1"], ["-m", "pkg.train", "--lr", "1"])
+    assert launch._split(["--hosts", "a,b", "-n", "4"]) == (["--hosts", "a,b", "-n", "4"], [])
+
+
 def test_a_missing_launcher_is_exit_status_127(monkeypatch, capsys):
     monkeypatch.setattr(launch, "find_mpiexec", lambda: (_ for _ in ()).throw(
         FileNotFoundError("fastop.distributed.launch: no mpiexec")))

@@ -125,24 +125,45 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--mpiexec", default=None,
                         help="the MPI launcher to use (default: the environment's)")
     parser.add_argument("-m", dest="module", default=None,
-                        help="run a module (as python -m) instead of a script")
-    parser.add_argument("target", nargs=argparse.REMAINDER,
-                        help="script.py and its arguments (or the module's arguments)")
+                        help="run a module (as python -m) instead of a script; what "
+                             "follows is its arguments")
+    parser.add_argument("script", nargs="?", help="the script to run")
+    parser.add_argument("arguments", nargs="*", help="the script's arguments")
     return parser
+
+
+_VALUED = {"-n", "--nproc", "--hosts", "--threads", "--mpiexec"}
+
+
+def _split(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The launcher's own arguments, and what it runs (``script.py args`` or ``-m
+    module args``): the launcher's options come first, and the first other word, or
+    ``-m`` and its module, starts the target (whose arguments may look like options)."""
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "-m":
+            return list(argv[:i]), list(argv[i:])
+        if word in _VALUED:
+            i += 2
+        elif word.startswith("-"):
+            i += 1
+        else:
+            return list(argv[:i]), list(argv[i:])
+    return list(argv), []
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Launch the job; its exit status."""
     parser = _parser()
-    args = parser.parse_args(argv)
+    own, target = _split(sys.argv[1:] if argv is None else argv)
+    # the options checked, with the script or -m and its module (not what follows)
+    args = parser.parse_args(own + target[:2 if target[:1] == ["-m"] else 1])
     if args.nproc < 1:
         parser.error(f"-n must be a positive number of ranks, got {args.nproc}")
     if args.threads is not None and args.threads < 1:
         parser.error(f"--threads must be a positive number, got {args.threads}")
-    target = list(args.target)
-    if args.module is not None:
-        target = ["-m", args.module, *target]
-    elif not target:
+    if not target or target == ["-m"]:
         parser.error("give the script to run (script.py [args...]) or -m module")
     hosts = [h for h in args.hosts.split(",") if h]
     try:
