@@ -122,7 +122,11 @@ class DataParallel(Layer):
     reduces it in place, and the optimizer reads it; ``clear_grad()`` keeps its
     meaning (the next backward overwrites the buffer instead of adding to it). A
     ``.grad`` you keep from one step therefore changes with the next backward; copy it
-    to keep it. ``state_dict`` and
+    to keep it. Each bucket's averaging starts as soon as backward has made its
+    gradients final, and ``backward()`` returns once all are done. Ranks all on one
+    machine average through shared memory, ranks on several through MPI's all-reduce
+    (``FASTOP_DIST_SHM=0``, set alike on every rank, uses MPI's on one machine too).
+    ``state_dict`` and
     ``set_state_dict`` are the wrapped model's (no ``_layers.`` prefix). In a world of
     one process the wrapper only forwards calls.
 
