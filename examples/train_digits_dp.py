@@ -1,8 +1,13 @@
 """Data-parallel training with fastop.DataParallel: an MLP on scikit-learn's digits.
 
     . .venv/bin/activate        # make installs mpi4py and MPICH there (or: pip install ".[mpi]")
-    mpiexec -n 2 python -m mpi4py examples/train_digits_dp.py   # 2 ranks
-    python examples/train_digits_dp.py                          # the same, one process
+    python -m fastop.distributed.launch -n 2 examples/train_digits_dp.py   # 2 ranks
+    python examples/train_digits_dp.py                                      # one process
+    python -m fastop.distributed.launch -n 2 examples/train_digits_dp.py --comm-dtype bfloat16
+
+(``mpiexec -n 2 python -m mpi4py
+examples/train_digits_dp.py`` does the same.) ``--comm-dtype bfloat16`` (or float16)
+sends the gradients as half the bytes, summed in float32.
 
 Every rank builds the same model (DataParallel broadcasts rank 0's parameters anyway),
 walks the same shuffled order of the training set, and takes its own slice of each
@@ -23,6 +28,7 @@ parallelism pays when a rank's share of a step is much more work than the commun
 """
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import time
@@ -52,6 +58,11 @@ def accuracy(model, x, y) -> float:
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description="data-parallel MLP on the digits")
+    parser.add_argument("--comm-dtype", default="float32",
+                        choices=["float32", "bfloat16", "float16"],
+                        help="what the gradients travel as between the ranks")
+    args = parser.parse_args()
     dist.init_parallel_env()
     rank, world = dist.get_rank(), dist.get_world_size()
     if GLOBAL_BATCH % world:
@@ -61,7 +72,7 @@ def main() -> int:
     fastop.seed(0)
     net = fastop.nn.Sequential(fastop.nn.Linear(64, 128), fastop.nn.Tanh(),
                                fastop.nn.Linear(128, 10))
-    model = fastop.DataParallel(net)
+    model = fastop.DataParallel(net, comm_dtype=args.comm_dtype)
     opt = fastop.optimizer.Adam(learning_rate=0.003, parameters=model.parameters())
     loss_fn = fastop.nn.CrossEntropyLoss()
 

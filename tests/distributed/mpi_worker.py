@@ -78,7 +78,8 @@ def share(array, rank, world):
 
 
 def save(out, way, world, rank, params):
-    np.savez(os.path.join(out, f"{way}_w{world}_r{rank}.npz"),
+    label = f"{world}mpi" if os.environ.get("FASTOP_DIST_SHM") == "0" else world
+    np.savez(os.path.join(out, f"{way}_w{label}_r{rank}.npz"),
              *[np.asarray(p) for p in params])
 
 
@@ -86,8 +87,12 @@ def train_eager(way, rank, world):
     x, y = data()
     distributed = world > 1
     net = build(rank if distributed else 0)
+    if way == "dp_frozen":                          # not averaged, not updated
+        net[0].bias.stop_gradient = True
     wrap_model = distributed and way != "distopt_eager"
-    model = fastop.DataParallel(net) if wrap_model else net
+    options = {"dp_buckets": dict(comm_buffer_size=1e-4, last_comm_buffer_size=1e-4),
+               "dp_bf16": dict(comm_dtype="bfloat16")}.get(way, {})
+    model = fastop.DataParallel(net, **options) if wrap_model else net
     if way == "distopt_eager" and distributed:       # what DataParallel would do
         for param in net.parameters():
             dist.broadcast(param, src=0)
@@ -196,19 +201,122 @@ def check_unused_parameters(rank, world):
     assert heads.c.weight.grad is None and heads.c.bias.grad is None
 
 
+def check_overlap_and_views(rank, world):
+    """One bucket per parameter: the last layer's bucket starts during backward, before
+    the first layer's gradient exists, the buckets start in order (last parameter
+    first), and every .grad is a view of its bucket's buffer; under no_sync nothing
+    starts."""
+    net = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 4), nn.Tanh(),
+                        nn.Linear(4, 3))
+    model = fastop.DataParallel(net, comm_buffer_size=1e-5, last_comm_buffer_size=1e-5)
+    buckets = model._buckets
+    first = net[0].weight
+    starts = []
+    original = buckets._start
+
+    def recording_start(bucket):
+        starts.append((bucket.params[0].name, first._grad_version))
+        original(bucket)
+    buckets._start = recording_start
+    x = fastop.full([2, 6], rank + 1.0)
+    with model.no_sync():
+        model(x).sum().backward()
+    assert starts == [], starts
+    before = first._grad_version
+    model(x).sum().backward()
+    params = net.parameters()
+    assert [name for name, _ in starts] == [p.name for p in reversed(params)], starts
+    assert starts[0][1] == before, "the last layer's bucket waited for the first layer"
+    for p, bucket in zip(reversed(params), buckets.buckets):
+        assert bucket.params == [p]
+        assert np.shares_memory(p.grad.numpy(), bucket.flat)
+
+
+class SlowOnLastRank(fastop.autograd.PyLayer):
+    """The identity, whose backward sleeps on the last rank: the ranks reach their
+    buckets at different times."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1.0
+
+    @staticmethod
+    def backward(ctx, g):
+        if dist.get_rank() == dist.get_world_size() - 1:
+            time.sleep(0.02)
+        return g * 1.0
+
+
+def check_skewed_ranks_average_right(rank, world):
+    """One bucket per parameter, one rank slowed between layers: the averaged gradients
+    are the mean of the ranks' own (gathered separately), bitwise equal on the ranks."""
+    class Net(nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.c = nn.Linear(5, 6), nn.Linear(6, 6), nn.Linear(6, 2)
+
+        def forward(self, x):
+            x = SlowOnLastRank.apply(fastop.tanh(self.a(x)))
+            x = SlowOnLastRank.apply(fastop.tanh(self.b(x)))
+            return self.c(x)
+    fastop.seed(3)
+    net = Net()
+    model = fastop.DataParallel(net, comm_buffer_size=1e-5, last_comm_buffer_size=1e-5)
+    local = Net()
+    local.set_state_dict(net.state_dict())
+    for step in range(3):
+        x = fastop.to_tensor(np.random.default_rng(10 * step + rank)
+                             .standard_normal((4, 5)).astype(np.float32))
+        model(x).sum().backward()
+        local(x).sum().backward()
+        for p, q in zip(net.parameters(), local.parameters()):
+            mine = fastop.to_tensor(q.grad.numpy())
+            everyone = []
+            dist.all_gather(everyone, mine)
+            want = np.mean([t.numpy() for t in everyone], axis=0)
+            np.testing.assert_allclose(p.grad.numpy(), want, rtol=1e-5, atol=1e-6)
+            same = []
+            dist.all_gather(same, fastop.to_tensor(p.grad.numpy()))
+            assert all(np.array_equal(same[0].numpy(), t.numpy()) for t in same)
+            q.clear_grad()
+        for p in net.parameters():
+            p.clear_grad()
+    # passes back to back (no other collective between them), gradients accumulating
+    # (without clear_grad, each pass averages .grad + the new local gradient)
+    fastop.seed(4)
+    plain = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
+    model = fastop.DataParallel(plain, comm_buffer_size=1e-5, last_comm_buffer_size=1e-5)
+    x = fastop.full([2, 4], rank + 1.0)
+    for _ in range(6):
+        model(x).sum().backward()
+    local = [q.grad.numpy() for q in _local_grads(plain, x)]
+    for p, mine in zip(plain.parameters(), local):
+        everyone = []
+        dist.all_gather(everyone, fastop.to_tensor(mine))
+        want = 6 * np.mean([t.numpy() for t in everyone], axis=0)
+        np.testing.assert_allclose(p.grad.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def _local_grads(net, x):
+    """The parameters of a copy of `net` after a plain backward on x (no averaging)."""
+    copy = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
+    copy.set_state_dict(net.state_dict())
+    copy(x).sum().backward()
+    return copy.parameters()
+
+
 def check_no_second_averaging(rank, world):
     """DistributedOptimizer leaves a DataParallel model's gradients alone (they are
     averaged already): its step runs no collective; the gradients it does average are
     those of parameters outside the model."""
-    from fastop.distributed._world import world as process_group
     model = fastop.DataParallel(nn.Linear(3, 2))
     extra = fastop.to_tensor(np.zeros(2, np.float32), stop_gradient=False)
     opt = dist.DistributedOptimizer(optimizer.SGD(
         0.1, parameters=model.parameters() + [extra]))
     (model(fastop.ones([1, 3])).sum() + (extra * (rank + 1.0)).sum()).backward()
-    before = process_group().collectives
     opt.step()
-    assert process_group().collectives == before + 1, "one all-reduce, for 'extra' only"
+    averaged = [p for bucket in opt._averager.buckets for p in bucket.params]
+    assert averaged == [extra], "DistributedOptimizer averages 'extra' only"
     want = np.full(2, -0.1 * np.mean(np.arange(1, world + 1)), np.float32)
     assert np.allclose(extra.numpy(), want, rtol=1e-6), extra.numpy()
     params, hooks = model.parameters(), len(backward_end_hooks)
@@ -287,12 +395,15 @@ def main() -> int:
     dist.init_parallel_env()
     rank, world = dist.get_rank(), dist.get_world_size()
     if scenario == "train":
-        for way in ("dp_sgd", "dp_adam", "no_sync", "distopt_eager"):
+        for way in ("dp_sgd", "dp_adam", "no_sync", "distopt_eager", "dp_buckets", "dp_bf16",
+                    "dp_frozen"):
             save(out, way, world, rank, train_eager(way, rank, world))
         save(out, "distopt_static", world, rank, train_static(rank, world))
         if world > 1:
             check_collectives(rank, world)
             check_unused_parameters(rank, world)
+            check_overlap_and_views(rank, world)
+            check_skewed_ranks_average_right(rank, world)
             check_no_second_averaging(rank, world)
             check_default_data_share(rank, world)
             check_model_mismatch(rank, world)

@@ -1,12 +1,14 @@
 """Bucket planning (fixed order, one dtype, caps) as a property over random parameter
-lists; packing and unpacking one bucket (scaling, zero-fill and flags for missing
-gradients); the static kernel's flattening in a world of one."""
+lists; one bucket's buffer (gradients as views of it, zero-fill and flags for missing
+gradients, handing the views out); the half-precision conversions of comm_dtype; the
+static kernel's flattening in a world of one."""
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
 import fastop
-from fastop.distributed._buckets import MB, _Bucket, average_flat, plan_buckets
+from fastop.distributed._buckets import (MB, GradientBuckets, _Bucket, average_flat,
+                                        from_half_bits, plan_buckets, to_half_bits)
 
 sizes = st.lists(st.tuples(st.integers(1, 3 * MB), st.sampled_from(["float32", "float64"])),
                  max_size=30)
@@ -40,21 +42,72 @@ def _param(values):
     return p
 
 
-def test_a_bucket_scales_the_gradients_and_hands_them_back_as_views():
+def test_a_bucket_sends_its_gradients_zeros_and_flags_and_hands_out_views():
     a, b, c = _param([[1.0, 2.0], [3.0, 4.0]]), _param([5.0]), _param([6.0, 7.0])
     a.grad = fastop.to_tensor(np.array([[2.0, 4.0], [6.0, 8.0]], "float32"))
     c.grad = fastop.to_tensor(np.array([1.0, -1.0], "float32"))
     bucket = _Bucket([a, b, c])
-    bucket.pack(0.5)
-    flat = np.asarray(bucket.buffer)
-    # gradients times 0.5, zeros for b (no gradient), then the flags
-    assert flat.tolist() == [1.0, 2.0, 3.0, 4.0, 0.0, 0.5, -0.5, 0.5, 0.0, 0.5]
-    bucket.unpack()
-    assert a.grad.numpy().tolist() == [[1.0, 2.0], [3.0, 4.0]]
-    assert b.grad is None                       # no rank had one: stays None
-    assert c.grad.numpy().tolist() == [0.5, -0.5]
-    assert np.shares_memory(a.grad.numpy(), c.grad.numpy()) is False
-    assert bucket.buffer is None                # the buffer lives on in the views only
+    bucket.mark()
+    # the gradients (copied in: they were set by the user), zeros for b, then the flags
+    assert bucket.flat.tolist() == [2.0, 4.0, 6.0, 8.0, 0.0, 1.0, -1.0, 1.0, 0.0, 1.0]
+    bucket.flags[1] = 1.0                       # as if another rank had b's gradient
+    bucket.hand_out()
+    assert a.grad is bucket.grads[0] and b.grad is bucket.grads[1]
+    for p in (a, b, c):
+        assert np.shares_memory(p.grad.numpy(), bucket.flat)
+    assert b.grad.numpy().tolist() == [0.0]
+
+
+def test_a_parameter_no_rank_has_a_gradient_for_keeps_none():
+    a, b = _param([1.0]), _param([2.0])
+    a.grad = fastop.to_tensor(np.array([3.0], "float32"))
+    bucket = _Bucket([a, b])
+    bucket.mark()
+    bucket.hand_out()
+    assert b.grad is None and a.grad is bucket.grads[0]
+
+
+def test_backward_writes_straight_into_the_buckets_and_close_unhooks():
+    net = fastop.nn.Linear(3, 2)
+    buckets = GradientBuckets(net.parameters(), 25, 1, "test")
+    try:
+        (net(fastop.ones([4, 3]))).sum().backward()
+        flat = buckets.buckets[0].flat
+        for p in net.parameters():
+            assert np.shares_memory(p.grad.numpy(), flat)
+        assert net.bias.grad.numpy().tolist() == [4.0, 4.0]
+        net.bias.clear_grad()
+        (net(fastop.ones([1, 3]))).sum().backward()
+        assert net.bias.grad.numpy().tolist() == [1.0, 1.0]      # overwritten, not added
+        assert np.shares_memory(net.bias.grad.numpy(), flat)
+    finally:
+        buckets.close()
+    net.bias.clear_grad()
+    (net(fastop.ones([1, 3]))).sum().backward()
+    assert not np.shares_memory(net.bias.grad.numpy(), flat)
+
+
+def test_bfloat16_bits_round_to_nearest_even_and_come_back_exactly():
+    values = np.array([1.0, -2.5, 3.140625, 1.00390625, 1.01171875, 65504.0, 1e-30, 0.0,
+                       np.inf], np.float32)
+    bits = to_half_bits(values, "bfloat16")
+    back = from_half_bits(bits, "bfloat16")
+    # 1 + 2^-8 is halfway between 1 and 1 + 2^-7: to even (1); 1 + 3 * 2^-8: up
+    assert back.tolist()[:5] == [1.0, -2.5, 3.140625, 1.0, 1.015625]
+    assert back[7] == 0.0 and back[8] == np.inf
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(10000).astype(np.float32)
+    got = from_half_bits(to_half_bits(x, "bfloat16"), "bfloat16")
+    assert np.all(np.abs(got - x) <= np.abs(x) * 2.0 ** -8)    # half an ulp of 7 bits
+    assert np.array_equal(from_half_bits(to_half_bits(got, "bfloat16"), "bfloat16"), got)
+
+
+def test_float16_bits_are_numpys_float16():
+    x = np.array([1.0, 0.1, -3.5, 60000.0], np.float32)
+    bits = to_half_bits(x, "float16")
+    assert bits.dtype == np.uint16
+    assert np.array_equal(from_half_bits(bits, "float16"),
+                          x.astype(np.float16).astype(np.float32))
 
 
 def test_the_static_kernel_concatenates_alone():

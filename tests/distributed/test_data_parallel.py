@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import fastop
+from fastop.distributed._buckets import GradientBuckets
 from fastop import nn
 from fastop.autograd._backward import backward_end_hooks
 from fastop.distributed import _data_parallel
@@ -62,16 +63,21 @@ def test_no_sync_switches_synchronisation_off_inside_only():
 def test_a_forward_with_grad_arms_the_averaging_and_no_grad_does_not():
     wrapped = fastop.DataParallel(model())
     wrapped(fastop.ones([1, 4]))
-    assert wrapped._armed is False              # alone there is nothing to average
+    assert wrapped._buckets is None             # alone there is nothing to average
+    buckets = GradientBuckets(wrapped.parameters(), 25, 1, "test", overlap=True)
     object.__setattr__(wrapped, "_syncs", True)  # as with several ranks
-    with fastop.no_grad():
+    object.__setattr__(wrapped, "_buckets", buckets)
+    try:
+        with fastop.no_grad():
+            wrapped(fastop.ones([1, 4]))
+        assert buckets.armed is False
+        with wrapped.no_sync():
+            wrapped(fastop.ones([1, 4]))
+        assert buckets.armed is False
         wrapped(fastop.ones([1, 4]))
-    assert wrapped._armed is False
-    with wrapped.no_sync():
-        wrapped(fastop.ones([1, 4]))
-    assert wrapped._armed is False
-    wrapped(fastop.ones([1, 4]))
-    assert wrapped._armed is True
+        assert buckets.armed is True
+    finally:
+        buckets.close()
 
 
 @pytest.mark.parametrize("kwargs,error,message", [

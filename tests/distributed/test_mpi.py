@@ -27,7 +27,10 @@ HERE = Path(__file__).parent
 WORKER = HERE / "mpi_worker.py"
 EXAMPLE = HERE.parent.parent / "examples" / "train_digits_dp.py"
 MPIEXEC = Path(sys.executable).parent / "mpiexec"
-WAYS = ("dp_sgd", "dp_adam", "no_sync", "distopt_eager", "distopt_static")
+WAYS = ("dp_sgd", "dp_adam", "no_sync", "distopt_eager", "distopt_static", "dp_buckets",
+        "dp_bf16", "dp_frozen")
+# jobs: ranks, and "2mpi": 2 ranks averaging through MPI's all-reduce, not shared memory
+WORLDS = (2, 3, "2mpi")
 
 try:
     import mpi4py  # noqa: F401  (the module only: MPI itself starts in the ranks)
@@ -77,15 +80,18 @@ def trained(tmp_path_factory):
     for ranks in (None, 2, 3):
         code, output, _ = run(ranks, "train", str(out))
         assert code == 0, output
-    return {(way, world): [np.load(out / f"{way}_w{world}_r{r}.npz") for r in range(world)]
-            for way in WAYS for world in (1, 2, 3)}
+    code, output, _ = run(2, "train", str(out), FASTOP_DIST_SHM="0")
+    assert code == 0, output
+    return {(way, world): [np.load(out / f"{way}_w{world}_r{r}.npz")
+                           for r in range(int(str(world)[0]))]
+            for way in WAYS for world in (1, *WORLDS)}
 
 
 def arrays(npz) -> list[np.ndarray]:
     return [npz[k] for k in sorted(npz.files, key=lambda k: int(k.split("_")[1]))]
 
 
-@pytest.mark.parametrize("world", [2, 3])
+@pytest.mark.parametrize("world", WORLDS)
 @pytest.mark.parametrize("way", WAYS)
 def test_ranks_end_bitwise_identical_and_equal_to_one_process(trained, way, world):
     ranks = [arrays(npz) for npz in trained[way, world]]
@@ -93,9 +99,21 @@ def test_ranks_end_bitwise_identical_and_equal_to_one_process(trained, way, worl
         for a, b in zip(ranks[0], other):
             assert np.array_equal(a, b)
     (reference,) = [arrays(npz) for npz in trained[way, 1]]
+    # the ranks' average adds in another order than one process's batch sum; bfloat16
+    # gradients keep 8 bits
+    close = dict(rtol=2e-2, atol=2e-3) if way == "dp_bf16" else dict(rtol=1e-5, atol=1e-6)
     for got, want in zip(ranks[0], reference):
-        # the ranks' average adds in another order than one process's batch sum
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got, want, **close)
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_bfloat16_gradients_change_the_result_and_a_frozen_parameter_stays(trained, world):
+    """(So that the bfloat16 way's agreement, and the frozen way's, mean something.)"""
+    exact, rounded = arrays(trained["dp_sgd", world][0]), arrays(trained["dp_bf16", world][0])
+    assert any(not np.array_equal(a, b) for a, b in zip(exact, rounded))
+    frozen = arrays(trained["dp_frozen", world][0])
+    assert np.array_equal(frozen[1], initial_bias()) and \
+        not np.array_equal(exact[1], initial_bias())
 
 
 def test_the_ways_train_differently(trained):
@@ -104,7 +122,14 @@ def test_the_ways_train_differently(trained):
     assert all(np.abs(a - b).max() > 1e-3 for a, b in zip(sgd, adam))
 
 
-@pytest.mark.parametrize("world", [2, 3])
+def initial_bias() -> np.ndarray:
+    """The first layer's bias as rank 0 builds it (mpi_worker.initial_values)."""
+    rng = np.random.default_rng(2)
+    rng.standard_normal((8, 16)), rng.standard_normal((16, 4))
+    return rng.standard_normal(16).astype(np.float32) * 0.1
+
+
+@pytest.mark.parametrize("world", WORLDS)
 def test_eager_and_static_training_agree(trained, world):
     eager = arrays(trained["dp_sgd", world][0])
     for way in ("distopt_eager", "distopt_static", "no_sync"):
@@ -151,7 +176,8 @@ def test_an_unchecked_broadcast_of_another_size_names_the_collective_and_rank():
 
 @pytest.mark.parametrize("skip,calls", [(None, "2"), ("1", "1")])
 def test_the_comparison_costs_one_collective_and_only_on_the_public_calls(skip, calls):
-    code, output, _ = run(2, "count", "-", FASTOP_DIST_SKIP_CHECKS=skip)
+    code, output, _ = run(2, "count", "-", FASTOP_DIST_SKIP_CHECKS=skip,
+                          FASTOP_DIST_SHM="0")      # one MPI all-reduce per bucket
     assert code == 0, output
     assert sorted(re.findall(r"rank \d: all_reduce (\d) backward (\d)", output)) == \
         [(calls, "1")] * 2, output
@@ -191,3 +217,11 @@ def test_the_digits_example_reaches_its_accuracy_on_two_ranks():
     assert float(last.group(1)) >= 0.95 and int(last.group(2)) > 0, output
     per_epoch = re.findall(r"^epoch \d+: .*, (\d+) ms$", output, re.M)   # its own epochs' times
     assert len(per_epoch) == 3, output
+
+
+def test_the_digits_example_reaches_its_accuracy_with_bfloat16_gradients():
+    pytest.importorskip("sklearn")
+    code, output, _ = run(2, str(EXAMPLE), "--comm-dtype", "bfloat16")
+    assert code == 0, output
+    accuracy = float(output.split("final held-out accuracy:")[1].split()[0])
+    assert accuracy >= 0.95, output

@@ -14,6 +14,12 @@ shared parameters lose no update.
 
 The profiler's hooks (one flag check each): the walk itself (a ``backward``/``grad``
 event) and each node it runs (nested under it).
+
+Leaf hooks (:func:`fastop.autograd.register_leaf_grad_hook`, what DataParallel overlaps
+its communication with): while any is registered, a ``backward`` walk writes a hooked
+leaf's gradient into the leaf's fixed buffer (in place) and the outermost walk counts
+the edges into each hooked leaf, calling its ``ready`` when the last one has been
+walked. With none registered the walk does one pointer check per leaf edge more.
 """
 cimport cython
 from cpython.dict cimport PyDict_GetItemWithError, PyDict_SetDefault
@@ -47,6 +53,70 @@ cdef int _walks = 0         # backward walks in progress (one inside a PyLayer's
 # by fastop.autograd.register_backward_end_hook (DataParallel averages gradients there)
 cdef dict _end_hooks = {}
 backward_end_hooks = _end_hooks
+# id(leaf) -> its LeafGradHook; filled by fastop.autograd.register_leaf_grad_hook
+cdef dict _leaf_hooks = {}
+leaf_grad_hooks = _leaf_hooks
+
+
+@cython.final
+cdef class LeafGradHook:
+    """What backward does for one leaf besides storing its ``.grad`` (see
+    :func:`fastop.autograd.register_leaf_grad_hook`): write the gradient into `buffer`
+    (a tensor of the leaf's shape and dtype, or None), call ``ready(leaf)`` once the
+    outermost pass's gradient is final (or None)."""
+    cdef readonly Tensor leaf
+    cdef readonly object buffer
+    cdef readonly object ready
+
+    def __init__(self, Tensor leaf, buffer, ready):
+        self.leaf, self.buffer, self.ready = leaf, buffer, ready
+
+
+cdef inline LeafGradHook _leaf_hook(Tensor t):
+    """t's hook, or None (the dict is keyed by id: the entry holds its leaf, so an id
+    reused by another tensor does not match)."""
+    cdef PyObject* found = PyDict_GetItemWithError(_leaf_hooks, id(t))
+    if found is NULL or (<LeafGradHook>found).leaf is not t:
+        return None
+    return <LeafGradHook>found
+
+
+cdef void _store_in_buffer(Tensor t, Tensor g, Tensor buffer) except *:
+    """Leaf t's .grad becomes buffer holding .grad + g: added in place when .grad is the
+    buffer already, else written over it (zeros left by clear_grad are not made)."""
+    cdef object out = np.asarray(buffer)
+    _lock_leaves()
+    try:
+        if t._grad is buffer:
+            np.add(out, np.asarray(g), out=out)
+        elif t._grad is None:
+            np.copyto(out, np.asarray(g))
+        else:
+            np.add(np.asarray(t._grad), np.asarray(g), out=out)
+        t._grad = buffer
+        t._grad_zeroed = False
+        t._grad_version += 1
+    finally:
+        PyThread_release_lock(_leaf_lock)
+
+
+cdef void _count_leaf_edge(dict leaf_edges, Tensor t) except *:
+    """One more edge of this walk into t, when t has a ready hook."""
+    cdef LeafGradHook hook = _leaf_hook(t)
+    if hook is not None and hook.ready is not None:
+        leaf_edges[id(t)] = leaf_edges.get(id(t), 0) + 1
+
+
+cdef void _leaf_edge_walked(dict leaf_edges, Tensor t) except *:
+    """An edge into t has been walked: call t's ready hook after the last one."""
+    cdef object left = leaf_edges.get(id(t))
+    if left is None:
+        return
+    if left == 1:
+        del leaf_edges[id(t)]
+        _leaf_hook(t).ready(t)
+    else:
+        leaf_edges[id(t)] = left - 1
 
 
 cdef inline object _acc(object a, object b):
@@ -110,6 +180,9 @@ cdef class _Walk:
     cdef Py_ssize_t top           # frees the storage when it empties, the next append
     cdef bint create_graph        # allocates it again
     cdef bint retain_graph
+    cdef bint buffered            # leaf hooks exist: hooked leaves' .grad go to buffers
+    cdef dict leaf_edges          # id(hooked leaf) -> edges not walked yet (or None:
+                                  # no ready hooks run in this walk)
 
     cdef bint reaches(self, Node n) except -1:
         """Whether the walk goes to n (every node for backward)."""
@@ -128,8 +201,14 @@ cdef class _Walk:
 
     cdef void deliver_leaf(self, Tensor t, Tensor g, Py_ssize_t walk_refs) except *:
         """Add g to leaf t's .grad; the walk refers to g `walk_refs` times."""
+        cdef LeafGradHook hook
         if not t.requires_grad:       # stop_gradient set after the graph was recorded
             return
+        if self.buffered and not self.create_graph:
+            hook = _leaf_hook(t)
+            if hook is not None and hook.buffer is not None:
+                _store_in_buffer(t, g, <Tensor>hook.buffer)
+                return
         _lock_leaves()
         try:
             if t._grad is None:         # (zeros left by clear_grad: not yet made)
@@ -329,6 +408,8 @@ cdef void _walk(_Walk walk, tuple outputs, list grads) except *:
                     if m is not None and walk.reaches(m):
                         q = _visit(walk, m)
                         q.deps += 1
+                    elif m is None and walk.leaf_edges is not None:
+                        _count_leaf_edge(walk.leaf_edges, <Tensor>e)
     for i in range(len(outputs)):                 # ready: the outputs' nodes that no
         n = (<Tensor>outputs[i])._node            # other reachable node feeds
         p = None if n is None else _find(walk, n)
@@ -363,6 +444,8 @@ cdef void _walk(_Walk walk, tuple outputs, list grads) except *:
                 if x is not None:             # refs: x, in_grads, a pass-through's grads
                     walk.deliver_leaf(t, <Tensor>x, 1 + _count(in_grads, x)
                                       + _count(node_grads, x))
+                if walk.leaf_edges is not None:
+                    _leaf_edge_walked(walk.leaf_edges, t)
             else:
                 q = _find(walk, m)
                 if q is None:                 # fastop.grad: a node it does not walk
@@ -384,6 +467,10 @@ cdef list run_backward(tuple outputs, list grads, bint retain_graph, bint create
         else _GradWalk.__new__(_GradWalk)
     walk.pending, walk.stack = {}, []
     walk.create_graph, walk.retain_graph = create_graph, retain_graph
+    if _leaf_hooks and inputs is None:
+        walk.buffered = True
+        if not _walks:
+            walk.leaf_edges = {}
     if inputs is not None:
         (<_GradWalk>walk).find_nodes(outputs, inputs)
     _walks += 1

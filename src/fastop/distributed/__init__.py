@@ -4,7 +4,7 @@ Run the same script as several processes with an MPI launcher; each process is o
 and trains on its share of the data::
 
     pip install "fastop[mpi]"          # mpi4py and MPICH, binary wheels
-    mpiexec -n 2 python -m mpi4py train.py
+    python -m fastop.distributed.launch -n 2 train.py     # or: mpiexec -n 2 python -m mpi4py train.py
 
     # train.py
     import fastop, fastop.distributed as dist

@@ -3,8 +3,13 @@
 Wrapping a layer broadcasts its parameters and buffers from rank 0 (after checking that
 every rank built the same model); from then on each ``loss.backward()`` that follows a
 forward pass through the wrapper averages the parameters' gradients over the ranks, in
-fixed-order flat buckets, before it returns — through a backward-end hook of the
-autograd engine (:func:`fastop.autograd.register_backward_end_hook`). Each rank feeds
+fixed-order flat buckets, before it returns. The parameters' ``.grad`` are views into
+the buckets' buffers, and each bucket's non-blocking all-reduce starts as soon as its
+gradients are final — from a leaf grad hook of the autograd engine
+(:func:`fastop.autograd.register_leaf_grad_hook`) — while backward computes the
+gradients of the layers below; a backward-end hook
+(:func:`fastop.autograd.register_backward_end_hook`) starts the buckets left (a
+parameter without a gradient) and waits for all (see :mod:`._buckets`). Each rank feeds
 its own share of the batch; the optimizer then applies the same averaged gradients
 everywhere, so the parameters stay identical on every rank.
 """
@@ -18,7 +23,7 @@ from typing import Any, Iterator
 
 from fastop._core.storage import DenseTensor
 from fastop.autograd import is_grad_enabled, register_backward_end_hook
-from fastop.distributed._buckets import GradientAverager
+from fastop.distributed._buckets import COMM_DTYPES, GradientBuckets
 from fastop.distributed._collective import allgather_bytes, broadcast_tensors
 from fastop.distributed._world import World, init_parallel_env, world
 from fastop.nn.layer import Layer
@@ -101,11 +106,27 @@ class DataParallel(Layer):
             get no gradient are always handled (below).
         group: must be None (the world).
         bucket_cap_mb: PyTorch's name for ``comm_buffer_size``.
+        comm_dtype: what the gradients travel as: ``"float32"`` (their own dtype, the
+            default), or ``"bfloat16"``/``"float16"``, half the bytes: each rank rounds
+            its gradients to it, and the sum is taken in float32 (then rounded once
+            more for the way back), the same on every rank.
 
     Gradients are averaged once per backward pass that follows a forward pass through
     the wrapper with grad enabled, outside :meth:`no_sync`. A rank without a gradient for
     a parameter contributes zeros; a parameter no rank has a gradient for keeps
-    ``.grad = None`` (the optimizer skips it, as in one process). ``state_dict`` and
+    ``.grad = None`` (the optimizer skips it, as in one process). Frozen parameters
+    (``stop_gradient=True`` when wrapped) are not averaged.
+
+    Each averaged parameter's ``.grad`` is a view into its bucket's flat buffer (as
+    PyTorch's ``gradient_as_bucket_view=True``): backward adds into it in place, MPI
+    reduces it in place, and the optimizer reads it; ``clear_grad()`` keeps its
+    meaning (the next backward overwrites the buffer instead of adding to it). A
+    ``.grad`` you keep from one step therefore changes with the next backward; copy it
+    to keep it. Each bucket's averaging starts as soon as backward has made its
+    gradients final, and ``backward()`` returns once all are done. Ranks all on one
+    machine average through shared memory, ranks on several through MPI's all-reduce
+    (``FASTOP_DIST_SHM=0``, set alike on every rank, uses MPI's on one machine too).
+    ``state_dict`` and
     ``set_state_dict`` are the wrapped model's (no ``_layers.`` prefix). In a world of
     one process the wrapper only forwards calls.
 
@@ -119,7 +140,8 @@ class DataParallel(Layer):
 
     def __init__(self, layers: Layer, strategy: Any = None, comm_buffer_size: float = 25,
                  last_comm_buffer_size: float = 1, find_unused_parameters: bool = False,
-                 group: Any = None, *, bucket_cap_mb: float | None = None) -> None:
+                 group: Any = None, *, bucket_cap_mb: float | None = None,
+                 comm_dtype: str = "float32") -> None:
         if not isinstance(layers, Layer):
             raise TypeError(f"DataParallel: 'layers' must be a fastop.nn.Layer, got "
                             f"{type(layers).__name__}")
@@ -137,12 +159,15 @@ class DataParallel(Layer):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(f"DataParallel: {label} must be a positive number of MB, "
                                  f"got {value!r}")
+        if comm_dtype not in COMM_DTYPES:
+            raise ValueError(f"DataParallel: comm_dtype must be one of "
+                             f"{', '.join(map(repr, COMM_DTYPES))}, got {comm_dtype!r}")
         super().__init__()
         self._layers = layers
         init_parallel_env()
         w = world()
         self._grad_need_sync = True
-        self._armed = False
+        self._buckets: GradientBuckets | None = None
         self._syncs = w.size > 1          # a world of one process only forwards calls
         self.find_unused_parameters = bool(find_unused_parameters)
         if not self._syncs:
@@ -153,24 +178,21 @@ class DataParallel(Layer):
         broadcast_tensors(w, state, 0,
                           "DataParallel: broadcasting parameters and buffers from rank 0")
         params = [p for p in layers.parameters() if not p.stop_gradient]
-        self._averager = GradientAverager(params, comm_buffer_size, last_comm_buffer_size,
-                                          "DataParallel")
+        buckets = GradientBuckets(params, comm_buffer_size, last_comm_buffer_size,
+                                  "DataParallel", comm_dtype, overlap=True)
+        object.__setattr__(self, "_buckets", buckets)
         for p in params:
             _SYNCED[id(p)] = self
-        ref = weakref.ref(self)
 
-        def average_after_backward() -> None:
-            wrapper = ref()
-            if wrapper is not None and wrapper._armed:
-                wrapper._armed = False
-                wrapper._averager.average()
-        handle = register_backward_end_hook(average_after_backward)
-        weakref.finalize(self, handle.remove)
+        def wait_after_backward() -> None:
+            if buckets.armed:
+                buckets.finish()
+        handle = register_backward_end_hook(wait_after_backward)
+        weakref.finalize(self, _release, handle, buckets)
 
     def forward(self, *inputs: Any, **kwargs: Any) -> Any:
         if self._syncs and self._grad_need_sync and is_grad_enabled():
-            # not `self._armed = True`: Layer.__setattr__ costs 2.2 us more per step
-            object.__setattr__(self, "_armed", True)
+            self._buckets.armed = True
         return self._layers(*inputs, **kwargs)
 
     @contextlib.contextmanager
@@ -204,3 +226,9 @@ class DataParallel(Layer):
 
     load_dict = set_state_dict
     set_dict = set_state_dict
+
+
+def _release(handle: Any, buckets: GradientBuckets) -> None:
+    """A dropped DataParallel: its backward-end hook goes, its parameters are unhooked."""
+    handle.remove()
+    buckets.close()

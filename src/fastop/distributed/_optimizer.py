@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from fastop.distributed._buckets import GradientAverager, plan_buckets
+from fastop.distributed._buckets import GradientBuckets, plan_buckets
 from fastop.distributed._data_parallel import synced_by_data_parallel
 from fastop.distributed._world import init_parallel_env, world
 from fastop.ops import registry
@@ -48,7 +48,7 @@ class DistributedOptimizer:
         init_parallel_env()
         self._inner_opt = optimizer
         self._caps = (float(comm_buffer_size), float(last_comm_buffer_size))
-        self._averager: GradientAverager | None = None
+        self._averager: GradientBuckets | None = None
         self._averaged: tuple[int, ...] = ()
 
     @property
@@ -73,7 +73,9 @@ class DistributedOptimizer:
                 and not synced_by_data_parallel(p)]
         key = tuple(map(id, mine))
         if key != self._averaged:
-            self._averager = GradientAverager(mine, *self._caps, "DistributedOptimizer")
+            if self._averager is not None:
+                self._averager.close()
+            self._averager = GradientBuckets(mine, *self._caps, "DistributedOptimizer")
             self._averaged = key
         self._averager.average()
 

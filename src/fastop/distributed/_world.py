@@ -133,23 +133,38 @@ class World:
         or raise :class:`DistributedTimeoutError` after ``self.timeout`` seconds. An
         error MPI reports (a message truncated, say) is a RuntimeError naming `what` and
         the rank."""
+        self.wait(what, self.start(what, start))
+
+    def start(self, what: str, start: Callable[[], Any]) -> Any:
+        """Start one non-blocking collective (`start()` returns its MPI request(s)) and
+        return its request(s), for :meth:`wait` later."""
         if self.failure is not None:
             raise DistributedTimeoutError(f"{what}: an earlier collective of rank "
                                           f"{self.rank} timed out ({self.failure})")
         self.collectives += 1
         try:
-            requests = start()
+            return start()
+        except self._mpi_errors as exc:
+            raise self._mpi_failure(what, exc) from exc
+
+    def wait(self, what: str, requests: Any) -> None:
+        """Poll request(s) :meth:`start` returned until done, or raise
+        :class:`DistributedTimeoutError` after ``self.timeout`` seconds."""
+        try:
             test = self.MPI.Request.Testall if isinstance(requests, list) \
                 else type(requests).Test
             if test(requests):
                 return
             self._poll(what, requests, test)
         except self._mpi_errors as exc:
-            hint = "" if self.check_collectives else (
-                " (with FASTOP_DIST_SKIP_CHECKS=1 the ranks' tensors are not compared: "
-                "tensors of different sizes on the ranks end like this)")
-            raise RuntimeError(f"fastop.distributed: {what} failed on rank {self.rank} of "
-                               f"{self.size}: MPI error: {exc}{hint}") from exc
+            raise self._mpi_failure(what, exc) from exc
+
+    def _mpi_failure(self, what: str, exc: Exception) -> RuntimeError:
+        hint = "" if self.check_collectives else (
+            " (with FASTOP_DIST_SKIP_CHECKS=1 the ranks' tensors are not compared: "
+            "tensors of different sizes on the ranks end like this)")
+        return RuntimeError(f"fastop.distributed: {what} failed on rank {self.rank} of "
+                            f"{self.size}: MPI error: {exc}{hint}")
 
     def _poll(self, what: str, requests: Any, test: Callable[[Any], bool]) -> None:
         """Wait for `requests` to complete, or time out (:meth:`complete`)."""
