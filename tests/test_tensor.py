@@ -492,3 +492,37 @@ def test_indexing_gradient_is_differentiable_again():
     assert not g.stop_gradient
     (gg,) = fastop.grad(g[1], seed)
     np.testing.assert_array_equal(gg.numpy(), [1.0, 1.0, 1.0])
+
+
+def test_retain_grads_keeps_a_non_leafs_gradient():
+    """PaddlePaddle's Tensor.retain_grads: after backward a non-leaf that called it has
+    its gradient in .grad (accumulated over passes, as a leaf's); one that did not has
+    None; fastop.grad writes no .grad."""
+    w = fastop.to_tensor([1.0, 2.0, 3.0], stop_gradient=False)
+    h = w * w
+    h.retain_grads()
+    kept_out = (h * 3.0).sum()
+    kept_out.retain_grads()                 # the root: its gradient is ones
+    plain = h + 1.0
+    out = kept_out + plain.sum()
+    out.backward(retain_graph=True)
+    np.testing.assert_allclose(h.grad.numpy(), [4.0, 4.0, 4.0])
+    np.testing.assert_allclose(kept_out.grad.numpy(), 1.0)
+    assert plain.grad is None
+    np.testing.assert_allclose(w.grad.numpy(), [8.0, 16.0, 24.0])
+    out.backward()
+    np.testing.assert_allclose(h.grad.numpy(), [8.0, 8.0, 8.0])
+    h2 = w * 2.0
+    h2.retain_grads()
+    fastop.grad(h2.sum(), w)
+    assert h2.grad is None
+
+
+def test_retain_grads_on_a_leaf_or_a_constant_changes_nothing():
+    w = fastop.to_tensor([1.0, 2.0], stop_gradient=False)
+    w.retain_grads()
+    c = fastop.to_tensor([5.0, 6.0])
+    c.retain_grads()
+    (w * c).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), [5.0, 6.0])
+    assert c.grad is None and c.stop_gradient

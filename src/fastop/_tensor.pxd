@@ -14,6 +14,8 @@ cdef class Tensor(DenseTensor):
     cdef Node _node               # the graph node that produced this tensor (None: a leaf)
     cdef int _out_index           # which output of `_node` this tensor is
     cdef public object name
+    cdef bint _retains_grad       # retain_grads(): a non-leaf keeps its .grad after backward
+    cdef bint _int_no_stop        # stop_gradient=False on an integer/bool tensor (no gradient flows)
 
 
 cdef Tensor wrap_dense(DenseTensor d)

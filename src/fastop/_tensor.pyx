@@ -211,13 +211,13 @@ def to_tensor(data, dtype=None, place=None, stop_gradient=True) -> Tensor:
 
 
 cdef int _require_grad(Tensor t, str who) except -1:
-    """Make t take gradients: floating dtypes only (an integer gradient would be
-    truncated, as in PyTorch)."""
+    """Make t take gradients (stop_gradient=False). An integer or bool tensor accepts
+    the flag, as in PaddlePaddle, but no gradient flows into it (integer values are not
+    differentiable): it reports stop_gradient=False and its .grad stays None."""
     if t.view.dtype != FASTOP_FLOAT32 and t.view.dtype != FASTOP_FLOAT64 \
             and t.view.dtype != FASTOP_FLOAT16:
-        raise TypeError(f"{who}: stop_gradient=False needs a float16, float32 or float64 "
-                        f"tensor, got {t.dtype.name} (cast it first: "
-                        f"x.astype('float32'))")
+        t._int_no_stop = True
+        return 0
     t.requires_grad = True
     return 0
 
@@ -267,12 +267,13 @@ cdef class Tensor(DenseTensor):
     def stop_gradient(self) -> bool:
         """True (the default for created tensors): no gradient flows into this tensor.
         Parameters have False; results of ops are False when an input is False."""
-        return not self.requires_grad
+        return not (self.requires_grad or self._int_no_stop)
 
     @stop_gradient.setter
     def stop_gradient(self, bint value):
         if value:
             self.requires_grad = False
+            self._int_no_stop = False
         elif not self.requires_grad:
             _require_grad(self, "stop_gradient")
 
@@ -509,3 +510,69 @@ def add_methods(dict methods) -> None:
             raise TypeError(f"add_methods: {name} is not callable")
     (<dict><object>tp.tp_dict).update(methods)
     PyType_Modified(tp)
+
+
+# --------------------------------------------------------------------------- retain_grads
+
+def retain_grads(Tensor self) -> None:
+    """Keep this tensor's gradient in ``.grad`` after backward also when it is not a
+    leaf (PaddlePaddle's ``Tensor.retain_grads``): each backward pass through it adds
+    its gradient there, as for a leaf. Leaves keep theirs anyway; a tensor no gradient
+    flows into (stop_gradient=True) gets none."""
+    if self._node is not None:
+        self._retains_grad = True
+
+
+# --------------------------------------------------------------------------- in-place ops
+# PaddlePaddle's in-place tensor methods (``x.add_(y)``, ``x.exp_()``...,
+# fastop.tensor.inplace) compute the out-of-place op through the one dispatch entry,
+# from inplace_source(x), then inplace_store writes the value into x's memory.
+
+def inplace_source(Tensor x, str who) -> Tensor:
+    """What an in-place op on x computes from: x itself when no gradient is recorded
+    for x; for a non-leaf that takes gradients, a view of x standing for its value
+    before the write (it carries x's place in the graph, which inplace_store hands to
+    x's new value). A leaf that takes gradients is refused with PaddlePaddle's error
+    (a ValueError): its .grad would be the gradient of a value it no longer holds."""
+    cdef Tensor old
+    if not x.requires_grad or not grad_enabled():
+        return x
+    if x._node is None:
+        raise ValueError(f"{who}: (InvalidArgument) Leaf Var ({x.name or ''}) that doesn't "
+                         f"stop gradient can't use inplace strategy. x (shape {x.shape}) "
+                         f"is a leaf with stop_gradient=False, such as a parameter: change "
+                         f"it under fastop.no_grad(), or use the out-of-place "
+                         f"{who.rstrip('_')}")
+    old = view_of(x)
+    old.requires_grad = True
+    old._node = x._node
+    old._out_index = x._out_index
+    return old
+
+
+def inplace_store(Tensor x, Tensor value, str who) -> Tensor:
+    """Write `value` (the op's result) into x's memory and return x. The write is
+    counted (a value autograd saved of x before is refused at backward) and x takes
+    value's place in the graph when the op was recorded. value must have x's shape and
+    dtype: an in-place op changes neither."""
+    if value.shape != x.shape:
+        raise ValueError(f"{who}: the result has shape {value.shape}, but an in-place op "
+                         f"keeps x's shape {x.shape} (the other operand may not broadcast "
+                         f"x to a larger shape)")
+    if value.view.dtype != x.view.dtype:
+        raise TypeError(f"{who}: the result is {value.dtype.name}, but an in-place op keeps "
+                        f"x's dtype {x.dtype.name}; cast the other operand, or use the "
+                        f"out-of-place {who.rstrip('_')}")
+    if x.readonly:
+        raise ValueError(f"{who}: x (shape {x.shape}) is read-only")
+    if value.view.data != x.view.data:
+        np.copyto(as_ndarray(x), as_ndarray(value))
+        bump_version(x)
+    if value._node is not None:
+        x.requires_grad = True
+        x._node = value._node
+        x._out_index = value._out_index
+    return x
+
+
+add_methods({"retain_grads": retain_grads})

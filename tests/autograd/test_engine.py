@@ -185,18 +185,25 @@ def test_no_grad_on_a_generator_holds_while_its_code_runs(ops):
     assert [t.stop_gradient for t in batches(3)] == [True] * 3
 
 
-def test_only_floating_tensors_take_gradients():
-    with pytest.raises(TypeError, match="to_tensor: stop_gradient=False needs a float16, "
-                                        "float32 or float64 tensor, got int64"):
-        fastop.to_tensor([1, 2], stop_gradient=False)
-    with pytest.raises(TypeError, match="got uint8"):
-        fastop.to_tensor(np.ones(2, np.uint8), stop_gradient=False)
-    assert not fastop.to_tensor(np.ones(2, np.float16), stop_gradient=False).stop_gradient
-    t = fastop.to_tensor([1, 2])
-    with pytest.raises(TypeError, match="got int64"):
-        t.stop_gradient = False
+def test_integer_tensors_accept_stop_gradient_false_but_get_no_gradient():
+    """PaddlePaddle lets an integer tensor say stop_gradient=False; integer values are
+    not differentiable, so no gradient flows into it and its .grad stays None."""
+    t = fastop.to_tensor([1, 2], stop_gradient=False)
+    assert not t.stop_gradient and t.is_leaf
+    u = fastop.to_tensor(np.ones(2, np.uint8))
+    u.stop_gradient = False
+    assert not u.stop_gradient
+    w = fastop.to_tensor([0.5, 1.5], stop_gradient=False)
+    out = (t.astype("float32") * w).sum()
+    assert not out.stop_gradient                 # through w
+    out.backward()
+    assert t.grad is None
+    np.testing.assert_allclose(w.grad.numpy(), [1.0, 2.0])
+    assert (t * 2).stop_gradient                 # integer results record nothing
+    t.stop_gradient = True
     assert t.stop_gradient
-    f = t.astype("float32")
+    assert not fastop.to_tensor(np.ones(2, np.float16), stop_gradient=False).stop_gradient
+    f = fastop.to_tensor([1, 2]).astype("float32")
     f.stop_gradient = False
     assert not f.stop_gradient
 

@@ -1,0 +1,176 @@
+"""PaddlePaddle's in-place tensor functions and methods (``x.add_(y)``, ``x.exp_()``,
+``x.zero_()``...): each returns x itself, its memory now holding the result.
+
+One mechanism for all of them: the out-of-place function computes the value through
+the one dispatch entry, from :func:`fastop._tensor.inplace_source` (x, or for a
+non-leaf that takes gradients a stand-in for x's value before the write), and
+:func:`fastop._tensor.inplace_store` writes it into x and hands x the value's place in
+the autograd graph. So, as in PaddlePaddle:
+
+* the write is counted in x's version: a value autograd saved of x before it (``y =
+  x * x`` saves x) is refused at backward instead of giving a wrong gradient;
+* a non-leaf that takes gradients is differentiated through the in-place op;
+* a leaf with ``stop_gradient=False`` (a parameter) is refused with PaddlePaddle's
+  ``ValueError`` ("Leaf Var ... can't use inplace strategy") while gradients are
+  recorded; under ``fastop.no_grad()`` it is written like any tensor;
+* the result must keep x's shape and dtype (``x.add_(y)`` with a y that broadcasts x
+  larger is an error).
+
+In static mode they are the out-of-place ops, as in PaddlePaddle.
+
+>>> import fastop
+>>> x = fastop.to_tensor([1.0, 4.0])
+>>> x.sqrt_() is x, x.numpy()
+(True, array([1., 2.], dtype=float32))
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from fastop import _random
+from fastop._core.storage import as_dtype
+from fastop._tensor import Tensor, from_numpy_tensor, inplace_source, inplace_store
+from fastop.ops.builtin._table import B
+from fastop.tensor import math as _math
+from fastop.tensor._common import tensor_methods
+from fastop.tensor.creation import full_like
+
+__all__ = ["add_", "subtract_", "multiply_", "divide_", "pow_", "scale_", "clip_", "exp_",
+           "log_", "sqrt_", "tanh_", "abs_", "reciprocal_", "zero_", "fill_", "uniform_",
+           "normal_"]
+
+
+def _in_place(x: Any, who: str, compute: Callable[[Any], Any]) -> Any:
+    """x given the value compute(source) computes in place (see the module docstring);
+    a static Variable gets the out-of-place value."""
+    if not isinstance(x, Tensor):
+        if hasattr(x, "block"):                # a static Variable: no in-place values
+            return compute(x)
+        raise TypeError(f"{who}: x must be a Tensor, got {type(x).__name__}")
+    return inplace_store(x, compute(inplace_source(x, who)), who)
+
+
+def add_(x: Tensor, y: Any, name: str | None = None) -> Tensor:
+    """In place: x + y (y broadcasts to x's shape)."""
+    return _in_place(x, "add_", lambda s: _math.add(s, y))
+
+
+def subtract_(x: Tensor, y: Any, name: str | None = None) -> Tensor:
+    """In place: x - y."""
+    return _in_place(x, "subtract_", lambda s: _math.subtract(s, y))
+
+
+def multiply_(x: Tensor, y: Any, name: str | None = None) -> Tensor:
+    """In place: x * y."""
+    return _in_place(x, "multiply_", lambda s: _math.multiply(s, y))
+
+
+def divide_(x: Tensor, y: Any, name: str | None = None) -> Tensor:
+    """In place: x / y."""
+    return _in_place(x, "divide_", lambda s: _math.divide(s, y))
+
+
+def pow_(x: Tensor, y: Any, name: str | None = None) -> Tensor:
+    """In place: x ** y."""
+    return _in_place(x, "pow_", lambda s: _math.pow(s, y))
+
+
+def scale_(x: Tensor, scale: Any = 1.0, bias: float = 0.0, bias_after_scale: bool = True,
+           act: str | None = None, name: str | None = None) -> Tensor:
+    """In place: :func:`fastop.scale` (``scale * x + bias``...)."""
+    return _in_place(x, "scale_", lambda s: _math.scale(s, scale, bias, bias_after_scale,
+                                                         act))
+
+
+def clip_(x: Tensor, min: Any = None, max: Any = None,  # noqa: A002 (Paddle's names)
+          name: str | None = None) -> Tensor:
+    """In place: x limited to [min, max]."""
+    return _in_place(x, "clip_", lambda s: _math.clip(s, min, max))
+
+
+def exp_(x: Tensor, name: str | None = None) -> Tensor:
+    """In place: e ** x."""
+    return _in_place(x, "exp_", _math.exp)
+
+
+def log_(x: Tensor, name: str | None = None) -> Tensor:
+    """In place: the natural logarithm of x."""
+    return _in_place(x, "log_", _math.log)
+
+
+def sqrt_(x: Tensor, name: str | None = None) -> Tensor:
+    """In place: the square root of x."""
+    return _in_place(x, "sqrt_", _math.sqrt)
+
+
+def tanh_(x: Tensor, name: str | None = None) -> Tensor:
+    """In place: tanh(x)."""
+    return _in_place(x, "tanh_", _math.tanh)
+
+
+def abs_(x: Tensor, name: str | None = None) -> Tensor:
+    """In place: |x|."""
+    return _in_place(x, "abs_", _math.abs)
+
+
+def reciprocal_(x: Tensor, name: str | None = None) -> Tensor:
+    """In place: 1 / x."""
+    return _in_place(x, "reciprocal_", _math.reciprocal)
+
+
+def _overwritten(source: Tensor, value: Tensor) -> Tensor:
+    """`value` (which does not depend on x) as the result of an op on `source`: when
+    source stands for a non-leaf's old value, ``where(False, source, value)``, so the
+    gradient flowing back into the old value is zero (as PaddlePaddle's fill_ and
+    random fills give) instead of the graph being cut."""
+    if not source.stop_gradient and not source.is_leaf:
+        return B.where(full_like(source, False, "bool"), source, value)
+    return value
+
+
+def _filled(source: Tensor, value: Any) -> Tensor:
+    return _overwritten(source, B.full_like(source, fill_value=value))
+
+
+def zero_(x: Tensor, name: str | None = None) -> Tensor:
+    """In place: every element 0."""
+    return _in_place(x, "zero_", lambda s: _filled(s, 0))
+
+
+def fill_(x: Tensor, value: Any, name: str | None = None) -> Tensor:
+    """In place: every element `value` (a number)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+        raise TypeError(f"fill_: value must be a number, got {type(value).__name__}")
+    return _in_place(x, "fill_", lambda s: _filled(s, value))
+
+
+def _drawn(source: Tensor, draw: Callable[[np.random.Generator], np.ndarray],
+           seed: int = 0) -> Tensor:
+    """Random values of source's shape and dtype from fastop's generator (or a fresh
+    one seeded with `seed` when nonzero, as PaddlePaddle's seed argument)."""
+    rng = _random.generator() if not seed else np.random.default_rng(seed)
+    values = draw(rng).astype(as_dtype(source.dtype).numpy_dtype, copy=False)
+    return _overwritten(source, from_numpy_tensor(np.ascontiguousarray(values)))
+
+
+def uniform_(x: Tensor, min: float = -1.0, max: float = 1.0,  # noqa: A002
+             seed: int = 0, name: str | None = None) -> Tensor:
+    """In place: samples of U[min, max) (a float x)."""
+    if not min <= max:
+        raise ValueError(f"uniform_: min must be <= max, got min={min}, max={max}")
+    return _in_place(x, "uniform_", lambda s: _drawn(
+        s, lambda rng: rng.uniform(min, max, size=s.shape), seed))
+
+
+def normal_(x: Tensor, mean: float = 0.0, std: float = 1.0,
+            name: str | None = None) -> Tensor:
+    """In place: samples of N(mean, std**2) (a float x)."""
+    if not std >= 0:
+        raise ValueError(f"normal_: std must be >= 0, got {std}")
+    return _in_place(x, "normal_", lambda s: _drawn(
+        s, lambda rng: rng.normal(mean, std, size=s.shape)))
+
+
+tensor_methods({name: globals()[name] for name in __all__})
