@@ -17,13 +17,13 @@ from fastop._core.storage cimport (DenseTensor, FASTOP_BOOL, FASTOP_FLOAT32, FAS
                                    FASTOP_FLOAT16, FASTOP_INT32, FASTOP_INT64,
                                    FASTOP_MAX_NDIM, FASTOP_NUM_DTYPES,
                                    FASTOP_NUM_COMPUTE_DTYPES, alloc_tensor, bump_version,
-                                   dtype_code, as_ndarray)
+                                   dtype_code, as_ndarray, memory_root)
 from fastop.ops._dispatch cimport OpBase, call_eager, dispatch
 from fastop.autograd._grad_mode cimport grad_enabled
 
 import numpy as np
 
-from fastop._core.storage import DTYPE_NAMES, as_dtype, from_numpy
+from fastop._core.storage import DTYPE_NAMES, as_dtype, from_numpy, take_view_shape
 from fastop.ops import _indexing
 from fastop.ops._registry import registry
 
@@ -281,6 +281,13 @@ cdef class Tensor(DenseTensor):
     def is_leaf(self) -> bool:
         """True for tensors made by the user rather than by a recorded op."""
         return self._node is None
+
+    @property
+    def inplace_version(self) -> int:
+        """In-place changes made so far to this tensor's memory (PaddlePaddle's name):
+        item assignment, set_value, in-place ops, optimizer steps. Views of one memory
+        share the count."""
+        return memory_root(self)._version
 
     def backward(self, grad_tensor=None, bint retain_graph=False):
         """Accumulate d(self)/d(leaf) into the ``.grad`` of every leaf with
@@ -551,10 +558,25 @@ def inplace_source(Tensor x, str who) -> Tensor:
 
 
 def inplace_store(Tensor x, Tensor value, str who) -> Tensor:
-    """Write `value` (the op's result) into x's memory and return x. The write is
-    counted (a value autograd saved of x before is refused at backward) and x takes
-    value's place in the graph when the op was recorded. value must have x's shape and
-    dtype: an in-place op changes neither."""
+    """Make x hold `value` (the op's result) and return x: a view of x's elements
+    (squeeze_, reshape_...) gives x its shape; any other value is written into x's
+    memory, and must have x's shape and dtype. The change is counted (a value autograd
+    saved of x before is refused at backward) and x takes value's place in the graph
+    when the op was recorded."""
+    if value.view.data == x.view.data and value.view.size == x.view.size \
+            and value.view.dtype == x.view.dtype:
+        take_view_shape(x, value)
+    else:
+        _write_values(x, value, who)
+    if value._node is not None:
+        x.requires_grad = True
+        x._node = value._node
+        x._out_index = value._out_index
+    return x
+
+
+cdef int _write_values(Tensor x, Tensor value, str who) except -1:
+    """Copy value into x's memory (of x's shape and dtype), counted as a write."""
     if value.shape != x.shape:
         raise ValueError(f"{who}: the result has shape {value.shape}, but an in-place op "
                          f"keeps x's shape {x.shape} (the other operand may not broadcast "
@@ -565,14 +587,9 @@ def inplace_store(Tensor x, Tensor value, str who) -> Tensor:
                         f"out-of-place {who.rstrip('_')}")
     if x.readonly:
         raise ValueError(f"{who}: x (shape {x.shape}) is read-only")
-    if value.view.data != x.view.data:
-        np.copyto(as_ndarray(x), as_ndarray(value))
-        bump_version(x)
-    if value._node is not None:
-        x.requires_grad = True
-        x._node = value._node
-        x._out_index = value._out_index
-    return x
+    np.copyto(as_ndarray(x), as_ndarray(value))
+    bump_version(x)
+    return 0
 
 
 add_methods({"retain_grads": retain_grads})

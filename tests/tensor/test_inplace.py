@@ -135,3 +135,29 @@ def test_an_in_place_op_keeps_shape_and_dtype():
     np.testing.assert_array_equal(i.numpy(), [1, 2])
     with pytest.raises(TypeError, match="fill_: value must be a number, got str"):
         x.fill_("1")
+
+
+def test_inplace_version_counts_every_in_place_change_of_the_memory():
+    x = fastop.to_tensor(X.copy())
+    assert x.inplace_version == 0
+    x.add_(1.0)
+    x[0] = 2.0
+    x.set_value(X)
+    view = x[1]
+    view.zero_()
+    assert x.inplace_version == view.inplace_version == 4
+    x.squeeze_()
+    assert x.inplace_version == 5
+
+
+def test_random_fills_are_eager_only():
+    from fastop import static
+    fastop.enable_static()
+    try:
+        with static.program_guard(static.Program(), static.Program()):
+            v = static.data("v", [2], "float32")
+            with pytest.raises(TypeError, match="uniform_: x must be an eager Tensor"):
+                fastop.uniform_(v)
+            assert not hasattr(v, "normal_")
+    finally:
+        fastop.disable_static()

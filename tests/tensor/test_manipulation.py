@@ -142,8 +142,21 @@ def test_in_place_squeeze_errors():
     assert x.shape == [2, 1]                        # unchanged by the refused call
     w = fastop.ones([2, 1])
     w.stop_gradient = False
-    with pytest.raises(RuntimeError, match=r"squeeze_: x takes gradients .*use squeeze\(x\)"):
+    with pytest.raises(ValueError, match=r"squeeze_: .*Leaf Var \(\) that doesn't stop "
+                                         r"gradient can't use inplace strategy"):
         fastop.squeeze_(w)
+
+
+def test_in_place_shape_methods_on_a_non_leaf_keep_the_gradient_flowing():
+    w = fastop.to_tensor(np.arange(6, dtype="float32").reshape(2, 1, 3), stop_gradient=False)
+    y = w * 2.0
+    version = y.inplace_version
+    assert y.squeeze_(1) is y and y.shape == [2, 3]
+    assert y.reshape_([3, 2]) is y and y.flatten_() is y and y.shape == [6]
+    assert y.unsqueeze_(0) is y and y.shape == [1, 6]
+    assert y.inplace_version == version + 4
+    (y * fastop.to_tensor(np.arange(6, dtype="float32"))).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), 2.0 * np.arange(6).reshape(2, 1, 3))
 
 
 def test_a_value_saved_for_backward_then_squeezed_in_place_is_refused():

@@ -14,7 +14,9 @@ the autograd graph. So, as in PaddlePaddle:
   ``ValueError`` ("Leaf Var ... can't use inplace strategy") while gradients are
   recorded; under ``fastop.no_grad()`` it is written like any tensor;
 * the result must keep x's shape and dtype (``x.add_(y)`` with a y that broadcasts x
-  larger is an error).
+  larger is an error), except for the shape methods (``squeeze_``, ``unsqueeze_``,
+  ``reshape_``, ``flatten_``), which give x the shape of a view of its elements (the
+  same memory).
 
 In static mode they are the out-of-place ops, as in PaddlePaddle.
 
@@ -31,22 +33,24 @@ import numpy as np
 
 from fastop import _random
 from fastop._core.storage import as_dtype
-from fastop._tensor import Tensor, from_numpy_tensor, inplace_source, inplace_store
+from fastop._tensor import (Tensor, add_methods, from_numpy_tensor, inplace_source,
+                            inplace_store)
 from fastop.ops.builtin._table import B
-from fastop.tensor import math as _math
+from fastop.tensor import manipulation as _manipulation, math as _math
 from fastop.tensor._common import tensor_methods
 from fastop.tensor.creation import full_like
 
 __all__ = ["add_", "subtract_", "multiply_", "divide_", "pow_", "scale_", "clip_", "exp_",
            "log_", "sqrt_", "tanh_", "abs_", "reciprocal_", "zero_", "fill_", "uniform_",
-           "normal_"]
+           "normal_", "squeeze_", "unsqueeze_", "reshape_", "flatten_"]
 
 
 def _in_place(x: Any, who: str, compute: Callable[[Any], Any]) -> Any:
     """x given the value compute(source) computes in place (see the module docstring);
     a static Variable gets the out-of-place value."""
     if not isinstance(x, Tensor):
-        if hasattr(x, "block"):                # a static Variable: no in-place values
+        from fastop.static.framework import Variable
+        if isinstance(x, Variable):            # static mode: the out-of-place op
             return compute(x)
         raise TypeError(f"{who}: x must be a Tensor, got {type(x).__name__}")
     return inplace_store(x, compute(inplace_source(x, who)), who)
@@ -155,9 +159,17 @@ def _drawn(source: Tensor, draw: Callable[[np.random.Generator], np.ndarray],
     return _overwritten(source, from_numpy_tensor(np.ascontiguousarray(values)))
 
 
+def _require_eager(x: Any, who: str) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{who}: x must be an eager Tensor (random values are drawn when "
+                        f"called; in a static program initialise parameters with "
+                        f"fastop.initializer), got {type(x).__name__}")
+
+
 def uniform_(x: Tensor, min: float = -1.0, max: float = 1.0,  # noqa: A002
              seed: int = 0, name: str | None = None) -> Tensor:
     """In place: samples of U[min, max) (a float x)."""
+    _require_eager(x, "uniform_")
     if not min <= max:
         raise ValueError(f"uniform_: min must be <= max, got min={min}, max={max}")
     return _in_place(x, "uniform_", lambda s: _drawn(
@@ -167,10 +179,37 @@ def uniform_(x: Tensor, min: float = -1.0, max: float = 1.0,  # noqa: A002
 def normal_(x: Tensor, mean: float = 0.0, std: float = 1.0,
             name: str | None = None) -> Tensor:
     """In place: samples of N(mean, std**2) (a float x)."""
+    _require_eager(x, "normal_")
     if not std >= 0:
         raise ValueError(f"normal_: std must be >= 0, got {std}")
     return _in_place(x, "normal_", lambda s: _drawn(
         s, lambda rng: rng.normal(mean, std, size=s.shape)))
 
 
-tensor_methods({name: globals()[name] for name in __all__})
+def squeeze_(x: Tensor, axis: Any = None, name: str | None = None) -> Tensor:
+    """In place: x without its size-1 dims (all, or those among `axis`); same memory."""
+    return _in_place(x, "squeeze_", lambda s: _manipulation.squeeze(s, axis))
+
+
+def unsqueeze_(x: Tensor, axis: Any, name: str | None = None) -> Tensor:
+    """In place: x with size-1 dims inserted at `axis`; same memory."""
+    return _in_place(x, "unsqueeze_", lambda s: _manipulation.unsqueeze(s, axis))
+
+
+def reshape_(x: Tensor, shape: Any, name: str | None = None) -> Tensor:
+    """In place: x in a new shape (0 copies a dim, one -1 is inferred); same memory,
+    so x's layout must allow the view (a contiguous x always does)."""
+    return _in_place(x, "reshape_", lambda s: _manipulation.reshape(s, shape))
+
+
+def flatten_(x: Tensor, start_axis: int = 0, stop_axis: int = -1,
+             name: str | None = None) -> Tensor:
+    """In place: the dims start_axis..stop_axis merged into one; same memory."""
+    return _in_place(x, "flatten_", lambda s: _manipulation.flatten(s, start_axis,
+                                                                     stop_axis))
+
+
+_EAGER_ONLY = ("uniform_", "normal_")       # random values drawn now: no program op
+
+tensor_methods({name: globals()[name] for name in __all__ if name not in _EAGER_ONLY})
+add_methods({name: globals()[name] for name in _EAGER_ONLY})
