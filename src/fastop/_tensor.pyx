@@ -421,12 +421,13 @@ cdef class Tensor(DenseTensor):
         return _indexing.getitem(self, key)
 
     def __setitem__(self, key, value):
-        """Write values in place (numpy indexing rules). Not recorded by autograd, so a
-        tensor that needs a gradient can only be written under ``no_grad``."""
+        """Write values in place (numpy indexing rules). On a non-leaf that takes
+        gradients the write is recorded (the overwritten elements pass no gradient
+        back); a leaf that takes gradients is written only under ``no_grad``, as in
+        PaddlePaddle."""
         if self.requires_grad and grad_enabled():
-            raise RuntimeError(f"in-place assignment to a tensor with stop_gradient=False "
-                               f"(shape {self.shape}) is not differentiable; do it under "
-                               f"fastop.no_grad() or use set_value")
+            setitem_recorded(self, key, value)
+            return
         self.numpy()[key] = value.numpy() if isinstance(value, DenseTensor) else value
         bump_version(self)
 
@@ -535,12 +536,14 @@ def retain_grads(Tensor self) -> None:
 # fastop.tensor.inplace) compute the out-of-place op through the one dispatch entry,
 # from inplace_source(x), then inplace_store writes the value into x's memory.
 
-def inplace_source(Tensor x, str who) -> Tensor:
+def inplace_source(Tensor x, str who, bint same_memory=False) -> Tensor:
     """What an in-place op on x computes from: x itself when no gradient is recorded
-    for x; for a non-leaf that takes gradients, a view of x standing for its value
-    before the write (it carries x's place in the graph, which inplace_store hands to
-    x's new value). A leaf that takes gradients is refused with PaddlePaddle's error
-    (a ValueError): its .grad would be the gradient of a value it no longer holds."""
+    for x; for a non-leaf that takes gradients, a stand-in for x's value before the
+    change, carrying x's place in the graph (inplace_store then hands x the result's):
+    a copy, so a gradient that reads the op's input reads the old value, as in
+    PaddlePaddle; a view of x's memory (`same_memory`) for the shape methods. A leaf
+    that takes gradients is refused with PaddlePaddle's error (a ValueError): its
+    .grad would be the gradient of a value it no longer holds."""
     cdef Tensor old
     if not x.requires_grad or not grad_enabled():
         return x
@@ -550,7 +553,7 @@ def inplace_source(Tensor x, str who) -> Tensor:
                          f"is a leaf with stop_gradient=False, such as a parameter: change "
                          f"it under fastop.no_grad(), or use the out-of-place "
                          f"{who.rstrip('_')}")
-    old = view_of(x)
+    old = view_of(x) if same_memory else <Tensor>x.copy()
     old.requires_grad = True
     old._node = x._node
     old._out_index = x._out_index
@@ -593,3 +596,23 @@ cdef int _write_values(Tensor x, Tensor value, str who) except -1:
 
 
 add_methods({"retain_grads": retain_grads})
+
+
+def setitem_recorded(Tensor x, key, value) -> None:
+    """``x[key] = value`` for an x that takes gradients while grad mode is on, through
+    the in-place mechanism: x becomes ``where(mask, values, old x)``, so gradients flow
+    to the old value's elements that were kept. A leaf is refused (PaddlePaddle's
+    ValueError), and so is a value that takes gradients (its gradient is not
+    computed: assign ``value.detach()`` or build x with fastop.where)."""
+    if isinstance(value, Tensor) and (<Tensor>value).requires_grad:
+        raise RuntimeError(f"x[...] = value: value takes gradients (stop_gradient=False), "
+                           f"which assignment does not pass on; assign value.detach(), "
+                           f"or compute x with fastop.where")
+    source = inplace_source(x, "__setitem__")
+    mask = np.zeros(x.shape, dtype=bool)
+    mask[key] = True
+    values = np.zeros(x.shape, dtype=x.dtype.numpy_dtype)
+    values[key] = value.numpy() if isinstance(value, DenseTensor) else value
+    result = dispatch(registry.get("fastop::where"),
+                      (from_numpy(mask, Tensor), from_numpy(values, Tensor), source), None)
+    inplace_store(x, result, "__setitem__")

@@ -161,3 +161,18 @@ def test_random_fills_are_eager_only():
             assert not hasattr(v, "normal_")
     finally:
         fastop.disable_static()
+
+
+def test_assign_copies_or_writes_into_output():
+    w = fastop.to_tensor([1.0, 2.0], stop_gradient=False)
+    c = fastop.assign(w)
+    assert c is not w and not c.stop_gradient
+    (c * 3.0).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), [3.0, 3.0])
+    np.testing.assert_array_equal(fastop.assign(np.array([1, 2])).numpy(), [1, 2])
+    out = fastop.to_tensor(np.ones((3, 2), np.float32))
+    assert fastop.assign(fastop.to_tensor([5.0, 6.0]), out) is out
+    np.testing.assert_array_equal(out.numpy(), [[5.0, 6.0]] * 3)
+    assert out.inplace_version == 1
+    assert fastop.assign([7, 8], out) is out and out.dtype == fastop.float32
+    np.testing.assert_array_equal(out.numpy(), [[7.0, 8.0]] * 3)

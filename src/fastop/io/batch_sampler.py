@@ -44,10 +44,18 @@ class BatchSampler(Sampler[list]):
     [[0, 1], [2, 3], [4]]
     >>> list(BatchSampler(sampler=SequenceSampler(range(5)), batch_size=2, drop_last=True))
     [[0, 1], [2, 3]]
+    >>> list(BatchSampler(SequenceSampler(range(5)), 2, True))   # PyTorch's order
+    [[0, 1], [2, 3]]
     """
 
     def __init__(self, dataset: Sized | None = None, sampler: Iterable[Any] | None = None,
                  shuffle: bool = False, batch_size: int = 1, drop_last: bool = False) -> None:
+        if isinstance(dataset, Sampler) and isinstance(sampler, int) \
+                and not isinstance(sampler, bool):
+            # PyTorch's positional order, BatchSampler(sampler, batch_size, drop_last),
+            # which PaddlePaddle also takes
+            dataset, sampler, batch_size, drop_last, shuffle = \
+                None, dataset, sampler, shuffle, False
         shuffle = check_bool("BatchSampler", "shuffle", shuffle)
         if dataset is None:
             if sampler is None:

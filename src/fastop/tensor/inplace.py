@@ -3,7 +3,8 @@
 
 One mechanism for all of them: the out-of-place function computes the value through
 the one dispatch entry, from :func:`fastop._tensor.inplace_source` (x, or for a
-non-leaf that takes gradients a stand-in for x's value before the write), and
+non-leaf that takes gradients a copy of x's value before the write, so a gradient that
+reads the op's input reads the old value), and
 :func:`fastop._tensor.inplace_store` writes it into x and hands x the value's place in
 the autograd graph. So, as in PaddlePaddle:
 
@@ -34,94 +35,103 @@ import numpy as np
 from fastop import _random
 from fastop._core.storage import as_dtype
 from fastop._tensor import (Tensor, add_methods, from_numpy_tensor, inplace_source,
-                            inplace_store)
+                            inplace_store, to_tensor)
 from fastop.ops.builtin._table import B
 from fastop.tensor import manipulation as _manipulation, math as _math
 from fastop.tensor._common import tensor_methods
 from fastop.tensor.creation import full_like
 
 __all__ = ["add_", "subtract_", "multiply_", "divide_", "pow_", "scale_", "clip_", "exp_",
-           "log_", "sqrt_", "tanh_", "abs_", "reciprocal_", "zero_", "fill_", "uniform_",
-           "normal_", "squeeze_", "unsqueeze_", "reshape_", "flatten_"]
+           "log_", "sqrt_", "tanh_", "abs_", "neg_", "reciprocal_", "zero_", "fill_", "uniform_",
+           "normal_", "squeeze_", "unsqueeze_", "reshape_", "flatten_", "assign"]
 
 
-def _in_place(x: Any, who: str, compute: Callable[[Any], Any]) -> Any:
-    """x given the value compute(source) computes in place (see the module docstring);
-    a static Variable gets the out-of-place value."""
+def apply_in_place(x: Any, who: str, compute: Callable[[Any], Any],
+              same_memory: bool = False) -> Any:
+    """x given the value compute(source) computes in place (see the module docstring;
+    `same_memory` for the shape methods, whose value is a view of x's elements); a
+    static Variable gets the out-of-place value."""
     if not isinstance(x, Tensor):
         from fastop.static.framework import Variable
         if isinstance(x, Variable):            # static mode: the out-of-place op
             return compute(x)
         raise TypeError(f"{who}: x must be a Tensor, got {type(x).__name__}")
-    return inplace_store(x, compute(inplace_source(x, who)), who)
+    return inplace_store(x, compute(inplace_source(x, who, same_memory)), who)
 
 
 def add_(x: Tensor, y: Any, name: str | None = None) -> Tensor:
     """In place: x + y (y broadcasts to x's shape)."""
-    return _in_place(x, "add_", lambda s: _math.add(s, y))
+    return apply_in_place(x, "add_", lambda s: _math.add(s, y))
 
 
 def subtract_(x: Tensor, y: Any, name: str | None = None) -> Tensor:
     """In place: x - y."""
-    return _in_place(x, "subtract_", lambda s: _math.subtract(s, y))
+    return apply_in_place(x, "subtract_", lambda s: _math.subtract(s, y))
 
 
 def multiply_(x: Tensor, y: Any, name: str | None = None) -> Tensor:
     """In place: x * y."""
-    return _in_place(x, "multiply_", lambda s: _math.multiply(s, y))
+    return apply_in_place(x, "multiply_", lambda s: _math.multiply(s, y))
 
 
 def divide_(x: Tensor, y: Any, name: str | None = None) -> Tensor:
     """In place: x / y."""
-    return _in_place(x, "divide_", lambda s: _math.divide(s, y))
+    return apply_in_place(x, "divide_", lambda s: _math.divide(s, y))
 
 
-def pow_(x: Tensor, y: Any, name: str | None = None) -> Tensor:
-    """In place: x ** y."""
-    return _in_place(x, "pow_", lambda s: _math.pow(s, y))
+def pow_(x: Tensor, y: float, name: str | None = None) -> Tensor:
+    """In place: x ** y, for a number y (PaddlePaddle's rule and message)."""
+    if isinstance(y, bool) or not isinstance(y, (int, float, np.number)):
+        raise TypeError(f"pow_: y must be scalar type, but received: {type(y)} ")
+    return apply_in_place(x, "pow_", lambda s: _math.pow(s, y))
+
+
+def neg_(x: Tensor, name: str | None = None) -> Tensor:
+    """In place: -x."""
+    return apply_in_place(x, "neg_", _math.neg)
 
 
 def scale_(x: Tensor, scale: Any = 1.0, bias: float = 0.0, bias_after_scale: bool = True,
            act: str | None = None, name: str | None = None) -> Tensor:
     """In place: :func:`fastop.scale` (``scale * x + bias``...)."""
-    return _in_place(x, "scale_", lambda s: _math.scale(s, scale, bias, bias_after_scale,
+    return apply_in_place(x, "scale_", lambda s: _math.scale(s, scale, bias, bias_after_scale,
                                                          act))
 
 
 def clip_(x: Tensor, min: Any = None, max: Any = None,  # noqa: A002 (Paddle's names)
           name: str | None = None) -> Tensor:
     """In place: x limited to [min, max]."""
-    return _in_place(x, "clip_", lambda s: _math.clip(s, min, max))
+    return apply_in_place(x, "clip_", lambda s: _math.clip(s, min, max))
 
 
 def exp_(x: Tensor, name: str | None = None) -> Tensor:
     """In place: e ** x."""
-    return _in_place(x, "exp_", _math.exp)
+    return apply_in_place(x, "exp_", _math.exp)
 
 
 def log_(x: Tensor, name: str | None = None) -> Tensor:
     """In place: the natural logarithm of x."""
-    return _in_place(x, "log_", _math.log)
+    return apply_in_place(x, "log_", _math.log)
 
 
 def sqrt_(x: Tensor, name: str | None = None) -> Tensor:
     """In place: the square root of x."""
-    return _in_place(x, "sqrt_", _math.sqrt)
+    return apply_in_place(x, "sqrt_", _math.sqrt)
 
 
 def tanh_(x: Tensor, name: str | None = None) -> Tensor:
     """In place: tanh(x)."""
-    return _in_place(x, "tanh_", _math.tanh)
+    return apply_in_place(x, "tanh_", _math.tanh)
 
 
 def abs_(x: Tensor, name: str | None = None) -> Tensor:
     """In place: |x|."""
-    return _in_place(x, "abs_", _math.abs)
+    return apply_in_place(x, "abs_", _math.abs)
 
 
 def reciprocal_(x: Tensor, name: str | None = None) -> Tensor:
     """In place: 1 / x."""
-    return _in_place(x, "reciprocal_", _math.reciprocal)
+    return apply_in_place(x, "reciprocal_", _math.reciprocal)
 
 
 def _overwritten(source: Tensor, value: Tensor) -> Tensor:
@@ -140,14 +150,14 @@ def _filled(source: Tensor, value: Any) -> Tensor:
 
 def zero_(x: Tensor, name: str | None = None) -> Tensor:
     """In place: every element 0."""
-    return _in_place(x, "zero_", lambda s: _filled(s, 0))
+    return apply_in_place(x, "zero_", lambda s: _filled(s, 0))
 
 
 def fill_(x: Tensor, value: Any, name: str | None = None) -> Tensor:
     """In place: every element `value` (a number)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
         raise TypeError(f"fill_: value must be a number, got {type(value).__name__}")
-    return _in_place(x, "fill_", lambda s: _filled(s, value))
+    return apply_in_place(x, "fill_", lambda s: _filled(s, value))
 
 
 def _drawn(source: Tensor, draw: Callable[[np.random.Generator], np.ndarray],
@@ -172,7 +182,7 @@ def uniform_(x: Tensor, min: float = -1.0, max: float = 1.0,  # noqa: A002
     _require_eager(x, "uniform_")
     if not min <= max:
         raise ValueError(f"uniform_: min must be <= max, got min={min}, max={max}")
-    return _in_place(x, "uniform_", lambda s: _drawn(
+    return apply_in_place(x, "uniform_", lambda s: _drawn(
         s, lambda rng: rng.uniform(min, max, size=s.shape), seed))
 
 
@@ -182,34 +192,47 @@ def normal_(x: Tensor, mean: float = 0.0, std: float = 1.0,
     _require_eager(x, "normal_")
     if not std >= 0:
         raise ValueError(f"normal_: std must be >= 0, got {std}")
-    return _in_place(x, "normal_", lambda s: _drawn(
+    return apply_in_place(x, "normal_", lambda s: _drawn(
         s, lambda rng: rng.normal(mean, std, size=s.shape)))
 
 
 def squeeze_(x: Tensor, axis: Any = None, name: str | None = None) -> Tensor:
     """In place: x without its size-1 dims (all, or those among `axis`); same memory."""
-    return _in_place(x, "squeeze_", lambda s: _manipulation.squeeze(s, axis))
+    return apply_in_place(x, "squeeze_", lambda s: _manipulation.squeeze(s, axis), True)
 
 
 def unsqueeze_(x: Tensor, axis: Any, name: str | None = None) -> Tensor:
     """In place: x with size-1 dims inserted at `axis`; same memory."""
-    return _in_place(x, "unsqueeze_", lambda s: _manipulation.unsqueeze(s, axis))
+    return apply_in_place(x, "unsqueeze_", lambda s: _manipulation.unsqueeze(s, axis), True)
 
 
 def reshape_(x: Tensor, shape: Any, name: str | None = None) -> Tensor:
     """In place: x in a new shape (0 copies a dim, one -1 is inferred); same memory,
     so x's layout must allow the view (a contiguous x always does)."""
-    return _in_place(x, "reshape_", lambda s: _manipulation.reshape(s, shape))
+    return apply_in_place(x, "reshape_", lambda s: _manipulation.reshape(s, shape), True)
 
 
 def flatten_(x: Tensor, start_axis: int = 0, stop_axis: int = -1,
              name: str | None = None) -> Tensor:
     """In place: the dims start_axis..stop_axis merged into one; same memory."""
-    return _in_place(x, "flatten_", lambda s: _manipulation.flatten(s, start_axis,
-                                                                     stop_axis))
+    return apply_in_place(x, "flatten_", lambda s: _manipulation.flatten(s, start_axis,
+                                                                     stop_axis), True)
+
+
+def assign(x: Any, output: Tensor | None = None) -> Tensor:
+    """A copy of x (a tensor, array, list or number) that stays in the graph; with
+    `output`, x's values written into it in place (x broadcast to output's shape and
+    cast to its dtype) and output returned: PaddlePaddle's ``assign``."""
+    if not isinstance(x, Tensor):
+        x = to_tensor(x if output is None else np.asarray(x, output.dtype.numpy_dtype))
+    if output is None:
+        return _manipulation.clone(x)
+    return apply_in_place(output, "assign", lambda s: _overwritten(
+        s, _manipulation.cast(B.broadcast_to(x, shape=list(s.shape)), s.dtype)))
 
 
 _EAGER_ONLY = ("uniform_", "normal_")       # random values drawn now: no program op
 
-tensor_methods({name: globals()[name] for name in __all__ if name not in _EAGER_ONLY})
+tensor_methods({name: globals()[name] for name in __all__
+                if name not in _EAGER_ONLY and name != "assign"})
 add_methods({name: globals()[name] for name in _EAGER_ONLY})
