@@ -76,6 +76,7 @@ CASES = {
     "sqrt_": (lambda x, y, i: x.sqrt_(), "fastop::sqrt"),
     "tanh_": (lambda x, y, i: x.tanh_(), "fastop::tanh"),
     "abs_": (lambda x, y, i: (-x).abs_(), "fastop::abs"),
+    "neg_": (lambda x, y, i: x.neg_(), "fastop::neg"),
     "reciprocal_": (lambda x, y, i: x.reciprocal_(), "fastop::divide"),
     "zero_": (lambda x, y, i: x.zero_(), "fastop::full_like"),
     "fill_": (lambda x, y, i: x.fill_(3.0), "fastop::full_like"),
