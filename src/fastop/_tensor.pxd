@@ -15,7 +15,6 @@ cdef class Tensor(DenseTensor):
     cdef int _out_index           # which output of `_node` this tensor is
     cdef public object name
     cdef bint _retains_grad       # retain_grads(): a non-leaf keeps its .grad after backward
-    cdef bint _int_no_stop        # stop_gradient=False on an integer/bool tensor (no gradient flows)
 
 
 cdef Tensor wrap_dense(DenseTensor d)

@@ -211,13 +211,9 @@ def to_tensor(data, dtype=None, place=None, stop_gradient=True) -> Tensor:
 
 
 cdef int _require_grad(Tensor t, str who) except -1:
-    """Make t take gradients (stop_gradient=False). An integer or bool tensor accepts
-    the flag, as in PaddlePaddle, but no gradient flows into it (integer values are not
-    differentiable): it reports stop_gradient=False and its .grad stays None."""
-    if t.view.dtype != FASTOP_FLOAT32 and t.view.dtype != FASTOP_FLOAT64 \
-            and t.view.dtype != FASTOP_FLOAT16:
-        t._int_no_stop = True
-        return 0
+    """Make t take gradients (stop_gradient=False). Integer tensors too, as in
+    PaddlePaddle: their gradients are in their own dtype (through integer ops; a cast
+    to float passes the float gradient back cast to the integer dtype)."""
     t.requires_grad = True
     return 0
 
@@ -267,13 +263,12 @@ cdef class Tensor(DenseTensor):
     def stop_gradient(self) -> bool:
         """True (the default for created tensors): no gradient flows into this tensor.
         Parameters have False; results of ops are False when an input is False."""
-        return not (self.requires_grad or self._int_no_stop)
+        return not self.requires_grad
 
     @stop_gradient.setter
     def stop_gradient(self, bint value):
         if value:
             self.requires_grad = False
-            self._int_no_stop = False
         elif not self.requires_grad:
             _require_grad(self, "stop_gradient")
 

@@ -87,6 +87,8 @@ CASES = {
                         "fastop::take_along_axis"),
     "flatten": (lambda x, y, i: x.reshape([1, 2, 3]).flatten(1), "fastop::reshape"),
     "clone": (lambda x, y, i: x.clone(), "fastop::cast"),
+    "expand": (lambda x, y, i: x.sum(axis=0).expand([4, 3]), "fastop::broadcast_to"),
+    "expand_as": (lambda x, y, i: x.sum(axis=0).expand_as(y), "fastop::expand_as"),
     "equal": (lambda x, y, i: x.equal(y * 0 + x), "fastop::equal"),
     "not_equal": (lambda x, y, i: x.not_equal(y), "fastop::not_equal"),
     "greater_than": (lambda x, y, i: x.greater_than(y), "fastop::greater_than"),

@@ -14,7 +14,7 @@ from fastop.tensor._common import ShapeLike, shape_list, tensor_methods
 __all__ = ["reshape", "transpose", "concat",
            # stacking, splitting, squeezing, gathering, casting (section at the end)
            "stack", "split", "chunk", "squeeze", "unsqueeze", "gather", "take_along_axis",
-           "cast", "flatten", "clone"]
+           "cast", "flatten", "clone", "broadcast_to", "expand", "expand_as"]
 
 
 def reshape(x: Tensor, shape: ShapeLike, name: str | None = None) -> Tensor:
@@ -161,6 +161,21 @@ def flatten(x: Tensor, start_axis: int = 0, stop_axis: int = -1,
     return B.reshape(x, shape=new)
 
 
+def broadcast_to(x: Tensor, shape: ShapeLike, name: str | None = None) -> Tensor:
+    """x broadcast to `shape` (numpy's rules; -1 keeps x's dim): a read-only view."""
+    return B.broadcast_to(x, shape=shape_list(shape))
+
+
+def expand(x: Tensor, shape: ShapeLike, name: str | None = None) -> Tensor:
+    """PaddlePaddle's name for :func:`broadcast_to`."""
+    return B.broadcast_to(x, shape=shape_list(shape))
+
+
+def expand_as(x: Tensor, y: Tensor, name: str | None = None) -> Tensor:
+    """x broadcast to y's shape (a read-only view; y's values are not used)."""
+    return B.expand_as(x, y)
+
+
 def clone(x: Tensor, name: str | None = None) -> Tensor:
     """A copy of x that stays in the graph (its gradient flows back to x)."""
     return B.cast(x, dtype=as_dtype(x.dtype))
@@ -168,4 +183,4 @@ def clone(x: Tensor, name: str | None = None) -> Tensor:
 
 tensor_methods({"split": split, "chunk": chunk, "squeeze": squeeze, "unsqueeze": unsqueeze,
                 "gather": gather, "take_along_axis": take_along_axis, "flatten": flatten,
-                "clone": clone})
+                "clone": clone, "expand": expand, "expand_as": expand_as})
