@@ -421,6 +421,7 @@ cdef class Tensor(DenseTensor):
         back); a leaf that takes gradients is written only under ``no_grad``, as in
         PaddlePaddle."""
         if self.requires_grad and grad_enabled():
+            from fastop.tensor.inplace import setitem_recorded   # the eager layer above
             setitem_recorded(self, key, value)
             return
         self.numpy()[key] = value.numpy() if isinstance(value, DenseTensor) else value
@@ -592,38 +593,3 @@ cdef int _write_values(Tensor x, Tensor value, str who) except -1:
 
 add_methods({"retain_grads": retain_grads})
 
-
-def setitem_recorded(Tensor x, key, value) -> None:
-    """``x[key] = value`` for an x that takes gradients while grad mode is on, through
-    the in-place mechanism: x becomes ``where(mask, placed values, old x)``, so the
-    kept elements pass their gradient to x's old value and, for a value that takes
-    gradients, the written ones to it (placed by a gather, which sums the gradient of
-    a broadcast value). A leaf x is refused with PaddlePaddle's ValueError."""
-    source = inplace_source(x, "__setitem__")
-    mask = np.zeros(x.shape, dtype=bool)
-    mask[key] = True
-    if isinstance(value, Tensor) and (<Tensor>value).requires_grad:
-        placed = _placed(x, key, <Tensor>value)
-    else:
-        values = np.zeros(x.shape, dtype=x.dtype.numpy_dtype)
-        values[key] = value.numpy() if isinstance(value, DenseTensor) else value
-        placed = from_numpy(values, Tensor)
-    result = dispatch(registry.get("fastop::where"),
-                      (from_numpy(mask, Tensor), placed, source), None)
-    inplace_store(x, result, "__setitem__")
-
-
-cdef object _placed(Tensor x, key, Tensor value):
-    """A tensor of x's shape holding `value` (broadcast) at `key`, differentiable in
-    value: a gather of its elements by position."""
-    region = np.empty(x.shape, dtype=np.int8)[key].shape
-    positions = np.zeros(x.shape, dtype=np.int64)
-    positions[key] = np.arange(int(np.prod(region)), dtype=np.int64).reshape(region)
-    if value.view.dtype != x.view.dtype:
-        value = dispatch(_op(CAST), (value,), {"dtype": x.dtype})
-    flat = dispatch(registry.get("fastop::reshape"),
-                    (dispatch(registry.get("fastop::broadcast_to"), (value,),
-                              {"shape": list(region)}),), {"shape": [-1]})
-    return dispatch(registry.get("fastop::gather"),
-                    (flat, from_numpy(positions.reshape(-1), Tensor)),
-                    {"axis": 0}).reshape(x.shape)

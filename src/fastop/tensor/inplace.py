@@ -231,6 +231,38 @@ def assign(x: Any, output: Tensor | None = None) -> Tensor:
         s, _manipulation.cast(B.broadcast_to(x, shape=list(s.shape)), s.dtype)))
 
 
+def setitem_recorded(x: Tensor, key: Any, value: Any) -> None:
+    """``x[key] = value`` for an x that takes gradients while grad mode is on
+    (``Tensor.__setitem__`` hands it here): x becomes ``where(mask, placed values,
+    old x)``, so the kept elements pass their gradient to x's old value and, for a
+    value that takes gradients, the written ones to it (placed by a gather, which sums
+    the gradient of a broadcast value). A leaf x is refused with PaddlePaddle's
+    ValueError."""
+    source = inplace_source(x, "__setitem__")
+    mask = np.zeros(x.shape, dtype=bool)
+    mask[key] = True
+    if isinstance(value, Tensor) and not value.stop_gradient:
+        placed = _placed(x, key, value)
+    else:
+        values = np.zeros(x.shape, dtype=as_dtype(x.dtype).numpy_dtype)
+        values[key] = value.numpy() if isinstance(value, Tensor) else value
+        placed = from_numpy_tensor(values)
+    inplace_store(x, B.where(from_numpy_tensor(mask), placed, source), "__setitem__")
+
+
+def _placed(x: Tensor, key: Any, value: Tensor) -> Tensor:
+    """A tensor of x's shape holding `value` (broadcast) at `key`, differentiable in
+    value: a gather of its elements by position."""
+    region = np.empty(x.shape, dtype=np.int8)[key].shape
+    positions = np.zeros(x.shape, dtype=np.int64)
+    positions[key] = np.arange(int(np.prod(region)), dtype=np.int64).reshape(region)
+    if value.dtype != x.dtype:
+        value = _manipulation.cast(value, x.dtype)
+    flat = B.reshape(B.broadcast_to(value, shape=list(region)), shape=[-1])
+    return B.reshape(B.gather(flat, from_numpy_tensor(positions.reshape(-1)), axis=0),
+                     shape=list(x.shape))
+
+
 _EAGER_ONLY = ("uniform_", "normal_")       # random values drawn now: no program op
 
 tensor_methods({name: globals()[name] for name in __all__
