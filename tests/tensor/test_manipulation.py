@@ -184,3 +184,20 @@ def test_in_place_squeeze_in_static_mode_is_the_out_of_place_op():
     finally:
         fastop.disable_static()
     assert [g.shape for g in got] == [(2,), (1, 2, 1)]
+
+
+def test_broadcast_to_expand_and_expand_as_are_differentiable_views():
+    x = fastop.to_tensor(2.0, stop_gradient=False)          # 0-D
+    out = fastop.broadcast_to(x, [3, 3])
+    assert out.shape == [3, 3]
+    out.backward()
+    assert x.grad.shape == [] and x.grad.item() == 9.0
+    row = fastop.to_tensor([[1.0, 2.0]], stop_gradient=False)
+    e = row.expand([3, 2])
+    np.testing.assert_array_equal(e.numpy(), [[1.0, 2.0]] * 3)
+    (e * fastop.ones([3, 2])).sum().backward()
+    np.testing.assert_array_equal(row.grad.numpy(), [[3.0, 3.0]])
+    assert fastop.expand_as(row, fastop.zeros([4, 2])).shape == [4, 2]
+    assert fastop.expand(row, [-1, 2]).shape == [1, 2]      # -1 keeps the dim
+    with pytest.raises(ValueError, match="broadcast"):
+        fastop.broadcast_to(row, [3, 3])
