@@ -548,3 +548,10 @@ def test_retain_grads_on_a_leaf_or_a_constant_changes_nothing():
     (w * c).sum().backward()
     np.testing.assert_allclose(w.grad.numpy(), [5.0, 6.0])
     assert c.grad is None and c.stop_gradient
+
+
+def test_a_0d_tensor_formats_as_its_number():
+    assert f"{fastop.to_tensor(1.5):.2f}" == "1.50" and f"{fastop.to_tensor(7):>3}" == "  7"
+    assert format(fastop.to_tensor([1.0])).startswith("Tensor(shape=[1]")
+    with pytest.raises(TypeError, match="unsupported format string"):
+        f"{fastop.to_tensor([1.0]):.2f}"

@@ -201,3 +201,15 @@ def test_broadcast_to_expand_and_expand_as_are_differentiable_views():
     assert fastop.expand(row, [-1, 2]).shape == [1, 2]      # -1 keeps the dim
     with pytest.raises(ValueError, match="broadcast"):
         fastop.broadcast_to(row, [3, 3])
+
+
+def test_squeeze_of_a_0d_tensor_takes_axis_0_or_minus_1():
+    """PaddlePaddle's 0-D rule: the tensor stays 0-D; its gradient too."""
+    x = fastop.to_tensor(3.0, stop_gradient=False)
+    for axis in (None, 0, -1, [0]):
+        out = fastop.squeeze(x, axis=axis)
+        assert out.shape == []
+        out.backward()
+    assert x.grad.shape == [] and x.grad.item() == 4.0
+    with pytest.raises(ValueError, match="0 or -1 for a 0-D x"):
+        fastop.squeeze(x, axis=1)
