@@ -175,11 +175,33 @@ def test_setitem_writes_in_place_outside_autograd():
     t[1] = fastop.to_tensor(np.zeros(3))
     np.testing.assert_array_equal(t.numpy(), [[0.3, 5.0, 5.0], [0.0, 0.0, 0.0]])
     p = fastop.to_tensor(X, stop_gradient=False)
-    with pytest.raises(RuntimeError, match="stop_gradient=False.*no_grad"):
+    with pytest.raises(ValueError, match=r"__setitem__: \(InvalidArgument\) Leaf Var \(\) "
+                                         r"that doesn't stop gradient can't use inplace"):
         p[0] = 1.0
     with fastop.no_grad():
         p[0] = 1.0
     assert p.numpy()[0].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_setitem_on_a_non_leaf_is_recorded_as_paddle_does():
+    w = fastop.to_tensor(X, stop_gradient=False)
+    y = w * 3.0
+    y[0, 1:] = 5.0
+    y[1] = fastop.to_tensor([1.0, 2.0, 3.0], dtype="float64")
+    np.testing.assert_allclose(y.numpy(), [[0.9, 5.0, 5.0], [1.0, 2.0, 3.0]])
+    (y * y).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), [[2 * 0.9 * 3.0, 0, 0], [0, 0, 0]])
+    z = w * 1.0
+    kept = z * z                  # saves z: a later write is refused at backward
+    z[0, 0] = 1.0
+    with pytest.raises(RuntimeError, match="modified in place"):
+        kept.sum().backward()
+    v = fastop.to_tensor([2.0, 4.0], dtype="float64", stop_gradient=False)
+    u = w * 1.0
+    u[:, 1:] = v[:, None] * 1.0          # broadcast along the row: each v twice
+    np.testing.assert_allclose(u.numpy()[:, 1:], [[2.0, 2.0], [4.0, 4.0]])
+    (u * 3.0).sum().backward()
+    np.testing.assert_allclose(v.grad.numpy(), [6.0, 6.0])
 
 
 def test_deepcopy_and_pickle_of_leaves():
@@ -492,3 +514,44 @@ def test_indexing_gradient_is_differentiable_again():
     assert not g.stop_gradient
     (gg,) = fastop.grad(g[1], seed)
     np.testing.assert_array_equal(gg.numpy(), [1.0, 1.0, 1.0])
+
+
+def test_retain_grads_keeps_a_non_leafs_gradient():
+    """PaddlePaddle's Tensor.retain_grads: after backward a non-leaf that called it has
+    its gradient in .grad (accumulated over passes, as a leaf's); one that did not has
+    None; fastop.grad writes no .grad."""
+    w = fastop.to_tensor([1.0, 2.0, 3.0], stop_gradient=False)
+    h = w * w
+    h.retain_grads()
+    kept_out = (h * 3.0).sum()
+    kept_out.retain_grads()                 # the root: its gradient is ones
+    plain = h + 1.0
+    out = kept_out + plain.sum()
+    out.backward(retain_graph=True)
+    np.testing.assert_allclose(h.grad.numpy(), [4.0, 4.0, 4.0])
+    np.testing.assert_allclose(kept_out.grad.numpy(), 1.0)
+    assert plain.grad is None
+    np.testing.assert_allclose(w.grad.numpy(), [8.0, 16.0, 24.0])
+    out.backward()
+    np.testing.assert_allclose(h.grad.numpy(), [8.0, 8.0, 8.0])
+    h2 = w * 2.0
+    h2.retain_grads()
+    fastop.grad(h2.sum(), w)
+    assert h2.grad is None
+
+
+def test_retain_grads_on_a_leaf_or_a_constant_changes_nothing():
+    w = fastop.to_tensor([1.0, 2.0], stop_gradient=False)
+    w.retain_grads()
+    c = fastop.to_tensor([5.0, 6.0])
+    c.retain_grads()
+    (w * c).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), [5.0, 6.0])
+    assert c.grad is None and c.stop_gradient
+
+
+def test_a_0d_tensor_formats_as_its_number():
+    assert f"{fastop.to_tensor(1.5):.2f}" == "1.50" and f"{fastop.to_tensor(7):>3}" == "  7"
+    assert format(fastop.to_tensor([1.0])).startswith("Tensor(shape=[1]")
+    with pytest.raises(TypeError, match="unsupported format string"):
+        f"{fastop.to_tensor([1.0]):.2f}"

@@ -13,6 +13,8 @@ cdef class Tensor(DenseTensor):
     cdef readonly Py_ssize_t _grad_version  # +1 per gradient given (backward, .grad =)
     cdef Node _node               # the graph node that produced this tensor (None: a leaf)
     cdef int _out_index           # which output of `_node` this tensor is
+    cdef bint _retains_grad       # retain_grads(): a non-leaf keeps its .grad after backward
+                                  # (beside _out_index: fills its padding, no size change)
     cdef public object name
 
 

@@ -17,13 +17,13 @@ from fastop._core.storage cimport (DenseTensor, FASTOP_BOOL, FASTOP_FLOAT32, FAS
                                    FASTOP_FLOAT16, FASTOP_INT32, FASTOP_INT64,
                                    FASTOP_MAX_NDIM, FASTOP_NUM_DTYPES,
                                    FASTOP_NUM_COMPUTE_DTYPES, alloc_tensor, bump_version,
-                                   dtype_code, as_ndarray)
+                                   dtype_code, as_ndarray, memory_root)
 from fastop.ops._dispatch cimport OpBase, call_eager, dispatch
 from fastop.autograd._grad_mode cimport grad_enabled
 
 import numpy as np
 
-from fastop._core.storage import DTYPE_NAMES, as_dtype, from_numpy
+from fastop._core.storage import DTYPE_NAMES, as_dtype, from_numpy, take_view_shape
 from fastop.ops import _indexing
 from fastop.ops._registry import registry
 
@@ -211,13 +211,9 @@ def to_tensor(data, dtype=None, place=None, stop_gradient=True) -> Tensor:
 
 
 cdef int _require_grad(Tensor t, str who) except -1:
-    """Make t take gradients: floating dtypes only (an integer gradient would be
-    truncated, as in PyTorch)."""
-    if t.view.dtype != FASTOP_FLOAT32 and t.view.dtype != FASTOP_FLOAT64 \
-            and t.view.dtype != FASTOP_FLOAT16:
-        raise TypeError(f"{who}: stop_gradient=False needs a float16, float32 or float64 "
-                        f"tensor, got {t.dtype.name} (cast it first: "
-                        f"x.astype('float32'))")
+    """Make t take gradients (stop_gradient=False). Integer tensors too, as in
+    PaddlePaddle: their gradients are in their own dtype (through integer ops; a cast
+    to float passes the float gradient back cast to the integer dtype)."""
     t.requires_grad = True
     return 0
 
@@ -280,6 +276,13 @@ cdef class Tensor(DenseTensor):
     def is_leaf(self) -> bool:
         """True for tensors made by the user rather than by a recorded op."""
         return self._node is None
+
+    @property
+    def inplace_version(self) -> int:
+        """In-place changes made so far to this tensor's memory (PaddlePaddle's name):
+        item assignment, set_value, in-place ops, optimizer steps. Views of one memory
+        share the count."""
+        return memory_root(self)._version
 
     def backward(self, grad_tensor=None, bint retain_graph=False):
         """Accumulate d(self)/d(leaf) into the ``.grad`` of every leaf with
@@ -413,12 +416,14 @@ cdef class Tensor(DenseTensor):
         return _indexing.getitem(self, key)
 
     def __setitem__(self, key, value):
-        """Write values in place (numpy indexing rules). Not recorded by autograd, so a
-        tensor that needs a gradient can only be written under ``no_grad``."""
+        """Write values in place (numpy indexing rules). On a non-leaf that takes
+        gradients the write is recorded (the overwritten elements pass no gradient
+        back); a leaf that takes gradients is written only under ``no_grad``, as in
+        PaddlePaddle."""
         if self.requires_grad and grad_enabled():
-            raise RuntimeError(f"in-place assignment to a tensor with stop_gradient=False "
-                               f"(shape {self.shape}) is not differentiable; do it under "
-                               f"fastop.no_grad() or use set_value")
+            from fastop.tensor.inplace import setitem_recorded   # the eager layer above
+            setitem_recorded(self, key, value)
+            return
         self.numpy()[key] = value.numpy() if isinstance(value, DenseTensor) else value
         bump_version(self)
 
@@ -509,3 +514,82 @@ def add_methods(dict methods) -> None:
             raise TypeError(f"add_methods: {name} is not callable")
     (<dict><object>tp.tp_dict).update(methods)
     PyType_Modified(tp)
+
+
+# --------------------------------------------------------------------------- retain_grads
+
+def retain_grads(Tensor self) -> None:
+    """Keep this tensor's gradient in ``.grad`` after backward also when it is not a
+    leaf (PaddlePaddle's ``Tensor.retain_grads``): each backward pass through it adds
+    its gradient there, as for a leaf. Leaves keep theirs anyway; a tensor no gradient
+    flows into (stop_gradient=True) gets none."""
+    if self._node is not None:
+        self._retains_grad = True
+
+
+# --------------------------------------------------------------------------- in-place ops
+# PaddlePaddle's in-place tensor methods (``x.add_(y)``, ``x.exp_()``...,
+# fastop.tensor.inplace) compute the out-of-place op through the one dispatch entry,
+# from inplace_source(x), then inplace_store writes the value into x's memory.
+
+def inplace_source(Tensor x, str who, bint same_memory=False) -> Tensor:
+    """What an in-place op on x computes from: x itself when no gradient is recorded
+    for x; for a non-leaf that takes gradients, a stand-in for x's value before the
+    change, carrying x's place in the graph (inplace_store then hands x the result's):
+    a copy, so a gradient that reads the op's input reads the old value, as in
+    PaddlePaddle; a view of x's memory (`same_memory`) for the shape methods. A leaf
+    that takes gradients is refused with PaddlePaddle's error (a ValueError): its
+    .grad would be the gradient of a value it no longer holds."""
+    cdef Tensor old
+    if not x.requires_grad or not grad_enabled():
+        return x
+    if x._node is None:
+        raise ValueError(f"{who}: (InvalidArgument) Leaf Var ({x.name or ''}) that doesn't "
+                         f"stop gradient can't use inplace strategy. x (shape {x.shape}) "
+                         f"is a leaf with stop_gradient=False, such as a parameter: change "
+                         f"it under fastop.no_grad(), or use the out-of-place "
+                         f"{who.rstrip('_')}")
+    old = view_of(x) if same_memory else <Tensor>x.copy()
+    old.requires_grad = True
+    old._node = x._node
+    old._out_index = x._out_index
+    return old
+
+
+def inplace_store(Tensor x, Tensor value, str who) -> Tensor:
+    """Make x hold `value` (the op's result) and return x: a view of x's elements
+    (squeeze_, reshape_...) gives x its shape; any other value is written into x's
+    memory, and must have x's shape and dtype. The change is counted (a value autograd
+    saved of x before is refused at backward) and x takes value's place in the graph
+    when the op was recorded."""
+    if value.view.data == x.view.data and value.view.size == x.view.size \
+            and value.view.dtype == x.view.dtype:
+        take_view_shape(x, value)
+    else:
+        _write_values(x, value, who)
+    if value._node is not None:
+        x.requires_grad = True
+        x._node = value._node
+        x._out_index = value._out_index
+    return x
+
+
+cdef int _write_values(Tensor x, Tensor value, str who) except -1:
+    """Copy value into x's memory (of x's shape and dtype), counted as a write."""
+    if value.shape != x.shape:
+        raise ValueError(f"{who}: the result has shape {value.shape}, but an in-place op "
+                         f"keeps x's shape {x.shape} (the other operand may not broadcast "
+                         f"x to a larger shape)")
+    if value.view.dtype != x.view.dtype:
+        raise TypeError(f"{who}: the result is {value.dtype.name}, but an in-place op keeps "
+                        f"x's dtype {x.dtype.name}; cast the other operand, or use the "
+                        f"out-of-place {who.rstrip('_')}")
+    if x.readonly:
+        raise ValueError(f"{who}: x (shape {x.shape}) is read-only")
+    np.copyto(as_ndarray(x), as_ndarray(value))
+    bump_version(x)
+    return 0
+
+
+add_methods({"retain_grads": retain_grads})
+

@@ -107,8 +107,9 @@ def test_a_kernel_explains_its_own_errors_and_echoes_the_attributes():
     x = from_numpy(np.zeros((2, 3)))
     assert reduce.sum.reasons and not elementwise.tanh.reasons
     with pytest.raises(ValueError, match=r"^fastop::sum: each axis must be in \[-ndim, ndim\) "
-                                         r"of x, and given once; got x: shape \[2, 3\] "
-                                         r"float64, axis=\[1, -1\], keepdim=True$"):
+                                         r"of x \(0 or -1 for a 0-D x\), and given once; got "
+                                         r"x: shape \[2, 3\] float64, axis=\[1, -1\], "
+                                         r"keepdim=True$"):
         reduce.sum(x, axis=[1, -1], keepdim=True)
     with pytest.raises(ValueError, match=r"^fastop::max: a max over zero elements has no value"):
         reduce.max(from_numpy(np.zeros((0, 3))))

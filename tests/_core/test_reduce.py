@@ -250,11 +250,14 @@ def test_bad_axes_name_the_op_and_shapes(kernel):
     x = np.zeros((2, 3), dtype=np.float32)
     for axis in (2, -3, [0, 0], [1, -1]):
         with pytest.raises(ValueError, match=rf"{kernel.name}: each axis must be in "
-                                             r"\[-ndim, ndim\) of x, and given once; got "
-                                             r"x: shape \[2, 3\] float32, axis="):
+                                             r"\[-ndim, ndim\) of x \(0 or -1 for a 0-D "
+                                             r"x\), and given once; got x: shape \[2, 3\] "
+                                             r"float32, axis="):
             kernel(x, axis=axis)
     with pytest.raises(ValueError, match=rf"{kernel.name}: each axis must be in"):
-        kernel(np.float32(1.0), axis=0)
+        kernel(np.float32(1.0), axis=1)
+    # a 0-D x takes axis 0 or -1 (PaddlePaddle's rule): x itself
+    assert kernel(np.float32(1.5), axis=-1).numpy() == 1.5
 
 
 def test_unsupported_dtypes_name_the_op():

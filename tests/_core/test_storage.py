@@ -546,3 +546,13 @@ print(_large_block_sizes(), float(t.numpy().sum()))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["[]", str(float(request_mib * (1 << 20) // 4))]
+
+
+def test_item_takes_a_flat_index_or_a_position_as_paddle():
+    t = from_numpy(np.arange(6.0).reshape(2, 3))
+    assert t.item(4) == 4.0 and t.item(1, 2) == 5.0
+    assert from_numpy(np.array([7])).item() == 7
+    with pytest.raises(ValueError, match="item\\(\\) needs a tensor of one element"):
+        t.item()
+    with pytest.raises(IndexError):
+        t.item(6)

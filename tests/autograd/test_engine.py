@@ -185,20 +185,32 @@ def test_no_grad_on_a_generator_holds_while_its_code_runs(ops):
     assert [t.stop_gradient for t in batches(3)] == [True] * 3
 
 
-def test_only_floating_tensors_take_gradients():
-    with pytest.raises(TypeError, match="to_tensor: stop_gradient=False needs a float16, "
-                                        "float32 or float64 tensor, got int64"):
-        fastop.to_tensor([1, 2], stop_gradient=False)
-    with pytest.raises(TypeError, match="got uint8"):
-        fastop.to_tensor(np.ones(2, np.uint8), stop_gradient=False)
+def test_integer_tensors_take_gradients_in_their_dtype_as_in_paddle():
+    """PaddlePaddle lets an integer tensor have stop_gradient=False: integer results of
+    it take gradients too, in their dtype; a cast to float passes the float gradient
+    back cast (truncated) to the integer dtype; an integer result of float inputs
+    (argmax, top-k's indices) takes none."""
+    t = fastop.to_tensor([1, 2, 3], stop_gradient=False)
+    y = t * 2
+    assert not y.stop_gradient and y.dtype == fastop.int64
+    y.retain_grads()
+    (y * y).sum().backward()
+    assert t.grad.dtype == fastop.int64
+    np.testing.assert_array_equal(t.grad.numpy(), [8, 16, 24])        # 2 * 2y
+    np.testing.assert_array_equal(y.grad.numpy(), [4, 8, 12])
+    u = fastop.to_tensor([1, 2], stop_gradient=False)
+    w = fastop.to_tensor([0.5, 1.5], stop_gradient=False)
+    (u.astype("float32") * w).sum().backward()
+    np.testing.assert_array_equal(u.grad.numpy(), [0, 1])             # int64([0.5, 1.5])
+    np.testing.assert_allclose(w.grad.numpy(), [1.0, 2.0])
+    f = fastop.to_tensor([0.5, 2.0], stop_gradient=False)
+    assert f.argmax().stop_gradient and fastop.topk(f, 1)[1].stop_gradient
     assert not fastop.to_tensor(np.ones(2, np.float16), stop_gradient=False).stop_gradient
-    t = fastop.to_tensor([1, 2])
-    with pytest.raises(TypeError, match="got int64"):
-        t.stop_gradient = False
-    assert t.stop_gradient
-    f = t.astype("float32")
-    f.stop_gradient = False
-    assert not f.stop_gradient
+    b = fastop.to_tensor([True, False])
+    b.stop_gradient = False
+    assert not b.stop_gradient
+    b.stop_gradient = True
+    assert b.stop_gradient
 
 
 def test_a_leaf_set_to_stop_gradient_after_recording_gets_no_grad(ops):

@@ -85,12 +85,25 @@ def test_weighted_sampler_without_replacement_draws_distinct_indices():
 @pytest.mark.parametrize("weights, kwargs, message", [
     ([0.0, 0.0], {}, "at least one weight must be positive"),
     ([1.0, -1.0], {}, "finite and non-negative"),
-    ([[1.0]], {}, "non-empty 1-D"),
     ([1.0, 0.0], {"replacement": False, "num_samples": 2}, "must not exceed the number"),
 ])
-def test_weighted_sampler_rejects_bad_weights(weights, kwargs, message):
-    with pytest.raises(ValueError, match=message):
-        WeightedRandomSampler(weights, **{"num_samples": 1, **kwargs})
+def test_weighted_sampler_checks_the_weights_when_sampling(weights, kwargs, message):
+    """As PaddlePaddle: made without complaint, refused when iterated, with an error
+    that is a ValueError and (Paddle's type) an AssertionError."""
+    sampler = WeightedRandomSampler(weights, **{"num_samples": 1, **kwargs})
+    for error in (ValueError, AssertionError):
+        with pytest.raises(error, match=message):
+            list(sampler)
+
+
+def test_weighted_sampler_refuses_bad_shapes_and_arguments_when_made():
+    with pytest.raises(ValueError, match="non-empty 1-D"):
+        WeightedRandomSampler([[1.0]], num_samples=1)
+    with pytest.raises(ValueError, match="num_samples must be a positive integer, got 2.3"):
+        WeightedRandomSampler([1.0], num_samples=2.3)
+    # Paddle's type for a non-bool replacement here is ValueError (RandomSampler's: TypeError)
+    with pytest.raises(ValueError, match="replacement must be a bool, got int 5"):
+        WeightedRandomSampler([1.0], num_samples=1, replacement=5)
 
 
 @given(st.lists(st.integers(0, 1000), min_size=1, max_size=50))

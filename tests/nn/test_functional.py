@@ -355,3 +355,19 @@ def test_linear_broadcasts_a_0d_bias():
     np.testing.assert_allclose(out.numpy(), x.numpy() @ w.numpy() + 0.5)
     out.sum().backward()
     assert b.grad.shape == [] and b.grad.item() == 8.0
+
+
+def test_in_place_activations_write_x_and_follow_paddles_rules():
+    import fastop.nn.functional as F
+    x = fastop.to_tensor([[-1.0, 2.0], [0.5, -3.0]])
+    assert F.relu_(x) is x
+    np.testing.assert_array_equal(x.numpy(), [[0.0, 2.0], [0.5, 0.0]])
+    assert F.softmax_(x, axis=1) is x
+    np.testing.assert_allclose(x.numpy().sum(axis=1), [1.0, 1.0], rtol=1e-6)
+    assert F.tanh_(x) is x
+    w = fastop.to_tensor([[-1.0, 2.0]], stop_gradient=False)
+    with pytest.raises(ValueError, match="relu_: .*Leaf Var"):
+        F.relu_(w)
+    y = w * 2.0
+    F.relu_(y).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), [[0.0, 2.0]])

@@ -6,6 +6,7 @@ from functools import partial
 import numpy as np
 import pytest
 
+import fastop
 from fastop._core.storage import from_numpy
 from fastop.ops import TensorMeta, registry
 from fastop.ops.checking import check_grad_rule
@@ -139,3 +140,21 @@ def test_broadcast_to_and_expand_as_grads(shapes):
     like = ref.broadcast_to(x, target)
     grads = check_rule("fastop::expand_as", [x, np.zeros(like.shape)], {})
     assert grads[1] is None
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "max", "min", "prod"])
+def test_a_0d_tensor_reduces_over_axis_0_or_minus_1_to_itself(name):
+    """PaddlePaddle's 0-D rule: axis None, [], 0 or -1 of a 0-D x give a 0-D result
+    (x's value) and a 0-D gradient; any other axis is refused."""
+    fn = getattr(fastop, name)
+    x = fastop.to_tensor(2.5, stop_gradient=False)
+    for axis in (None, [], 0, -1):
+        out = fn(x, axis=axis)
+        assert out.shape == [] and out.item() == 2.5
+        out.backward()
+    assert x.grad.shape == [] and x.grad.item() == 4.0
+    assert fn(x, axis=0, keepdim=True).shape == []
+    with pytest.raises(ValueError, match="0 or -1 for a 0-D x|axis"):
+        fn(x, axis=1)
+    y = fastop.to_tensor([1.0, 2.0, 3.0])
+    assert fn(y, axis=0).shape == [] and fn(y.reshape([1, 3]), keepdim=True).shape == [1, 1]

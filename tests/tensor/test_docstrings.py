@@ -4,7 +4,7 @@ import importlib
 
 import pytest
 
-MODULES = ["fastop.tensor.search", "fastop.tensor.logic"]
+MODULES = ["fastop.tensor.search", "fastop.tensor.logic", "fastop.tensor.inplace"]
 
 
 @pytest.mark.parametrize("module", MODULES)

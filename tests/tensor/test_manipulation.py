@@ -142,8 +142,21 @@ def test_in_place_squeeze_errors():
     assert x.shape == [2, 1]                        # unchanged by the refused call
     w = fastop.ones([2, 1])
     w.stop_gradient = False
-    with pytest.raises(RuntimeError, match=r"squeeze_: x takes gradients .*use squeeze\(x\)"):
+    with pytest.raises(ValueError, match=r"squeeze_: .*Leaf Var \(\) that doesn't stop "
+                                         r"gradient can't use inplace strategy"):
         fastop.squeeze_(w)
+
+
+def test_in_place_shape_methods_on_a_non_leaf_keep_the_gradient_flowing():
+    w = fastop.to_tensor(np.arange(6, dtype="float32").reshape(2, 1, 3), stop_gradient=False)
+    y = w * 2.0
+    version = y.inplace_version
+    assert y.squeeze_(1) is y and y.shape == [2, 3]
+    assert y.reshape_([3, 2]) is y and y.flatten_() is y and y.shape == [6]
+    assert y.unsqueeze_(0) is y and y.shape == [1, 6]
+    assert y.inplace_version == version + 4
+    (y * fastop.to_tensor(np.arange(6, dtype="float32"))).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), 2.0 * np.arange(6).reshape(2, 1, 3))
 
 
 def test_a_value_saved_for_backward_then_squeezed_in_place_is_refused():
@@ -171,3 +184,32 @@ def test_in_place_squeeze_in_static_mode_is_the_out_of_place_op():
     finally:
         fastop.disable_static()
     assert [g.shape for g in got] == [(2,), (1, 2, 1)]
+
+
+def test_broadcast_to_expand_and_expand_as_are_differentiable_views():
+    x = fastop.to_tensor(2.0, stop_gradient=False)          # 0-D
+    out = fastop.broadcast_to(x, [3, 3])
+    assert out.shape == [3, 3]
+    out.backward()
+    assert x.grad.shape == [] and x.grad.item() == 9.0
+    row = fastop.to_tensor([[1.0, 2.0]], stop_gradient=False)
+    e = row.expand([3, 2])
+    np.testing.assert_array_equal(e.numpy(), [[1.0, 2.0]] * 3)
+    (e * fastop.ones([3, 2])).sum().backward()
+    np.testing.assert_array_equal(row.grad.numpy(), [[3.0, 3.0]])
+    assert fastop.expand_as(row, fastop.zeros([4, 2])).shape == [4, 2]
+    assert fastop.expand(row, [-1, 2]).shape == [1, 2]      # -1 keeps the dim
+    with pytest.raises(ValueError, match="broadcast"):
+        fastop.broadcast_to(row, [3, 3])
+
+
+def test_squeeze_of_a_0d_tensor_takes_axis_0_or_minus_1():
+    """PaddlePaddle's 0-D rule: the tensor stays 0-D; its gradient too."""
+    x = fastop.to_tensor(3.0, stop_gradient=False)
+    for axis in (None, 0, -1, [0]):
+        out = fastop.squeeze(x, axis=axis)
+        assert out.shape == []
+        out.backward()
+    assert x.grad.shape == [] and x.grad.item() == 4.0
+    with pytest.raises(ValueError, match="0 or -1 for a 0-D x"):
+        fastop.squeeze(x, axis=1)

@@ -518,8 +518,14 @@ cdef int _dispatch(int op, const fastop_view* x, fastop_view* out, const bint* r
 # --------------------------------------------------------------------------- sum/mean/max
 
 cdef int _axes_mask(const fastop_view* x, const fastop_attrs* a, bint* reduced) noexcept nogil:
-    """reduced[d] for the axes in ints[1:] (all when none); K_ERR_ATTR if invalid."""
+    """reduced[d] for the axes in ints[1:] (all when none); K_ERR_ATTR if invalid. A
+    0-D x takes axis 0 or -1 (PaddlePaddle's rule: the tensor itself, reduced)."""
     cdef int d, k, ax
+    if x.ndim == 0:
+        for k in range(1, a.n_ints):
+            if a.ints[k] != 0 and a.ints[k] != -1:
+                return K_ERR_ATTR
+        return K_OK
     for d in range(x.ndim):
         reduced[d] = a.n_ints <= 1
     for k in range(1, a.n_ints):
@@ -789,7 +795,7 @@ sum_to_shape = make_kernel("sum_to_shape", ("x",), ("out",), _infer_sum_to_shape
                            _pack_shape, 0)
 
 # what their errors mean (CKernel.reasons)
-_AXES_ERROR = "each axis must be in [-ndim, ndim) of x, and given once"
+_AXES_ERROR = "each axis must be in [-ndim, ndim) of x (0 or -1 for a 0-D x), and given once"
 (<CKernel>sum).reasons = {K_ERR_ATTR: _AXES_ERROR}
 (<CKernel>mean).reasons = {K_ERR_ATTR: _AXES_ERROR}
 (<CKernel>max).reasons = {K_ERR_ATTR: _AXES_ERROR,

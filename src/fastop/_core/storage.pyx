@@ -804,11 +804,13 @@ cdef class DenseTensor:
             view_copy(&self.view, &out.view)
         return out
 
-    def item(self):
-        """The single element as a Python scalar."""
-        if self.view.size != 1:
+    def item(self, *args):
+        """An element as a Python scalar: the only one (no arguments), the one at a flat
+        index (``item(5)``) or at a position (``item(1, 2)``), as numpy's and
+        PaddlePaddle's ``item``."""
+        if not args and self.view.size != 1:
             raise ValueError(f"item() needs a tensor of one element, got shape {self.shape}")
-        return self.numpy().reshape(-1)[0].item()
+        return self.numpy().item(*args)
 
     def tolist(self):
         return self.numpy().tolist()

@@ -139,8 +139,14 @@ cdef int _transpose_view(fastop_view** ins, int n_in, fastop_view** outs, int n_
 # --------------------------------------------------------------------------- squeeze
 
 cdef int _squeezed(const fastop_view* x, const fastop_attrs* a, bint* drop) noexcept nogil:
-    """drop[i]: dim i of x goes (size 1, and among the axes when some are given)."""
+    """drop[i]: dim i of x goes (size 1, and among the axes when some are given). A 0-D
+    x takes axis 0 or -1 and stays 0-D (PaddlePaddle's rule)."""
     cdef int i, ax
+    if x.ndim == 0:
+        for i in range(a.n_ints):
+            if a.ints[i] != 0 and a.ints[i] != -1:
+                return K_ERR_ATTR
+        return K_OK
     for i in range(x.ndim):
         drop[i] = a.n_ints == 0 and x.shape[i] == 1
     for i in range(a.n_ints):
@@ -480,7 +486,8 @@ expand_as = make_kernel("expand_as", ("x", "y"), ("out",), _infer_expand_as, _br
                                           "where x has that dim (copied)",
                               K_ERR_SHAPE: "the new shape must hold as many elements as x"}
 (<CKernel>transpose).reasons = {K_ERR_ATTR: "perm must be a permutation of x's axes"}
-(<CKernel>squeeze).reasons = {K_ERR_ATTR: "each axis must be in [-ndim, ndim) of x"}
+(<CKernel>squeeze).reasons = {K_ERR_ATTR: "each axis must be in [-ndim, ndim) of x (0 or -1 "
+                                         "for a 0-D x)"}
 (<CKernel>unsqueeze).reasons = {K_ERR_ATTR: "each axis must be in [-ndim-1, ndim] of the "
                                             "shape it is inserted into",
                                 K_ERR_SHAPE: f"the result may have at most "

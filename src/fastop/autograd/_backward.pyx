@@ -199,6 +199,11 @@ cdef class _Walk:
         warnings.warn(f"backward: nothing to do: {_no_gradient(t, i)}", UserWarning,
                       stacklevel=1)
 
+    cdef void keep_grad(self, Tensor t, Tensor g) except *:
+        """Add g to the .grad of t, a non-leaf that called retain_grads() (a copy: the
+        walk goes on using g)."""
+        self.deliver_leaf(t, g, 0)
+
     cdef void deliver_leaf(self, Tensor t, Tensor g, Py_ssize_t walk_refs) except *:
         """Add g to leaf t's .grad; the walk refers to g `walk_refs` times."""
         cdef LeafGradHook hook
@@ -303,6 +308,9 @@ cdef class _GradWalk(_Walk):
     cdef void skip_output(self, Tensor t, Py_ssize_t i) except *:
         raise RuntimeError(f"fastop.grad: {_no_gradient(t, i)}")
 
+    cdef void keep_grad(self, Tensor t, Tensor g) except *:
+        """fastop.grad returns gradients and writes no .grad, retained ones neither."""
+
     cdef void deliver_leaf(self, Tensor t, Tensor g, Py_ssize_t walk_refs) except *:
         for p in self.leaf_pos.get(id(t), ()):
             self.captured[p] = _acc(self.captured[p], g)
@@ -388,6 +396,8 @@ cdef void _seed(_Walk walk, tuple outputs, list grads) except *:
             walk.deliver_leaf(t, g if grads[i] is None or walk.create_graph
                               else <Tensor>g.copy(), -1)
         elif walk.reaches(t._node):
+            if t._retains_grad:
+                walk.keep_grad(t, g)
             p = _visit(walk, t._node)
             p.grads[t._out_index] = _acc(p.grads[t._out_index], g)
 
@@ -451,6 +461,8 @@ cdef void _walk(_Walk walk, tuple outputs, list grads) except *:
                 if q is None:                 # fastop.grad: a node it does not walk
                     continue
                 if x is not None:
+                    if t._retains_grad:
+                        walk.keep_grad(t, <Tensor>x)
                     q.grads[t._out_index] = _acc(q.grads[t._out_index], x)
                 q.deps -= 1
                 if q.deps == 0:

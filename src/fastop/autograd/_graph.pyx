@@ -431,6 +431,17 @@ cdef unsigned long long _version_mask(CallPlan plan, tuple next_, tuple layout):
     return mask
 
 
+cdef bint _fed_by_dtype(tuple next_, int dtype) noexcept:
+    """Whether an input that takes a gradient has this (integer) dtype: an integer
+    output of integer inputs with stop_gradient=False takes gradients, as in
+    PaddlePaddle (``x * 2`` of an int64 x); one of float inputs (argmax, top-k's
+    indices) does not."""
+    for e in next_:
+        if e is not None and (<Tensor>e).view.dtype == dtype:
+            return True
+    return False
+
+
 cdef tuple _make_node(CallPlan plan, object rule, tuple inputs, tuple outputs, dict attrs,
                       tuple next_, tuple layout):
     cdef OpNode node = OpNode.__new__(OpNode)
@@ -458,7 +469,7 @@ cdef tuple _make_node(CallPlan plan, object rule, tuple inputs, tuple outputs, d
     cdef list result = None if plan.save_mask == 0 else list(outputs)
     for k in range(n_out):
         t = <Tensor>outputs[k]
-        if not is_float(t):
+        if not is_float(t) and not _fed_by_dtype(next_, t.view.dtype):
             continue
         if plan.save_mask >> k & 1:
             t = view_of(t)

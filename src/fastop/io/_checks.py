@@ -6,13 +6,31 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["check_bool", "check_int", "check_sized"]
+__all__ = ["ArgumentTypeError", "ArgumentValueError", "NoIndexingError", "check_bool",
+           "check_int", "check_sized"]
 
 
-def check_bool(owner: str, name: str, value: Any) -> bool:
+class ArgumentTypeError(TypeError, AssertionError):
+    """An argument of the wrong type. PaddlePaddle checks most of fastop.io's arguments
+    with ``assert``, so the error is also an AssertionError: code written against
+    either (``except TypeError``, ``except AssertionError``) catches it."""
+
+
+class ArgumentValueError(ValueError, AssertionError):
+    """An argument with a wrong value; also an AssertionError, as ArgumentTypeError."""
+
+
+class NoIndexingError(TypeError, RuntimeError):
+    """``len()`` or ``[i]`` of an IterableDataset: a TypeError (``list(ds)`` then takes
+    the dataset as one without a length) and, as in PaddlePaddle, a RuntimeError."""
+
+
+def check_bool(owner: str, name: str, value: Any,
+               error: type[Exception] = ArgumentTypeError) -> bool:
+    """A bool (numpy's too); anything else raises `error`."""
     if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{owner}: {name} must be a bool, got {type(value).__name__} "
-                        f"{value!r}")
+        raise error(f"{owner}: {name} must be a bool, got {type(value).__name__} "
+                    f"{value!r}")
     return bool(value)
 
 
@@ -21,7 +39,7 @@ def check_int(owner: str, name: str, value: Any, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         kind = "a positive integer" if minimum == 1 else \
             "a non-negative integer" if minimum == 0 else f"an integer >= {minimum}"
-        raise ValueError(f"{owner}: {name} must be {kind}, got {value!r}")
+        raise ArgumentValueError(f"{owner}: {name} must be {kind}, got {value!r}")
     return int(value)
 
 

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from fastop._job import size_and_rank
-from fastop.io._checks import check_bool, check_int, check_sized
+from fastop.io._checks import (ArgumentTypeError, ArgumentValueError, check_bool, check_int,
+                               check_sized)
 from fastop.io.dataset import IterableDataset
 from fastop.io.sampler import RandomSampler, Sampler, SequenceSampler, epoch_indices
 
@@ -43,27 +44,36 @@ class BatchSampler(Sampler[list]):
     [[0, 1], [2, 3], [4]]
     >>> list(BatchSampler(sampler=SequenceSampler(range(5)), batch_size=2, drop_last=True))
     [[0, 1], [2, 3]]
+    >>> list(BatchSampler(SequenceSampler(range(5)), 2, True))   # PyTorch's order
+    [[0, 1], [2, 3]]
     """
 
     def __init__(self, dataset: Sized | None = None, sampler: Iterable[Any] | None = None,
                  shuffle: bool = False, batch_size: int = 1, drop_last: bool = False) -> None:
+        if isinstance(dataset, Sampler) and isinstance(sampler, int) \
+                and not isinstance(sampler, bool):
+            # PyTorch's positional order, BatchSampler(sampler, batch_size, drop_last),
+            # which PaddlePaddle also takes
+            dataset, sampler, batch_size, drop_last, shuffle = \
+                None, dataset, sampler, shuffle, False
         shuffle = check_bool("BatchSampler", "shuffle", shuffle)
         if dataset is None:
             if sampler is None:
-                raise ValueError("BatchSampler: give either dataset or sampler")
+                raise ArgumentValueError("BatchSampler: give either dataset or sampler")
             if not isinstance(sampler, Iterable):
-                raise TypeError(f"BatchSampler: sampler must be a Sampler or an iterable of "
-                                f"indices, got {type(sampler).__name__}")
+                raise ArgumentTypeError(f"BatchSampler: sampler must be a Sampler or an "
+                                        f"iterable of indices, got {type(sampler).__name__}")
             if shuffle:
-                raise ValueError("BatchSampler: shuffle must be False when a sampler is "
-                                 "given (the sampler decides the order)")
+                raise ArgumentValueError("BatchSampler: shuffle must be False when a "
+                                         "sampler is given (the sampler decides the order)")
             self.sampler = sampler
         else:
             if sampler is not None:
-                raise ValueError("BatchSampler: give either dataset or sampler, not both")
+                raise ArgumentValueError("BatchSampler: give either dataset or sampler, "
+                                         "not both")
             if isinstance(dataset, IterableDataset):
-                raise TypeError("BatchSampler: dataset must be map-style (an "
-                                "IterableDataset has no indices to batch)")
+                raise ArgumentTypeError("BatchSampler: dataset must be map-style (an "
+                                        "IterableDataset has no indices to batch)")
             self.sampler = RandomSampler(dataset) if shuffle else SequenceSampler(dataset)
         self.batch_size = check_int("BatchSampler", "batch_size", batch_size)
         self.shuffle = shuffle
@@ -127,8 +137,8 @@ class DistributedBatchSampler(BatchSampler):
         self.nranks = check_int(owner, "num_replicas", num_replicas)
         self.local_rank = check_int(owner, "rank", rank, 0)
         if self.local_rank >= self.nranks:
-            raise ValueError(f"{owner}: rank must be in [0, num_replicas={self.nranks}), got "
-                             f"{rank}")
+            raise ArgumentValueError(f"{owner}: rank must be in [0, num_replicas="
+                                     f"{self.nranks}), got {rank}")
         self.epoch = 0
         self.num_samples = int(math.ceil(size / self.nranks))
         self.total_size = self.num_samples * self.nranks

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from itertools import repeat
 from typing import Any
 
-from fastop.io._checks import check_bool, check_int
+from fastop.io._checks import ArgumentTypeError, ArgumentValueError, check_bool, check_int
 from fastop.io._fetch import (IterableFetcher, MapFetcher, add_note, batch_tensor, converter_for,
                               make_fetcher, map_leaves)
 from fastop.io.batch_sampler import BatchSampler, index_batches
@@ -107,8 +107,8 @@ class DataLoader:
         self.use_shared_memory = check_bool("DataLoader", "use_shared_memory",
                                             use_shared_memory)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
-            raise ValueError(f"DataLoader: timeout must be a non-negative number of "
-                             f"seconds, got {timeout!r}")
+            raise ArgumentValueError(f"DataLoader: timeout must be a non-negative number "
+                                     f"of seconds, got {timeout!r}")
         self.timeout = timeout
         self.persistent_workers = check_bool("DataLoader", "persistent_workers",
                                              persistent_workers)
@@ -118,21 +118,22 @@ class DataLoader:
         self.iterable = isinstance(dataset, IterableDataset)
         if self.iterable:
             if shuffle:
-                raise ValueError("DataLoader: an IterableDataset cannot be shuffled "
-                                 "(shuffle=True); shuffle inside its __iter__")
+                raise ArgumentValueError("DataLoader: an IterableDataset cannot be "
+                                         "shuffled (shuffle=True); shuffle inside its "
+                                         "__iter__")
             if batch_sampler is not None:
-                raise ValueError("DataLoader: an IterableDataset takes no batch_sampler "
-                                 "(it has no indices)")
+                raise ArgumentValueError("DataLoader: an IterableDataset takes no "
+                                         "batch_sampler (it has no indices)")
         elif not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
-            raise TypeError(f"DataLoader: dataset must be a map-style dataset (with "
-                            f"__getitem__ and __len__) or an IterableDataset, got "
-                            f"{type(dataset).__name__}")
+            raise ArgumentTypeError(f"DataLoader: dataset must be a map-style dataset "
+                                    f"(with __getitem__ and __len__) or an IterableDataset, "
+                                    f"got {type(dataset).__name__}")
 
         if batch_sampler is not None:
             if batch_size != 1 or shuffle or drop_last:
-                raise ValueError("DataLoader: batch_size, shuffle and drop_last must keep "
-                                 "their defaults when a batch_sampler is given (it decides "
-                                 "the batches)")
+                raise ArgumentValueError("DataLoader: batch_size, shuffle and drop_last "
+                                         "must keep their defaults when a batch_sampler is "
+                                         "given (it decides the batches)")
             self.batch_sampler = batch_sampler
             self.batch_size = None
         elif batch_size is None:

@@ -17,6 +17,7 @@ import numpy as np
 
 from fastop import _random
 from fastop._tensor import Tensor, to_tensor
+from fastop.io._checks import ArgumentTypeError, ArgumentValueError, NoIndexingError
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "ComposeDataset", "ChainDataset",
            "ConcatDataset", "Subset", "random_split"]
@@ -56,11 +57,12 @@ class IterableDataset(Dataset[_T]):
         raise NotImplementedError(f"{type(self).__name__} must define __iter__")
 
     def __getitem__(self, idx: int) -> NoReturn:
-        raise TypeError(f"{type(self).__name__} is an IterableDataset: it has no "
-                        f"__getitem__ (iterate it)")
+        raise NoIndexingError(f"{type(self).__name__} is an IterableDataset: it has no "
+                              f"__getitem__ (iterate it)")
 
     def __len__(self) -> NoReturn:
-        raise TypeError(f"{type(self).__name__} is an IterableDataset: it has no length")
+        raise NoIndexingError(f"{type(self).__name__} is an IterableDataset: it has no "
+                              f"length")
 
 
 def _as_array(value: Any, i: int) -> np.ndarray:
@@ -68,8 +70,8 @@ def _as_array(value: Any, i: int) -> np.ndarray:
         return value.numpy()
     arr = np.asarray(value)
     if arr.ndim == 0:
-        raise ValueError(f"TensorDataset: tensors[{i}] is a scalar; every field needs a "
-                         f"first dimension of samples")
+        raise ArgumentValueError(f"TensorDataset: tensors[{i}] is a scalar; every field "
+                                 f"needs a first dimension of samples")
     return arr
 
 
@@ -87,15 +89,15 @@ class TensorDataset(Dataset[tuple]):
     def __init__(self, tensors: Sequence[Any]) -> None:
         if isinstance(tensors, (Tensor, np.ndarray)) or not isinstance(tensors, Sequence) \
                 or len(tensors) == 0:
-            raise TypeError(f"TensorDataset: tensors must be a non-empty list or tuple of "
-                            f"tensors, got {type(tensors).__name__}")
+            raise ArgumentTypeError(f"TensorDataset: tensors must be a non-empty list or "
+                                    f"tuple of tensors, got {type(tensors).__name__}")
         self.tensors = tensors
         # Numpy views of the fields (no copy): the DataLoader indexes these per batch.
         self._arrays = tuple(_as_array(t, i) for i, t in enumerate(tensors))
         lengths = [a.shape[0] for a in self._arrays]
         if len(set(lengths)) != 1:
-            raise ValueError(f"TensorDataset: every tensor needs the same first dimension "
-                             f"(number of samples), got {lengths}")
+            raise ArgumentValueError(f"TensorDataset: every tensor needs the same first "
+                                     f"dimension (number of samples), got {lengths}")
 
     def __getitem__(self, index: int) -> tuple:
         return tuple(to_tensor(a[index]) for a in self._arrays)
@@ -111,14 +113,16 @@ class ComposeDataset(Dataset[tuple]):
     def __init__(self, datasets: Sequence[Dataset[Any]]) -> None:
         self.datasets = list(datasets)
         if not self.datasets:
-            raise ValueError("ComposeDataset: datasets must not be empty")
+            raise ArgumentValueError("ComposeDataset: datasets must not be empty")
         for i, d in enumerate(self.datasets):
             if isinstance(d, IterableDataset):
-                raise TypeError(f"ComposeDataset: datasets[{i}] is an IterableDataset; "
-                                f"only map-style datasets can be composed")
+                raise ArgumentTypeError(f"ComposeDataset: datasets[{i}] is an "
+                                        f"IterableDataset; only map-style datasets can be "
+                                        f"composed")
         lengths = [len(d) for d in self.datasets]
         if len(set(lengths)) != 1:
-            raise ValueError(f"ComposeDataset: datasets must have one length, got {lengths}")
+            raise ArgumentValueError(f"ComposeDataset: datasets must have one length, got "
+                                     f"{lengths}")
 
     def __len__(self) -> int:
         return len(self.datasets[0])
@@ -137,11 +141,11 @@ class ChainDataset(IterableDataset[Any]):
     def __init__(self, datasets: Iterable[IterableDataset[Any]]) -> None:
         self.datasets = list(datasets)
         if not self.datasets:
-            raise ValueError("ChainDataset: datasets must not be empty")
+            raise ArgumentValueError("ChainDataset: datasets must not be empty")
         for i, d in enumerate(self.datasets):
             if not isinstance(d, IterableDataset):
-                raise TypeError(f"ChainDataset: datasets[{i}] must be an IterableDataset, "
-                                f"got {type(d).__name__}")
+                raise ArgumentTypeError(f"ChainDataset: datasets[{i}] must be an "
+                                        f"IterableDataset, got {type(d).__name__}")
 
     def __iter__(self) -> Iterator[Any]:
         for d in self.datasets:

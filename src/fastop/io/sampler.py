@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from fastop import _random
-from fastop.io._checks import check_bool, check_int, check_sized
+from fastop.io._checks import ArgumentValueError, check_bool, check_int, check_sized
 
 __all__ = ["Sampler", "SequenceSampler", "RandomSampler", "WeightedRandomSampler",
            "SubsetRandomSampler", "epoch_indices"]
@@ -142,29 +142,39 @@ class WeightedRandomSampler(_ArraySampler):
 
     def __init__(self, weights: Any, num_samples: int, replacement: bool = True) -> None:
         self.num_samples = check_int("WeightedRandomSampler", "num_samples", num_samples)
-        self.replacement = check_bool("WeightedRandomSampler", "replacement", replacement)
+        # Paddle's type for a non-bool replacement here is ValueError
+        self.replacement = check_bool("WeightedRandomSampler", "replacement", replacement,
+                                      ArgumentValueError)
         w = np.asarray(weights, dtype=np.float64)
         if w.ndim != 1 or w.size == 0:
-            raise ValueError(f"WeightedRandomSampler: weights must be a non-empty 1-D "
-                             f"sequence, got shape {list(w.shape)}")
-        if not np.all(np.isfinite(w)) or np.any(w < 0):
-            raise ValueError("WeightedRandomSampler: weights must be finite and non-negative")
-        positive = int(np.count_nonzero(w))
-        if positive == 0:
-            raise ValueError("WeightedRandomSampler: at least one weight must be positive")
-        if not replacement and positive < num_samples:
-            raise ValueError(f"WeightedRandomSampler: with replacement=False, num_samples "
-                             f"({num_samples}) must not exceed the number of positive "
-                             f"weights ({positive})")
+            raise ArgumentValueError(f"WeightedRandomSampler: weights must be a non-empty "
+                                     f"1-D sequence, got shape {list(w.shape)}")
         self.weights = w
 
     def __len__(self) -> int:
         return self.num_samples
 
+    def _checked_weights(self) -> np.ndarray:
+        """The weights as probabilities. Checked when sampling, as PaddlePaddle does
+        (a sampler may be made before its weights are filled in)."""
+        w = self.weights
+        if not np.all(np.isfinite(w)) or np.any(w < 0):
+            raise ArgumentValueError("WeightedRandomSampler: weights must be finite and "
+                                     "non-negative")
+        positive = int(np.count_nonzero(w))
+        if positive == 0:
+            raise ArgumentValueError("WeightedRandomSampler: at least one weight must be "
+                                     "positive")
+        if not self.replacement and positive < self.num_samples:
+            raise ArgumentValueError(f"WeightedRandomSampler: with replacement=False, "
+                                     f"num_samples ({self.num_samples}) must not exceed the "
+                                     f"number of positive weights ({positive})")
+        return w / w.sum()
+
     def _epoch_indices(self) -> np.ndarray:
-        return _random.generator().choice(self.weights.size, self.num_samples,
-                                          replace=self.replacement,
-                                          p=self.weights / self.weights.sum())
+        p = self._checked_weights()
+        return _random.generator().choice(p.size, self.num_samples,
+                                          replace=self.replacement, p=p)
 
 
 class SubsetRandomSampler(_ArraySampler):

@@ -19,12 +19,13 @@ from fastop._core.linalg import ACTIVATIONS as FC_ACTIVATIONS
 from fastop.autograd import no_grad
 from fastop.ops._dispatch import current_mode
 from fastop.ops.builtin._table import B
+from fastop.tensor.inplace import apply_in_place, tanh_
 from fastop.tensor.manipulation import flatten as _flatten
 
 __all__ = ["linear", "relu", "tanh", "sigmoid", "softmax", "log_softmax", "flatten",
            "cross_entropy", "softmax_with_cross_entropy", "mse_loss", "l1_loss",
            "dropout", "layer_norm", "batch_norm", "embedding", "one_hot", "gelu", "silu",
-           "leaky_relu", "softplus", "conv1d"]
+           "leaky_relu", "softplus", "conv1d", "relu_", "tanh_", "softmax_"]
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -83,6 +84,16 @@ def softmax(x: Any, axis: int = -1, dtype: Any = None, name: str | None = None) 
     if dtype is not None:
         x = B.cast(x, dtype=dtype)
     return B.softmax(x, axis=axis)
+
+
+def relu_(x: Any, name: str | None = None) -> Any:
+    """In place: max(x, 0) (PaddlePaddle's in-place rules, :mod:`fastop.tensor.inplace`)."""
+    return apply_in_place(x, "relu_", B.relu)
+
+
+def softmax_(x: Any, axis: int = -1, dtype: Any = None, name: str | None = None) -> Any:
+    """In place: softmax of x along `axis` (`dtype`, if given, must be x's own)."""
+    return apply_in_place(x, "softmax_", lambda s: softmax(s, axis, dtype))
 
 
 def log_softmax(x: Any, axis: int = -1, dtype: Any = None, name: str | None = None) -> Any:

@@ -17,6 +17,8 @@ from fastop.tensor._common import tensor_methods
 from fastop.autograd import enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
 from fastop.tensor import manipulation as _manipulation, math as _math
 from fastop.tensor.creation import *  # noqa: F401,F403
+from fastop.tensor.inplace import *  # noqa: F401,F403
+from fastop.tensor.inplace import __all__ as _inplace_all
 from fastop.tensor.creation import __all__ as _creation_all
 from fastop.tensor.logic import *  # noqa: F401,F403
 from fastop.tensor.logic import __all__ as _logic_all
@@ -28,8 +30,8 @@ from fastop.tensor.search import *  # noqa: F401,F403
 from fastop.tensor.search import __all__ as _search_all
 
 __all__ = ["Tensor", *_creation_all, *_math_all, *_manipulation_all, *_logic_all,
-           *_search_all, "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
-           "grad"]
+           *_search_all, *_inplace_all, "no_grad", "enable_grad", "set_grad_enabled",
+           "is_grad_enabled", "grad"]
 
 # Tensor methods: the functions themselves (Paddle's tensor_method_func)
 tensor_methods({name: getattr(module, name) for module, names in (

@@ -46,3 +46,14 @@ def shape_list(shape: Any, what: str = "shape") -> list[int]:
 
 def float_dtype(dtype: Any) -> np.dtype:
     return as_dtype("float32" if dtype is None else dtype).numpy_dtype
+
+
+def tensor_format(x: Tensor, format_spec: str) -> str:
+    """``format(x, spec)``/f-strings: a 0-D tensor formats as its number (``f"{loss:.4f}"``),
+    as in PaddlePaddle; other tensors only with an empty spec (their repr)."""
+    if x.ndim == 0:
+        return format(x.item(), format_spec)
+    return object.__format__(x, format_spec)
+
+
+add_methods({"__format__": tensor_format})

@@ -6,15 +6,15 @@ import numbers
 from collections.abc import Sequence
 from typing import Any
 
-from fastop._core.storage import as_dtype, take_view_shape
+from fastop._core.storage import as_dtype
 from fastop._tensor import Tensor
 from fastop.ops.builtin._table import B
 from fastop.tensor._common import ShapeLike, shape_list, tensor_methods
 
 __all__ = ["reshape", "transpose", "concat",
            # stacking, splitting, squeezing, gathering, casting (section at the end)
-           "stack", "split", "chunk", "squeeze", "unsqueeze", "squeeze_", "unsqueeze_", "gather", "take_along_axis",
-           "cast", "flatten", "clone"]
+           "stack", "split", "chunk", "squeeze", "unsqueeze", "gather", "take_along_axis",
+           "cast", "flatten", "clone", "broadcast_to", "expand", "expand_as"]
 
 
 def reshape(x: Tensor, shape: ShapeLike, name: str | None = None) -> Tensor:
@@ -125,32 +125,6 @@ def unsqueeze(x: Tensor, axis: Any, name: str | None = None) -> Tensor:
     return B.unsqueeze(x, axis=_axes_arg(axis))
 
 
-def _reshaped_in_place(x: Any, view: Any, who: str) -> Any:
-    """x given the shape of `view` (a squeezed or unsqueezed view of it) and returned,
-    as PaddlePaddle's in-place ``squeeze_``/``unsqueeze_``; in static mode the
-    out-of-place result, as PaddlePaddle does there."""
-    if not isinstance(x, Tensor):           # a static Variable: no in-place shapes
-        return view
-    if not x.stop_gradient:
-        raise RuntimeError(f"{who}: x takes gradients (stop_gradient=False); fastop "
-                           f"changes the shape of such a tensor only out of place: use "
-                           f"{who[:-1]}(x)")
-    take_view_shape(x, view)
-    return x
-
-
-def squeeze_(x: Tensor, axis: Any = None, name: str | None = None) -> Tensor:
-    """In place: x itself, its size-1 dims (all, or those among `axis`) removed (same
-    memory). Only for tensors with ``stop_gradient=True``."""
-    return _reshaped_in_place(x, squeeze(x, axis), "squeeze_")
-
-
-def unsqueeze_(x: Tensor, axis: Any, name: str | None = None) -> Tensor:
-    """In place: x itself with size-1 dims inserted at `axis` (same memory). Only for
-    tensors with ``stop_gradient=True``."""
-    return _reshaped_in_place(x, unsqueeze(x, axis), "unsqueeze_")
-
-
 def gather(x: Tensor, index: Tensor, axis: Any = None, name: str | None = None) -> Tensor:
     """Entries of x along `axis` (default 0) at the int `index` (numpy.take)."""
     return B.gather(x, index, axis=0 if axis is None else int(_axes_arg(axis)))
@@ -187,12 +161,26 @@ def flatten(x: Tensor, start_axis: int = 0, stop_axis: int = -1,
     return B.reshape(x, shape=new)
 
 
+def broadcast_to(x: Tensor, shape: ShapeLike, name: str | None = None) -> Tensor:
+    """x broadcast to `shape` (numpy's rules; -1 keeps x's dim): a read-only view."""
+    return B.broadcast_to(x, shape=shape_list(shape))
+
+
+def expand(x: Tensor, shape: ShapeLike, name: str | None = None) -> Tensor:
+    """PaddlePaddle's name for :func:`broadcast_to`."""
+    return B.broadcast_to(x, shape=shape_list(shape))
+
+
+def expand_as(x: Tensor, y: Tensor, name: str | None = None) -> Tensor:
+    """x broadcast to y's shape (a read-only view; y's values are not used)."""
+    return B.expand_as(x, y)
+
+
 def clone(x: Tensor, name: str | None = None) -> Tensor:
     """A copy of x that stays in the graph (its gradient flows back to x)."""
     return B.cast(x, dtype=as_dtype(x.dtype))
 
 
 tensor_methods({"split": split, "chunk": chunk, "squeeze": squeeze, "unsqueeze": unsqueeze,
-                "squeeze_": squeeze_, "unsqueeze_": unsqueeze_,
                 "gather": gather, "take_along_axis": take_along_axis, "flatten": flatten,
-                "clone": clone})
+                "clone": clone, "expand": expand, "expand_as": expand_as})

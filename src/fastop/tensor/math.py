@@ -17,7 +17,9 @@ __all__ = ["tanh", "exp", "log", "sqrt", "square", "abs", "relu", "sigmoid", "ma
            "subtract", "multiply", "divide", "pow", "neg", "mean", "sum", "max",
            # reductions, scans, clipping and tests (section at the end)
            "min", "prod", "cumsum", "clip", "maximum", "minimum", "isnan", "isinf",
-           "isfinite", "all", "any", "numel"]
+           "isfinite", "all", "any", "numel",
+           # PaddlePaddle's compositions (section at the end)
+           "scale", "reciprocal"]
 
 
 def tanh(x: Tensor, name: str | None = None) -> Tensor:
@@ -245,3 +247,32 @@ def numel(x: Tensor, name: str | None = None) -> Tensor:
 tensor_methods({"min": min, "prod": prod, "cumsum": cumsum, "clip": clip, "maximum": maximum,
              "minimum": minimum, "isnan": isnan, "isinf": isinf, "isfinite": isfinite,
              "all": all, "any": any, "numel": numel})
+
+
+# --------------------------------------------------------------------------- compositions
+
+_SCALE_ACTS = {"relu": relu, "tanh": tanh, "sigmoid": sigmoid}
+
+
+def scale(x: Tensor, scale: Any = 1.0, bias: float = 0.0, bias_after_scale: bool = True,
+          act: str | None = None, name: str | None = None) -> Tensor:
+    """``scale * x + bias`` (``bias_after_scale``), else ``scale * (x + bias)``, then the
+    activation `act` (None, "relu", "tanh" or "sigmoid"): PaddlePaddle's ``scale``, in
+    x's dtype (an integer x stays integer). `scale` may be a number or a 1-element
+    tensor; composed of multiply and add, so it is differentiable."""
+    if act is not None and act not in _SCALE_ACTS:
+        raise ValueError(f"scale: act must be None or one of {sorted(_SCALE_ACTS)}, got "
+                         f"{act!r}")
+    out = B.add(B.multiply(x, scale), bias) if bias_after_scale else \
+        B.multiply(B.add(x, bias), scale)
+    if as_dtype(out.dtype) != as_dtype(x.dtype):      # an integer x: Paddle keeps its dtype
+        out = B.cast(out, dtype=as_dtype(x.dtype))
+    return out if act is None else _SCALE_ACTS[act](out)
+
+
+def reciprocal(x: Tensor, name: str | None = None) -> Tensor:
+    """Elementwise 1 / x (a float x; the op ``divide``)."""
+    return B.divide(1.0, x)
+
+
+tensor_methods({"scale": scale, "reciprocal": reciprocal})

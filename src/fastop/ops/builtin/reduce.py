@@ -32,7 +32,10 @@ AXIS_ATTRS = {"axis": None, "keepdim": False}
 
 
 def reduced_axes(ndim: int, axis: Any) -> list[int]:
-    """The sorted, non-negative axes a reduction over `axis` removes."""
+    """The sorted, non-negative axes a reduction over `axis` removes (none of a 0-D x,
+    whose axis 0 or -1 is the tensor itself)."""
+    if ndim == 0:
+        return []
     if axis is None or axis == []:
         return list(range(ndim))
     axes = [axis] if isinstance(axis, int) else list(axis)

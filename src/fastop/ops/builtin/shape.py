@@ -54,8 +54,10 @@ def slice_key(ndim: int, axes: Sequence[int], starts: Sequence[int], ends: Seque
 
 
 def squeezed_axes(shape: Sequence[Any], axis: Any) -> list[int]:
-    """The dims squeeze drops: size-1 dims (among `axis` when given)."""
+    """The dims squeeze drops: size-1 dims (among `axis` when given); none of a 0-D x."""
     nd = len(shape)
+    if nd == 0:
+        return []
     axes = range(nd) if axis is None or axis == [] else [axis] if isinstance(axis, int) \
         else axis
     return sorted({a % nd for a in axes if shape[a] == 1})
