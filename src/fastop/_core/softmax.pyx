@@ -54,6 +54,7 @@ cdef enum:
     ROWS_PER_PIECE = 16   # rows of a threaded piece (more pieces than threads balance load)
     PIECES_PER_THREAD = 4 # ... but at least this many pieces per thread when rows are few
     MAX_PIECES = 4096
+    SHORT_ROW = 32        # rows this short (contiguous) run as blocks: see _short_block
 
 
 ctypedef struct Rows:
@@ -64,6 +65,8 @@ ctypedef struct Rows:
     ptrdiff_t nrows
     ptrdiff_t ignore_index
     bint stream                         # write results with non-temporal stores
+    bint short_rows                     # softmax / cross-entropy rows run as blocks
+    ptrdiff_t block_rows                # ... of this many rows (CHUNK elements)
     const fastop_view* shape            # the operand whose dims define the rows
     const fastop_view* v[4]             # operands, in the order of the kernel's in+out
     int npieces                         # threaded: rows are split into this many ranges
@@ -302,13 +305,69 @@ cdef void _row(Rows* R, ptrdiff_t r, floating_t* tag) noexcept nogil:
             label = -1
         xs = _step(v[1], a, tag)
         ys = _step(v[3], a, tag)
-        if xs == 1 and ys == 1:
+        if xs == 1 and ys == 1 and (n > SHORT_ROW or R.stream):
             _vscale(x, g, y, n, label, R.stream)
         else:
             for i in range(n):
                 y[i * ys] = x[i * xs] * g
             if label >= 0:
                 y[label * ys] -= g
+
+
+cdef void _short_block(const Rows* R, ptrdiff_t lo, ptrdiff_t hi,
+                       floating_t* tag) noexcept nogil:
+    """Rows [lo, hi) of softmax or cross-entropy when rows are short and contiguous: a
+    call of the SIMD loops per row costs more than a row of ten classes, so the block
+    takes each row's max and shift, then one SIMD exp over the whole block, then each
+    row's sum and scaling (and, for cross-entropy, its loss)."""
+    cdef ptrdiff_t n = R.n, rows = hi - lo, r, i, label
+    cdef floating_t mx[CHUNK]
+    cdef const floating_t* x = <const floating_t*>(R.v[0].data + lo * R.v[0].strides[0])
+    cdef floating_t* y
+    cdef floating_t m, v, s, inv, g
+    y = <floating_t*>(R.v[1 if R.mode == SOFTMAX else 3].data + lo * n * <ptrdiff_t>sizeof(floating_t))
+    for r in range(rows):
+        m = x[r * n]
+        for i in range(1, n):          # NaN wins, as in _max
+            v = x[r * n + i]
+            if v > m or v != v:
+                m = v
+        mx[r] = m
+        for i in range(n):
+            y[r * n + i] = x[r * n + i] - m
+    _vexp(y, y, rows * n)
+    for r in range(rows):
+        s = 0
+        for i in range(n):
+            s += y[r * n + i]
+        inv = 1 / s
+        for i in range(n):
+            y[r * n + i] = y[r * n + i] * inv
+        if R.mode == CE:
+            label = _label_at(R.v[1], _row_offset(R, R.v[1], lo + r))
+            if label == R.ignore_index:
+                g = 0
+            else:
+                g = log(s) - (x[r * n + label] - mx[r])
+            (<floating_t*>(R.v[2].data + _row_offset(R, R.v[2], lo + r)))[0] = g
+
+
+cdef void _rows_range(Rows* R, ptrdiff_t lo, ptrdiff_t hi, floating_t* tag) noexcept nogil:
+    """Rows [lo, hi) of R's kernel: in blocks when R.short_rows, else row by row."""
+    cdef ptrdiff_t r
+    if R.short_rows:
+        r = lo
+        while r < hi:
+            _short_block(R, r, min(hi, r + R.block_rows), tag)
+            r += R.block_rows
+    else:
+        for r in range(lo, hi):
+            _row(R, r, tag)
+
+
+cdef bint _dense_rows(const fastop_view* v, ptrdiff_t n, ptrdiff_t itemsize) noexcept nogil:
+    """v (2-d) holds its rows of n elements back to back."""
+    return v.strides[1] == itemsize and v.strides[0] == n * itemsize
 
 
 cdef int _check_labels(const Rows* R) noexcept nogil:
@@ -329,11 +388,9 @@ cdef void _rows_piece(void* ctx, int k) noexcept nogil:
     cdef ptrdiff_t r
     cdef ptrdiff_t lo = R.nrows * k // R.npieces, hi = R.nrows * (k + 1) // R.npieces
     if R.shape.dtype == FASTOP_FLOAT32:
-        for r in range(lo, hi):
-            _row(R, r, <float*>NULL)
+        _rows_range(R, lo, hi, <float*>NULL)
     else:
-        for r in range(lo, hi):
-            _row(R, r, <double*>NULL)
+        _rows_range(R, lo, hi, <double*>NULL)
 
 
 cdef int _run_rows(Rows* R, floating_t* tag) noexcept nogil:
@@ -353,8 +410,7 @@ cdef int _run_rows(Rows* R, floating_t* tag) noexcept nogil:
                                           <ptrdiff_t>nt * PIECES_PER_THREAD), MAX_PIECES)
         parallel_run(_rows_piece, R, R.npieces, nt)
     else:
-        for r in range(R.nrows):
-            _row(R, r, tag)
+        _rows_range(R, 0, R.nrows, tag)
     return K_OK
 
 
@@ -362,6 +418,7 @@ cdef int _launch(int mode, int axis, ptrdiff_t ignore_index, const fastop_view* 
                  fastop_view** ins, int n_in, fastop_view** outs, int n_out) noexcept nogil:
     cdef Rows R
     cdef int i
+    cdef ptrdiff_t itemsize
     R.mode = mode
     R.axis = axis
     R.ndim = shape.ndim
@@ -380,6 +437,11 @@ cdef int _launch(int mode, int axis, ptrdiff_t ignore_index, const fastop_view* 
         R.v[i] = ins[i]
     for i in range(n_out):
         R.v[n_in + i] = outs[i]
+    itemsize = 4 if shape.dtype == FASTOP_FLOAT32 else 8
+    R.short_rows = ((mode == SOFTMAX or mode == CE) and shape.ndim == 2 and axis == 1
+                    and 0 < R.n <= SHORT_ROW and _dense_rows(R.v[0], R.n, itemsize)
+                    and _dense_rows(R.v[1 if mode == SOFTMAX else 3], R.n, itemsize))
+    R.block_rows = CHUNK // R.n if R.n > 0 else 1
     if shape.dtype == FASTOP_FLOAT32:
         return _run_rows(&R, <float*>NULL)
     return _run_rows(&R, <double*>NULL)
