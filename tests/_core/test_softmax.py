@@ -146,6 +146,11 @@ def test_short_rows_in_blocks_match_numpy(dtype, classes, threads):
         dloss = rng.standard_normal((rows, 1)).astype(dtype)
         assert_close(K.softmax_cross_entropy_grad(label, sm, dloss),
                      ref.softmax_cross_entropy_grad(label, want_sm, dloss), dtype)
+        same = np.broadcast_to(np.array([[0.5]], dtype), (rows, 1))   # one loss, stride 0
+        g = np.asarray(K.softmax_cross_entropy_grad(label, sm, same))
+        assert not g[2].any()
+        assert_close(g, ref.softmax_cross_entropy_grad(label, want_sm, np.full((rows, 1), 0.5,
+                                                                         dtype)), dtype)
     finally:
         set_num_threads(saved)
 

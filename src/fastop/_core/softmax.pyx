@@ -305,7 +305,7 @@ cdef void _row(Rows* R, ptrdiff_t r, floating_t* tag) noexcept nogil:
             label = -1
         xs = _step(v[1], a, tag)
         ys = _step(v[3], a, tag)
-        if xs == 1 and ys == 1 and (n > SHORT_ROW or R.stream):
+        if xs == 1 and ys == 1:
             _vscale(x, g, y, n, label, R.stream)
         else:
             for i in range(n):
@@ -352,10 +352,32 @@ cdef void _short_block(const Rows* R, ptrdiff_t lo, ptrdiff_t hi,
             (<floating_t*>(R.v[2].data + _row_offset(R, R.v[2], lo + r)))[0] = g
 
 
+cdef void _short_grad_block(const Rows* R, ptrdiff_t lo, ptrdiff_t hi,
+                            floating_t* tag) noexcept nogil:
+    """Rows [lo, hi) of the cross-entropy gradient when rows are short and contiguous:
+    g * softmax, less g at the label, in one plain loop per row (no call per row)."""
+    cdef ptrdiff_t n = R.n, r, i, label
+    cdef const floating_t* x = <const floating_t*>(R.v[1].data + lo * R.v[1].strides[0])
+    cdef floating_t* y = <floating_t*>(R.v[3].data + lo * R.v[3].strides[0])
+    cdef floating_t g
+    for r in range(hi - lo):
+        label = _label_at(R.v[0], _row_offset(R, R.v[0], lo + r))
+        g = (<const floating_t*>(R.v[2].data + _row_offset(R, R.v[2], lo + r)))[0]
+        if label == R.ignore_index:
+            g = 0
+            label = -1
+        for i in range(n):
+            y[r * n + i] = x[r * n + i] * g
+        if label >= 0:
+            y[r * n + label] -= g
+
+
 cdef void _rows_range(Rows* R, ptrdiff_t lo, ptrdiff_t hi, floating_t* tag) noexcept nogil:
     """Rows [lo, hi) of R's kernel: in blocks when R.short_rows, else row by row."""
     cdef ptrdiff_t r
-    if R.short_rows:
+    if R.short_rows and R.mode == CE_GRAD:
+        _short_grad_block(R, lo, hi, tag)
+    elif R.short_rows:
         r = lo
         while r < hi:
             _short_block(R, r, min(hi, r + R.block_rows), tag)
@@ -438,9 +460,13 @@ cdef int _launch(int mode, int axis, ptrdiff_t ignore_index, const fastop_view* 
     for i in range(n_out):
         R.v[n_in + i] = outs[i]
     itemsize = 4 if shape.dtype == FASTOP_FLOAT32 else 8
-    R.short_rows = ((mode == SOFTMAX or mode == CE) and shape.ndim == 2 and axis == 1
-                    and 0 < R.n <= SHORT_ROW and _dense_rows(R.v[0], R.n, itemsize)
-                    and _dense_rows(R.v[1 if mode == SOFTMAX else 3], R.n, itemsize))
+    R.short_rows = shape.ndim == 2 and axis == 1 and 0 < R.n <= SHORT_ROW
+    if R.short_rows and mode == CE_GRAD:        # softmax in, dlogits out
+        R.short_rows = (not R.stream and _dense_rows(R.v[1], R.n, itemsize)
+                        and _dense_rows(R.v[3], R.n, itemsize))
+    elif R.short_rows:                          # logits (or x) in, softmax out
+        R.short_rows = ((mode == SOFTMAX or mode == CE) and _dense_rows(R.v[0], R.n, itemsize)
+                        and _dense_rows(R.v[1 if mode == SOFTMAX else 3], R.n, itemsize))
     R.block_rows = CHUNK // R.n if R.n > 0 else 1
     if shape.dtype == FASTOP_FLOAT32:
         return _run_rows(&R, <float*>NULL)
