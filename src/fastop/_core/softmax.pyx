@@ -9,7 +9,11 @@ every operand of a row is unit-stride along the axis, the row runs on the SIMD l
 ``reduce_impl.c`` (max, pairwise sum, dot) and ``simd_math.h`` (exp, and for softmax and
 cross-entropy three passes per row: the max; exp(x - max) and its sum fused, while the
 next row is prefetched; the scaling). The cross-entropy gradient is one pass, streamed
-to memory when it is 8 MB or more. Other strides take a scalar loop with libm.
+to memory when it is 8 MB or more. Other strides take a scalar loop with libm. Rows of
+at most SHORT_ROW (32) elements stored back to back (a 64×10 batch of logits) would
+spend more on those calls than on their elements: softmax and cross-entropy run them as
+blocks of CHUNK elements with one SIMD exp per block, and the gradient as one plain
+loop per row.
 
 Formulas (per row; ``g`` is the row's loss gradient)::
 
@@ -54,7 +58,7 @@ cdef enum:
     ROWS_PER_PIECE = 16   # rows of a threaded piece (more pieces than threads balance load)
     PIECES_PER_THREAD = 4 # ... but at least this many pieces per thread when rows are few
     MAX_PIECES = 4096
-    SHORT_ROW = 32        # rows this short (contiguous) run as blocks: see _short_block
+    SHORT_ROW = 32        # rows this short and back to back run as blocks: _short_block
 
 
 ctypedef struct Rows:
