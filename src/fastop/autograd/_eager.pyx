@@ -6,10 +6,10 @@ and methods, ``fastop.<fn>``, gradient rules, optimizer steps, indexing). One pa
 
 1. **bind** — a call giving every input positionally and no attributes takes the op's
    default attributes, packed once for its Cython kernel; a call whose keyword
-   attributes equal one of the op's last MEMO_DEPTH distinct keyword calls' reuses that
-   call's binding (a backward alternates ``matmul(..., transpose_y=True)`` and
-   ``matmul(..., transpose_x=True)``); anything else binds through ``OpDef.bind`` (and
-   becomes the newest remembered call);
+   attributes equal those of one of the op's last MEMO_DEPTH bindings reuses that
+   binding (a backward alternates ``matmul(..., transpose_y=True)`` and
+   ``matmul(..., transpose_x=True)``); anything else binds through ``OpDef.bind`` and
+   becomes the newest remembered binding, the oldest forgotten;
 2. **inputs** — Tensors pass through; anything else converts by the input rule static
    mode shares (:func:`fastop.ops._dispatch.convert_inputs`, here making Tensors):
    Python and numpy scalars, arrays and lists by the one scalar rule, which may also
