@@ -118,6 +118,43 @@ def test_large_inputs_on_threads(threads):
         set_num_threads(saved)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("classes", [1, 3, 10, 32, 33])
+@pytest.mark.parametrize("dtype", FLOATS, ids=name)
+def test_short_rows_in_blocks_match_numpy(dtype, classes, threads):
+    """Rows of up to 32 classes run as blocks of 512 elements (one SIMD exp per block):
+    row counts across block ends, a NaN row, an ignored row and in-place softmax give
+    what the row-by-row twins give."""
+    saved = _get_num_threads()
+    set_num_threads(threads)
+    try:
+        rng = np.random.default_rng(classes)
+        rows = 2 * (512 // classes) + 3
+        x = logits((rows, classes), dtype, rng)
+        x[1, classes // 2] = np.nan
+        label = rng.integers(0, classes, rows)
+        label[2] = -100
+        assert_close(K.softmax(x), ref.softmax(x), dtype)
+        y = x.copy()
+        K.softmax(y, out=y)
+        assert_close(y, ref.softmax(x), dtype)
+        loss, sm = K.softmax_cross_entropy(x, label)
+        want_loss, want_sm = ref.softmax_cross_entropy(x, label)
+        assert np.isnan(np.asarray(loss)[1, 0]) and np.asarray(loss)[2, 0] == 0
+        assert_close(loss, want_loss, dtype)
+        assert_close(sm, want_sm, dtype)
+        dloss = rng.standard_normal((rows, 1)).astype(dtype)
+        assert_close(K.softmax_cross_entropy_grad(label, sm, dloss),
+                     ref.softmax_cross_entropy_grad(label, want_sm, dloss), dtype)
+        same = np.broadcast_to(np.array([[0.5]], dtype), (rows, 1))   # one loss, stride 0
+        g = np.asarray(K.softmax_cross_entropy_grad(label, sm, same))
+        assert not g[2].any()
+        assert_close(g, ref.softmax_cross_entropy_grad(label, want_sm, np.full((rows, 1), 0.5,
+                                                                         dtype)), dtype)
+    finally:
+        set_num_threads(saved)
+
+
 # ----------------------------------------------------------------------------- backward
 
 @pytest.mark.parametrize("layout", ["contiguous", "transposed", "strided"])

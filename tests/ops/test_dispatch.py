@@ -238,3 +238,32 @@ def test_no_grad_on_one_thread_leaves_another_recording():
     finally:
         release.set()
         thread.join(10)
+
+
+def test_keyword_calls_of_one_op_bind_their_own_attributes_whatever_their_order():
+    """An op remembers its last few distinct keyword calls' bindings (a backward
+    alternates matmul's transpose flags): each call computes with its own attributes,
+    when they alternate, when more distinct calls than are remembered cycle, and when a
+    list the caller passed is changed afterwards."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3, 3)).astype("float32")
+    b = rng.standard_normal((3, 3)).astype("float32")
+    x, y = fastop.to_tensor(a), fastop.to_tensor(b)
+    flags = [{}, {"transpose_x": True}, {"transpose_y": True},
+             {"transpose_x": True, "transpose_y": True}, {"transpose_x": False},
+             {"transpose_y": False, "transpose_x": True}]
+    for _ in range(3):
+        for kw in flags:
+            want = (a.T if kw.get("transpose_x") else a) @ (b.T if kw.get("transpose_y") else b)
+            np.testing.assert_allclose(fastop.matmul(x, y, **kw).numpy(), want, rtol=1e-5)
+    t = fastop.to_tensor(np.arange(6, dtype="float32").reshape(2, 3))
+    perm = [1, 0]
+    for _ in range(2):
+        assert fastop.transpose(t, perm=perm).shape == [3, 2]
+        assert fastop.transpose(t, perm=[0, 1]).shape == [2, 3]
+    perm[:] = [0, 1]       # the caller's list changed: its new value counts ...
+    assert fastop.transpose(t, perm=perm).shape == [2, 3]
+    w = fastop.to_tensor(np.ones((2, 3), "float32"))
+    w.stop_gradient = False
+    fastop.transpose(w, perm=[1, 0]).sum().backward()   # ... and not in [1, 0]'s binding
+    assert w.grad.shape == [2, 3]

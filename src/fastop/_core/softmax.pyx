@@ -9,7 +9,11 @@ every operand of a row is unit-stride along the axis, the row runs on the SIMD l
 ``reduce_impl.c`` (max, pairwise sum, dot) and ``simd_math.h`` (exp, and for softmax and
 cross-entropy three passes per row: the max; exp(x - max) and its sum fused, while the
 next row is prefetched; the scaling). The cross-entropy gradient is one pass, streamed
-to memory when it is 8 MB or more. Other strides take a scalar loop with libm.
+to memory when it is 8 MB or more. Other strides take a scalar loop with libm. Rows of
+at most SHORT_ROW (32) elements stored back to back (a 64×10 batch of logits) would
+spend more on those calls than on their elements: softmax and cross-entropy run them as
+blocks of CHUNK elements with one SIMD exp per block, and the gradient as one plain
+loop per row.
 
 Formulas (per row; ``g`` is the row's loss gradient)::
 
@@ -54,6 +58,7 @@ cdef enum:
     ROWS_PER_PIECE = 16   # rows of a threaded piece (more pieces than threads balance load)
     PIECES_PER_THREAD = 4 # ... but at least this many pieces per thread when rows are few
     MAX_PIECES = 4096
+    SHORT_ROW = 32        # rows this short and back to back run as blocks: _short_block
 
 
 ctypedef struct Rows:
@@ -64,6 +69,8 @@ ctypedef struct Rows:
     ptrdiff_t nrows
     ptrdiff_t ignore_index
     bint stream                         # write results with non-temporal stores
+    bint short_rows                     # softmax / cross-entropy rows run as blocks
+    ptrdiff_t block_rows                # ... of this many rows (CHUNK elements)
     const fastop_view* shape            # the operand whose dims define the rows
     const fastop_view* v[4]             # operands, in the order of the kernel's in+out
     int npieces                         # threaded: rows are split into this many ranges
@@ -311,6 +318,84 @@ cdef void _row(Rows* R, ptrdiff_t r, floating_t* tag) noexcept nogil:
                 y[label * ys] -= g
 
 
+cdef void _short_block(const Rows* R, ptrdiff_t lo, ptrdiff_t hi,
+                       floating_t* tag) noexcept nogil:
+    """Rows [lo, hi) of softmax or cross-entropy when rows are short and contiguous: a
+    call of the SIMD loops per row costs more than a row of ten classes, so the block
+    takes each row's max and shift, then one SIMD exp over the whole block, then each
+    row's sum and scaling (and, for cross-entropy, its loss)."""
+    cdef ptrdiff_t n = R.n, rows = hi - lo, r, i, label
+    cdef floating_t mx[CHUNK]
+    cdef const floating_t* x = <const floating_t*>(R.v[0].data + lo * R.v[0].strides[0])
+    cdef floating_t* y
+    cdef floating_t m, v, s, inv, g
+    y = <floating_t*>(R.v[1 if R.mode == SOFTMAX else 3].data + lo * n * <ptrdiff_t>sizeof(floating_t))
+    for r in range(rows):
+        m = x[r * n]
+        for i in range(1, n):          # NaN wins, as in _max
+            v = x[r * n + i]
+            if v > m or v != v:
+                m = v
+        mx[r] = m
+        for i in range(n):
+            y[r * n + i] = x[r * n + i] - m
+    _vexp(y, y, rows * n)
+    for r in range(rows):
+        s = 0
+        for i in range(n):
+            s += y[r * n + i]
+        inv = 1 / s
+        for i in range(n):
+            y[r * n + i] = y[r * n + i] * inv
+        if R.mode == CE:
+            label = _label_at(R.v[1], _row_offset(R, R.v[1], lo + r))
+            if label == R.ignore_index:
+                g = 0
+            else:
+                g = log(s) - (x[r * n + label] - mx[r])
+            (<floating_t*>(R.v[2].data + _row_offset(R, R.v[2], lo + r)))[0] = g
+
+
+cdef void _short_grad_block(const Rows* R, ptrdiff_t lo, ptrdiff_t hi,
+                            floating_t* tag) noexcept nogil:
+    """Rows [lo, hi) of the cross-entropy gradient when rows are short and contiguous:
+    g * softmax, less g at the label, in one plain loop per row (no call per row)."""
+    cdef ptrdiff_t n = R.n, r, i, label
+    cdef const floating_t* x = <const floating_t*>(R.v[1].data + lo * R.v[1].strides[0])
+    cdef floating_t* y = <floating_t*>(R.v[3].data + lo * R.v[3].strides[0])
+    cdef floating_t g
+    for r in range(hi - lo):
+        label = _label_at(R.v[0], _row_offset(R, R.v[0], lo + r))
+        g = (<const floating_t*>(R.v[2].data + _row_offset(R, R.v[2], lo + r)))[0]
+        if label == R.ignore_index:
+            g = 0
+            label = -1
+        for i in range(n):
+            y[r * n + i] = x[r * n + i] * g
+        if label >= 0:
+            y[r * n + label] -= g
+
+
+cdef void _rows_range(Rows* R, ptrdiff_t lo, ptrdiff_t hi, floating_t* tag) noexcept nogil:
+    """Rows [lo, hi) of R's kernel: in blocks when R.short_rows, else row by row."""
+    cdef ptrdiff_t r
+    if R.short_rows and R.mode == CE_GRAD:
+        _short_grad_block(R, lo, hi, tag)
+    elif R.short_rows:
+        r = lo
+        while r < hi:
+            _short_block(R, r, min(hi, r + R.block_rows), tag)
+            r += R.block_rows
+    else:
+        for r in range(lo, hi):
+            _row(R, r, tag)
+
+
+cdef bint _dense_rows(const fastop_view* v, ptrdiff_t n, ptrdiff_t itemsize) noexcept nogil:
+    """v (2-d) holds its rows of n elements back to back."""
+    return v.strides[1] == itemsize and v.strides[0] == n * itemsize
+
+
 cdef int _check_labels(const Rows* R) noexcept nogil:
     """K_ERR_VALUE when a label is neither ignore_index nor a class in [0, n). Checked
     before any row is written, so a failed call leaves its outputs as they were."""
@@ -329,11 +414,9 @@ cdef void _rows_piece(void* ctx, int k) noexcept nogil:
     cdef ptrdiff_t r
     cdef ptrdiff_t lo = R.nrows * k // R.npieces, hi = R.nrows * (k + 1) // R.npieces
     if R.shape.dtype == FASTOP_FLOAT32:
-        for r in range(lo, hi):
-            _row(R, r, <float*>NULL)
+        _rows_range(R, lo, hi, <float*>NULL)
     else:
-        for r in range(lo, hi):
-            _row(R, r, <double*>NULL)
+        _rows_range(R, lo, hi, <double*>NULL)
 
 
 cdef int _run_rows(Rows* R, floating_t* tag) noexcept nogil:
@@ -353,8 +436,7 @@ cdef int _run_rows(Rows* R, floating_t* tag) noexcept nogil:
                                           <ptrdiff_t>nt * PIECES_PER_THREAD), MAX_PIECES)
         parallel_run(_rows_piece, R, R.npieces, nt)
     else:
-        for r in range(R.nrows):
-            _row(R, r, tag)
+        _rows_range(R, 0, R.nrows, tag)
     return K_OK
 
 
@@ -362,6 +444,7 @@ cdef int _launch(int mode, int axis, ptrdiff_t ignore_index, const fastop_view* 
                  fastop_view** ins, int n_in, fastop_view** outs, int n_out) noexcept nogil:
     cdef Rows R
     cdef int i
+    cdef ptrdiff_t itemsize
     R.mode = mode
     R.axis = axis
     R.ndim = shape.ndim
@@ -380,6 +463,15 @@ cdef int _launch(int mode, int axis, ptrdiff_t ignore_index, const fastop_view* 
         R.v[i] = ins[i]
     for i in range(n_out):
         R.v[n_in + i] = outs[i]
+    itemsize = 4 if shape.dtype == FASTOP_FLOAT32 else 8
+    R.short_rows = shape.ndim == 2 and axis == 1 and 0 < R.n <= SHORT_ROW
+    if R.short_rows and mode == CE_GRAD:        # softmax in, dlogits out
+        R.short_rows = (not R.stream and _dense_rows(R.v[1], R.n, itemsize)
+                        and _dense_rows(R.v[3], R.n, itemsize))
+    elif R.short_rows:                          # logits (or x) in, softmax out
+        R.short_rows = ((mode == SOFTMAX or mode == CE) and _dense_rows(R.v[0], R.n, itemsize)
+                        and _dense_rows(R.v[1 if mode == SOFTMAX else 3], R.n, itemsize))
+    R.block_rows = CHUNK // R.n if R.n > 0 else 1
     if shape.dtype == FASTOP_FLOAT32:
         return _run_rows(&R, <float*>NULL)
     return _run_rows(&R, <double*>NULL)

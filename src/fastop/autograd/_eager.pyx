@@ -6,8 +6,10 @@ and methods, ``fastop.<fn>``, gradient rules, optimizer steps, indexing). One pa
 
 1. **bind** — a call giving every input positionally and no attributes takes the op's
    default attributes, packed once for its Cython kernel; a call whose keyword
-   attributes equal the previous call's reuses that call's binding; anything else binds
-   through ``OpDef.bind`` (and becomes the remembered call);
+   attributes equal those of one of the op's last MEMO_DEPTH bindings reuses that
+   binding (a backward alternates ``matmul(..., transpose_y=True)`` and
+   ``matmul(..., transpose_x=True)``); anything else binds through ``OpDef.bind`` and
+   becomes the newest remembered binding, the oldest forgotten;
 2. **inputs** — Tensors pass through; anything else converts by the input rule static
    mode shares (:func:`fastop.ops._dispatch.convert_inputs`, here making Tensors):
    Python and numpy scalars, arrays and lists by the one scalar rule, which may also
@@ -78,11 +80,14 @@ cdef inline object _run(OpBase op, tuple args, dict kwargs):
                 packed = &plan.packed_defaults
         else:
             memo = plan.memo
-            if memo is not None and _same_attrs(kwargs, memo.kwargs):
-                attrs = memo.attrs
-                if memo.packed_ok:
-                    own = memo.packed       # a copy: the kernel may run without the GIL
-                    packed = &own
+            while memo is not None:
+                if _same_attrs(kwargs, memo.kwargs):
+                    attrs = memo.attrs
+                    if memo.packed_ok:
+                        own = memo.packed   # a copy: the kernel may run without the GIL
+                        packed = &own
+                    break
+                memo = memo.older
     if attrs is None:                        # the general binding
         bound, attrs = op.bind(args, {} if kwargs is None else kwargs)
         inputs = tuple(bound)
@@ -91,12 +96,15 @@ cdef inline object _run(OpBase op, tuple args, dict kwargs):
             # copies (the caller may change its lists later)
             memo.kwargs = {k: list(v) if isinstance(v, list) else v
                            for k, v in kwargs.items()}
-            memo.attrs = attrs
+            memo.attrs = {k: list(v) if isinstance(v, list) else v
+                          for k, v in attrs.items()}
             if plan.ck is not None:
                 plan.ck.pack(attrs, &memo.packed)
                 memo.packed_ok = True
                 own = memo.packed
                 packed = &own
+            memo.older = plan.memo
+            _forget_oldest(memo)
             plan.memo = memo
     if not _all_tensors(plan, inputs):
         inputs = convert_inputs(plan, inputs, _EAGER_INPUTS)
@@ -160,6 +168,22 @@ cdef object _cast(object x, int dtype):
     if _cast_op is None:
         _cast_op = B.cast
     return dispatch_eager(<OpBase>_cast_op, (x,), {"dtype": _DTYPE_NAMES[dtype]})
+
+
+cdef enum:
+    MEMO_DEPTH = 4      # keyword calls remembered per op
+
+
+cdef inline void _forget_oldest(AttrsMemo newest):
+    """Cut the chain from `newest` after MEMO_DEPTH entries."""
+    cdef int depth = 1
+    cdef AttrsMemo memo = newest
+    while memo.older is not None:
+        if depth == MEMO_DEPTH:
+            memo.older = None
+            return
+        memo = memo.older
+        depth += 1
 
 
 cdef bint _cacheable(dict kwargs):

@@ -6,11 +6,13 @@ from fastop._core.kernel cimport CKernel, PythonKernel
 
 
 cdef class AttrsMemo:
-    """The keyword attributes of an op's last call, bound, checked and packed."""
+    """The keyword attributes of one of an op's recent calls, bound, checked and packed;
+    `older` is the call remembered before it (a short chain, newest first)."""
     cdef dict kwargs
     cdef dict attrs
     cdef fastop_attrs packed
     cdef bint packed_ok
+    cdef AttrsMemo older
 
 
 cdef class CallPlan:
@@ -34,7 +36,7 @@ cdef class CallPlan:
     cdef unsigned long long variadic_mask   # bit i: input i is variadic
     cdef readonly bint int_to_float     # integer/bool inputs compute in float32 (divide)
     cdef readonly bint mixes_floats     # float32 and float64 tensors compute in float64
-    cdef AttrsMemo memo                 # the last keyword call (eager)
+    cdef AttrsMemo memo                 # the last keyword calls, newest first (eager)
     cdef list metas                     # PythonKernel entries by input signature (eager)
     # the gradient rule, prepared for recording (see prepare_rule)
     cdef readonly object rule
