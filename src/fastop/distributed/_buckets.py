@@ -100,7 +100,7 @@ class _Bucket:
     this rank has a gradient; summed over the ranks, 0 means no rank has one)."""
 
     __slots__ = ("params", "grads", "flat", "flags", "size", "ready", "requests", "stage",
-                 "peers", "results", "half")
+                 "peers", "half")
     NO_BUFFER = "none yet"    # `flat` for a bucket whose buffer comes later (use())
 
     def __init__(self, params: list[Any], flat: Any = None) -> None:
@@ -110,7 +110,6 @@ class _Bucket:
         self.requests: Any = None  # the MPI request(s) in flight
         self.stage = 0            # shared memory: 1 arrived, 2 own piece reduced
         self.peers: list[np.ndarray] = []     # shared memory: every rank's buffer
-        self.results: list[np.ndarray] = []   # shared memory: every rank's result piece
         self.half: Any = None     # comm_dtype: (sent bits, received bits) in flight
         if flat is not self.NO_BUFFER:
             self.use(np.zeros(self.size, params[0].dtype.name) if flat is None else flat)
@@ -210,22 +209,25 @@ class _SharedMemory:
     each rank's buffers live in one MPI shared-memory window, so the ranks read each
     other's gradients directly. Once a bucket is final everywhere (a non-blocking
     barrier), rank r sums piece r of every rank's buffer, in rank order, scaled by
-    1/world size, into its result piece; after a second barrier each rank copies every
-    rank's result piece into its own buffer. Per rank that moves about 1.5x what copying
-    the buffer once does, with no message staging, whatever MPI's intra-node transport
+    1/world size, a cache-sized chunk at a time, and writes each chunk of the average
+    into piece r of every rank's buffer; after a second barrier every rank's buffer
+    holds the average. Piece r of any buffer is read and written by rank r alone, so
+    the sums need no staging area and the average no copying back: per rank that
+    moves about what copying the buffer once does, whatever MPI's intra-node transport
     (MPICH disables its single-copy transport where ``ptrace_scope`` forbids it); every
-    piece is computed once, so the ranks hold the same bits. No rank reads another's
-    buffer after the second barrier, and a result piece is rewritten only after the
-    next pass's first barrier, which every rank passes after its copies: no barrier at
-    the end of a pass. The first barriers run on one communicator and the second on
-    another, each in bucket order (a bucket is reduced only after the ones before it),
-    so the ranks' barriers match whatever their timing."""
+    piece is computed once, so the ranks hold the same bits. A rank's buffer is written
+    by the others only between a pass's first barrier (which it passes once its
+    gradients are final) and the second (which it waits for before reading them): no
+    barrier at the end of a pass. The first barriers run on one communicator and the
+    second on another, each in bucket order (a bucket is reduced only after the ones
+    before it), so the ranks' barriers match whatever their timing."""
 
     CHUNK = 1 << 15           # elements summed at a time (stays in cache)
 
     def __init__(self, w: World, nbytes: int) -> None:
         """`nbytes`: the size of every rank's part of the window (the same on all)."""
         self.win = w.MPI.Win.Allocate_shared(max(64, nbytes), 1, comm=w.comm)
+        self.chunks: dict[np.dtype, np.ndarray] = {}   # a sum's chunk, per dtype
         self.win.Lock_all(w.MPI.MODE_NOCHECK)
         self.arrived, self.reduced = w.comm.Dup(), w.comm.Dup()   # the two barriers
         _free_at_exit(self)
@@ -235,28 +237,22 @@ class _SharedMemory:
         remove_shared_memory_files()        # every rank has mapped them (see _world)
 
     @staticmethod
-    def layout(w: World, groups: list[list[Any]]) -> tuple[list[tuple[int, int]], int]:
-        """Where each bucket's buffer and result piece lie in a rank's part of the
-        window ((byte offset of the buffer, of the result piece)), and the part's size."""
+    def layout(groups: list[list[Any]]) -> tuple[list[int], int]:
+        """Where each bucket's buffer lies in a rank's part of the window (its byte
+        offset, 64-byte aligned), and the part's size."""
         places, offset = [], 0
         for group in groups:
             n = sum(p.size for p in group) + len(group)
-            itemsize = group[0].dtype.itemsize
-            result = offset + -(-n * itemsize // 64) * 64
-            places.append((offset, result))
-            offset = result + -(-(-(-n // w.size)) * itemsize // 64) * 64
+            places.append(offset)
+            offset += -(-n * group[0].dtype.itemsize // 64) * 64
         return places, offset
 
-    def attach(self, w: World, bucket: _Bucket, place: tuple[int, int]) -> None:
-        """Give `bucket` every rank's buffer and result piece at `place` (its own
-        buffer zeroed: the parameters' .grad views are made on it)."""
-        buffer_at, result_at = place
+    def attach(self, w: World, bucket: _Bucket, buffer_at: int) -> None:
+        """Give `bucket` every rank's buffer at byte offset `buffer_at` (its own
+        zeroed: the parameters' .grad views are made on it)."""
         dtype = np.dtype(bucket.params[0].dtype.name)
-        piece = -(-bucket.size // w.size)
         bucket.peers = [seg[buffer_at:buffer_at + bucket.size * dtype.itemsize].view(dtype)
                         for seg in self.segments]
-        bucket.results = [seg[result_at:result_at + piece * dtype.itemsize].view(dtype)
-                          for seg in self.segments]
         bucket.peers[w.rank].fill(0)
 
     def start(self, w: World, bucket: _Bucket, what: str) -> None:
@@ -277,33 +273,33 @@ class _SharedMemory:
             self._reduce_own_piece(w, bucket, what)
         w.wait(what, bucket.requests)
         self.win.Sync()
-        piece = -(-bucket.size // w.size)
-        for r in range(w.size):
-            begin, end = r * piece, min((r + 1) * piece, bucket.size)
-            if end > begin:
-                np.copyto(bucket.flat[begin:end], bucket.results[r][:end - begin])
         bucket.stage = 0
 
     def end_of_pass(self, w: World, what: str) -> None:
         pass
 
     def _reduce_own_piece(self, w: World, bucket: _Bucket, what: str) -> None:
-        """Sum this rank's piece over the ranks (rank order) into its result piece,
-        the gradients scaled by 1/world size (the flags stay counts), then start the
-        second barrier."""
+        """Sum this rank's piece over the ranks (rank order), the gradients scaled by
+        1/world size (the flags stay counts), into that piece of every rank's buffer;
+        then start the second barrier."""
         self.win.Sync()
         piece = -(-bucket.size // w.size)
         begin, end = w.rank * piece, min((w.rank + 1) * piece, bucket.size)
         scale, n = 1.0 / w.size, bucket.gradients
-        peers, out = bucket.peers, bucket.results[w.rank]
+        peers = bucket.peers
+        chunk = self.chunks.get(peers[0].dtype)
+        if chunk is None:
+            chunk = self.chunks[peers[0].dtype] = np.empty(self.CHUNK, peers[0].dtype)
         for lo in range(begin, end, self.CHUNK):
             hi = min(lo + self.CHUNK, end)
-            acc = out[lo - begin:hi - begin]
+            acc = chunk[:hi - lo]
             np.add(peers[0][lo:hi], peers[1][lo:hi], out=acc)
             for r in range(2, w.size):
                 np.add(acc, peers[r][lo:hi], out=acc)
             cut = min(max(n, lo), hi) - lo          # gradients before the flags
             np.multiply(acc[:cut], scale, out=acc[:cut])
+            for buffer in peers:
+                buffer[lo:hi] = acc
         self.win.Sync()
         bucket.requests = w.start(what, self.reduced.Ibarrier)
         bucket.stage = 2
@@ -361,7 +357,7 @@ class GradientBuckets:
             self.transport = _HalfExchange(comm_dtype)
         elif w.size > 1 and w.local_size == w.size and members and \
                 os.environ.get("FASTOP_DIST_SHM", "1") != "0":
-            places, nbytes = _SharedMemory.layout(w, members)
+            places, nbytes = _SharedMemory.layout(members)
             self.transport = _SharedMemory(w, nbytes)
             self.buckets = []
             for group, place in zip(members, places):
