@@ -6,6 +6,7 @@ the ranks."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -101,9 +102,10 @@ SCRIPT = """
 import os, sys
 from mpi4py import MPI
 rank = MPI.COMM_WORLD.Get_rank()
-print(f"rank {rank} threads " + " ".join(os.environ.get(v, "-") for v in
-      ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "FASTOP_NUM_THREADS")),
-      flush=True)
+sys.stdout.write(f"rank {rank} threads " + " ".join(os.environ.get(v, "-") for v in
+    ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "FASTOP_NUM_THREADS"))
+    + "\\n")                 # one write: the ranks' lines arrive whole, in either order
+sys.stdout.flush()
 sys.exit(int(sys.argv[1]) if rank == int(sys.argv[2]) else 0)
 """
 
@@ -131,8 +133,8 @@ def test_each_rank_gets_the_thread_budget(tmp_path):
                           capture_output=True, text=True, env=environment, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     budget = str(max(1, len(os.sched_getaffinity(0)) // 2))
-    assert sorted(line.split(" threads ")[1] for line in done.stdout.splitlines()
-                  if " threads " in line) == [" ".join([budget] * 4)] * 2, done.stdout
+    assert sorted(re.findall(r"rank \d threads ([\d-]+(?: [\d-]+){3})", done.stdout)) \
+        == [" ".join([budget] * 4)] * 2, done.stdout
     done = subprocess.run([sys.executable, "-m", "fastop.distributed.launch", "-n", "2",
                            "--threads", "3", str(script), "0", "0"],
                           capture_output=True, text=True, env=environment, timeout=120)
