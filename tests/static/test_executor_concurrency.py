@@ -275,17 +275,8 @@ def test_random_dags_run_concurrently_match_serial_bitwise(every_op, spec):
     offered to pool threads: the fetched values are bitwise those of num_threads=1, run
     after run (the first run traces shapes, the later ones run regions on the arena)."""
     dag = Dag(spec)
-    main = static.Program()
-    with static.program_guard(main, static.Program()), mode_guard("static"):
-        data = []
-        for k, v in enumerate(dag.feeds):
-            var = static.data(f"in{k}", list(v.shape), v.dtype.name)
-            var.stop_gradient = not _trainable(v)
-            data.append(var)
-        nodes, loss = dag.build(data)
-        trained = [d for d in data if not d.stop_gradient]
-        grads = [] if loss is None or not trained else static.gradients([loss], trained)
-    feed = {d.name: v for d, v in zip(data, dag.feeds)}
+    with mode_guard("static"):
+        main, feed, nodes, grads = dag.static_program()
     for fetch in (nodes + [g for g in grads if g is not None],
                   [g for g in grads if g is not None]):       # temporaries in the arena
         if not fetch:

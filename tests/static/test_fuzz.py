@@ -138,6 +138,21 @@ class Dag:
                 total = s if total is None else add(total, s)
         return flat, total
 
+    def static_program(self):
+        """The DAG as a static Program with the gradients of its loss with respect to
+        the trainable feeds: (program, feed dict, outputs, gradients)."""
+        main = static.Program()
+        with static.program_guard(main, static.Program()):
+            data = []
+            for k, v in enumerate(self.feeds):
+                var = static.data(f"in{k}", list(v.shape), v.dtype.name)
+                var.stop_gradient = not _trainable(v)
+                data.append(var)
+            nodes, loss = self.build(data)
+            trained = [d for d in data if not d.stop_gradient]
+            grads = [] if loss is None or not trained else static.gradients([loss], trained)
+        return main, {d.name: v for d, v in zip(data, self.feeds)}, nodes, grads
+
 
 def _trainable(value):
     return value.dtype.kind == "f"
@@ -161,17 +176,7 @@ def test_random_dags_of_registered_ops_match_eager(spec):
         else:
             expected_grads = [None if g is None else g.numpy()
                               for g in fastop.grad([loss], trained, allow_unused=True)]
-    main = static.Program()
-    with static.program_guard(main, static.Program()):
-        data = []
-        for k, v in enumerate(dag.feeds):
-            var = static.data(f"in{k}", list(v.shape), v.dtype.name)
-            var.stop_gradient = not _trainable(v)
-            data.append(var)
-        nodes, loss = dag.build(data)
-        trained = [d for d in data if not d.stop_gradient]
-        grads = [] if loss is None or not trained else static.gradients([loss], trained)
-    feed = {d.name: v for d, v in zip(data, dag.feeds)}
+    main, feed, nodes, grads = dag.static_program()
     exe = static.Executor()
     fetch = nodes + [g for g in grads if g is not None]
     for _ in range(2):          # the first run traces shapes, the second uses the arena

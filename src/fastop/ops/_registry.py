@@ -908,11 +908,7 @@ class OpDef(OpBase):
         """The shape and dtype of each output a kernel returned (one value per output, a
         tuple when several; anything numpy reads as an array)."""
         names = [o.name for o in self.outputs]
-        results = result if isinstance(result, (tuple, list)) else (result,)
-        if len(results) != len(names):
-            raise ValueError(f"{self.name}: the Python kernel returned {len(results)} "
-                             f"value(s), expected {len(names)} ({', '.join(names)}): "
-                             f"{_describe(result)}")
+        results = self._one_per_output(result, len(names), names)
         out = []
         for name, value in zip(names, results):
             if not isinstance(value, (np.ndarray, DenseTensor)):
@@ -927,6 +923,17 @@ class OpDef(OpBase):
                 raise TypeError(f"{self.name}: output '{name}' is a {value.dtype} array, "
                                 f"which fastop has no dtype for ({exc})") from None
         return out
+
+    def _one_per_output(self, result: Any, count: int,
+                        names: Sequence[str]) -> Sequence[Any]:
+        """A Python kernel's `result` as its `count` output values (`names`: the
+        outputs', for the error), or the error saying how many it returned."""
+        results = result if isinstance(result, (tuple, list)) else (result,)
+        if len(results) != count:
+            raise ValueError(f"{self.name}: the Python kernel returned {len(results)} "
+                             f"value(s), expected {count} ({', '.join(names)}): "
+                             f"{_describe(result)}")
+        return results
 
     def _remember(self, key: tuple, metas: list[TensorMeta]) -> None:
         """Record the inferred `metas` of an input signature, keeping the most recent
@@ -943,11 +950,7 @@ class OpDef(OpBase):
         (a numpy scalar), the values to take."""
         if names is None:
             names = [o.name for o in self.outputs]
-        results = result if isinstance(result, (tuple, list)) else (result,)
-        if len(results) != len(metas):
-            raise ValueError(f"{self.name}: the Python kernel returned {len(results)} "
-                             f"value(s), expected {len(metas)} ({', '.join(names)}): "
-                             f"{_describe(result)}")
+        results = self._one_per_output(result, len(metas), names)
         values = []
         for name, value, meta in zip(names, results, metas):
             if not isinstance(value, DenseTensor):
