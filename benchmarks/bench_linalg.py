@@ -1,4 +1,5 @@
-"""matmul (float32/float64, square n×n) and the fused fc = tanh(x @ W + b).
+"""matmul (float32/float64, square n×n, and an MLP's batch-64 products) and the fused
+fc = tanh(x @ W + b).
 
 numpy and fastop get the same allocation policy: matmul allocates its result in both;
 fc writes into a preallocated output in both (numpy's three calls use ``out=``).
@@ -10,6 +11,9 @@ from fastop._core import linalg
 from fastop._core.storage import from_numpy
 
 FC_SHAPES = [(64, 784, 256), (512, 1024, 1024)]
+# The products of a batch-64 784-256-256-10 MLP's forward pass: small panels, where
+# OpenBLAS's sgemm depends on blas.fault_in_buffers (11-14 against 31-35 GFLOP/s).
+MLP_PRODUCTS = [(64, 784, 256), (64, 256, 256)]
 
 
 def register(suite):
@@ -27,6 +31,16 @@ def register(suite):
                       numpy=lambda a=a, b=b: a @ b,
                       torch=(lambda ta=ta, tb=tb: torch.matmul(ta, tb)) if torch else None,
                       target="≥ 0.95× numpy")
+    for m, k, n in MLP_PRODUCTS:
+        a = rng.standard_normal((m, k)).astype("float32")
+        b = rng.standard_normal((k, n)).astype("float32")
+        fa, fb = from_numpy(a), from_numpy(b)
+        ta, tb = (torch.from_numpy(a), torch.from_numpy(b)) if torch else (None, None)
+        suite.add("linalg", f"matmul float32 {m}x{k}x{n} (MLP layer)",
+                  fastop=lambda fa=fa, fb=fb: linalg.matmul(fa, fb),
+                  numpy=lambda a=a, b=b: a @ b,
+                  torch=(lambda ta=ta, tb=tb: torch.matmul(ta, tb)) if torch else None,
+                  target="≥ 0.95× numpy, ≥ 0.9× torch")
     for m, k, n in FC_SHAPES:
         x = rng.standard_normal((m, k)).astype("float32")
         w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype("float32")
