@@ -577,3 +577,24 @@ def test_without_sampling_no_samples_and_no_section():
     with pytest.raises(ValueError, match="sample_python must be None or seconds"):
         Profiler(sample_python=0)
     assert not any(t.name == "fastop-stack-sampler" for t in threading.enumerate())
+
+
+def test_samples_of_the_launcher_alone_are_not_the_scripts_time():
+    """The table of where the time outside ops went counts only samples that caught the
+    script (the launcher's own frames before its first line or after its last are
+    left out), so the script's <module> is on the stack of 100 % of it."""
+    from fastop.profiler import PythonFrame, PythonSamples, _sampled_table
+    samples = PythonSamples(thread=1, interval=0.005)
+    samples.frames = [PythonFrame("cli", "/x/fastop/cli.py", 1, True),
+                      PythonFrame("train.py", "/w/train.py", 1, False),
+                      PythonFrame("prepare_batch", "/w/train.py", 5, False)]
+    samples.stacks = [(0,), (0, 1, 2), (0, 1)]
+    samples.times = [10, 20, 30, 40]
+    samples.stack_ids = [0, 1, 2, 0]          # the launcher first and last
+    table = _sampled_table(samples, [], [(1, 0, "main")], (0, 40), "ms", None)
+    assert "(2 samples there)" in table
+    rows = {line.split()[0]: line.split() for line in table.splitlines()
+            if line.startswith(("train.py", "prepare_batch", "cli"))}
+    assert float(rows["train.py"][3]) == 100.0
+    assert float(rows["prepare_batch"][3]) == 50.0
+    assert "cli" not in rows

@@ -474,6 +474,12 @@ def _user_stack(samples: PythonSamples, stack: tuple[int, ...]) -> tuple[int, ..
     return stack[start:]
 
 
+def _in_script(samples: PythonSamples, i: int) -> bool:
+    """Whether sample `i` caught the script running (not the launcher alone)."""
+    stack = _user_stack(samples, samples.stacks[samples.stack_ids[i]])
+    return bool(stack) and not samples.frames[stack[0]].launcher
+
+
 def _op_intervals(events: list[ProfilerEvent], thread: int) -> list[tuple[int, int]]:
     """The union of the times `thread` (an event thread index) spent in fastop: every
     event but steps and user ranges, merged into disjoint sorted intervals."""
@@ -517,7 +523,10 @@ def _sampled_table(samples: PythonSamples, events: list[ProfilerEvent],
     end = max((e.end_ns for e in steps), default=window[1])
     outside = max(end - begin - sum(min(b, end) - max(a, begin) for a, b in intervals
                                     if b > begin and a < end), 0)
-    weighted = _outside_weights(samples, (begin, end), intervals)
+    # A sample of the launcher alone (before the script's first line, after its last)
+    # is not the script's time.
+    weighted = [(i, w) for i, w in _outside_weights(samples, (begin, end), intervals)
+                if _in_script(samples, i)]
     name = threads[index][2] if index is not None else "the sampled thread"
     scale = _TIME_UNITS[time_unit]
     head = (f"\nWhere the {outside / scale:.3f} {time_unit} {OUTSIDE_OPS} on {name} went: "

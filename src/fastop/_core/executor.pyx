@@ -691,6 +691,11 @@ cdef class Plan:
         self.current_op = -1
         with nogil:
             parallel_run(_region_piece, <void*>self, n, n)
+        if not self.failed and self.left > 0:
+            # A piece goes to whichever thread claims it first: where pool threads
+            # claimed every piece (the caller descheduled meanwhile), the ops only the
+            # caller may run (ordered ones) are still to do, and nothing is in flight.
+            self._work()
         if self.error is not None:
             error, self.error = self.error, None
             self.current_op = self.error_op
