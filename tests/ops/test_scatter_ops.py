@@ -124,6 +124,8 @@ def test_eager_equals_static(run_static):
     ((X, np.array([-1]), UPDATES[:1]), ValueError, "fastop::scatter: index holds -1"),
     ((X, np.array([0]), UPDATES[:1].astype("int64")), TypeError,
      "fastop::scatter: updates must have x's dtype float32, got int64"),
+    ((X, np.array([0]), UPDATES[:1].astype("float64")), TypeError,
+     "fastop::scatter: updates must have x's dtype float32, got float64"),
     ((np.float32(1.0), np.array(0), np.float32(2.0)), ValueError,
      "fastop::scatter: x must have at least 1 dim"),
 ])

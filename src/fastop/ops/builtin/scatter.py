@@ -80,7 +80,7 @@ def register(registry) -> None:
     registry.define(
         "fastop::scatter", inputs=["x", "index", "updates"], attrs={"overwrite": True},
         meta=scatter_meta, kernels=dict.fromkeys(DTYPES, scatter_kernel),
-        differentiable=("x", "updates"), promotes=("x", "updates"),
+        differentiable=("x", "updates"), promotes=("x",),
         doc="Rows of x along axis 0 replaced by updates at index (overwrite=False: the "
             "rows zeroed, then the updates added)."
     ).grad(needs=("index",), reads={"x": ("index",), "updates": ("index",)})(
