@@ -62,6 +62,8 @@ def test_domain_edges_give_inf_and_nan_without_warnings():
         assert np.isnan(call("asin", np.array([1.5]))).all()
         assert np.isnan(call("acos", np.array([-1.5]))).all()
         assert np.isnan(call("remainder", np.array([1.0]), np.array([0.0]))).all()
+        np.testing.assert_array_equal(call("round", np.array([np.inf, -np.inf, np.nan])),
+                                      [np.inf, -np.inf, np.nan])
 
 
 @pytest.mark.parametrize("name", sorted(UNARY) + ["round"])

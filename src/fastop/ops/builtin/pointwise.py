@@ -60,8 +60,9 @@ def round_kernel(x):
     """Half away from zero: the integer part plus sign(x) where the fraction is at least
     a half (``x - trunc(x)`` is exact, so no ``x + 0.5`` rounding error; -0.2 stays -0.)."""
     whole = np.trunc(x)
-    return np.where(np.abs(x - whole) >= 0.5, whole + np.sign(x), whole).astype(x.dtype,
-                                                                            copy=False)
+    with np.errstate(invalid="ignore"):            # inf - inf: nan, and inf stays inf
+        return np.where(np.abs(x - whole) >= 0.5, whole + np.sign(x), whole).astype(
+            x.dtype, copy=False)
 
 
 def trunc_kernel(x):
