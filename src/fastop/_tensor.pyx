@@ -33,11 +33,12 @@ __all__ = ["Tensor", "to_tensor", "from_numpy_tensor", "add_methods"]
 # --------------------------------------------------------------------------- operators
 
 cdef enum:
-    ADD, SUB, MUL, DIV, POW, MATMUL, EQ, NE, LT, LE, GT, GE, NEG, ABS, CAST, TRANSPOSE, N_OPS
+    ADD, SUB, MUL, DIV, POW, MATMUL, EQ, NE, LT, LE, GT, GE, NEG, ABS, CAST, TRANSPOSE, MOD,
+    N_OPS
 
 cdef tuple _OP_NAMES = ("add", "subtract", "multiply", "divide", "pow", "matmul", "equal",
                         "not_equal", "less_than", "less_equal", "greater_than",
-                        "greater_equal", "neg", "abs", "cast", "transpose")
+                        "greater_equal", "neg", "abs", "cast", "transpose", "remainder")
 cdef list _ops = [None] * N_OPS
 cdef tuple _DTYPE_NAMES = DTYPE_NAMES
 cdef dict _NUMPY_CODES = {np.dtype(name): code for code, name in enumerate(_DTYPE_NAMES)}
@@ -457,6 +458,12 @@ cdef class Tensor(DenseTensor):
 
     def __rpow__(self, other, mod):
         return _binary(POW, other, self)
+
+    def __mod__(self, other):
+        return _binary(MOD, self, other)
+
+    def __rmod__(self, other):
+        return _binary(MOD, other, self)
 
     def __matmul__(self, other):
         return _binary(MATMUL, self, other)

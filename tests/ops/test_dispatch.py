@@ -22,6 +22,7 @@ BINARY = {
     "less_equal": operator.le, "greater_than": operator.gt, "greater_equal": operator.ge,
     "maximum": None, "minimum": None,
     "logical_and": None, "logical_or": None, "logical_xor": None,
+    "remainder": operator.mod,
 }
 COMPARISONS = {"equal", "not_equal", "less_than", "less_equal", "greater_than",
                "greater_equal", "logical_and", "logical_or", "logical_xor"}
@@ -30,7 +31,7 @@ NUMPY = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply,
          "less_than": np.less, "less_equal": np.less_equal, "greater_than": np.greater,
          "greater_equal": np.greater_equal, "maximum": np.maximum, "minimum": np.minimum,
          "logical_and": np.logical_and, "logical_or": np.logical_or,
-         "logical_xor": np.logical_xor}
+         "logical_xor": np.logical_xor, "remainder": np.remainder}
 
 TENSORS = {
     "int32": np.array([[1, -2, 3], [4, 0, 5]], np.int32),

@@ -104,6 +104,28 @@ CASES = {
     "cast": (lambda x, y, i: x.cast("int64"), "fastop::cast"),
 }
 
+# trigonometric, rounding and rsqrt methods and their in-place forms: one op each (asin
+# and acos of x * 0.3, inside their domain)
+UNARY = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "floor", "ceil", "round",
+         "trunc", "rsqrt")
+CASES.update({
+    method: (lambda x, y, i, method=method, name=name: getattr(
+        x * 0.3 if name in ("asin", "acos") else x, method)(), f"fastop::{name}")
+    for name in UNARY for method in (name, f"{name}_")})
+CASES.update({
+    "sign": (lambda x, y, i: (x - 1.0).sign(), "fastop::sign"),
+    "remainder": (lambda x, y, i: x.remainder(y), "fastop::remainder"),
+    "mod": (lambda x, y, i: x.mod(y), "fastop::remainder"),
+    "floor_mod": (lambda x, y, i: x.floor_mod(y), "fastop::remainder"),
+    "remainder_": (lambda x, y, i: x.remainder_(y), "fastop::remainder"),
+    "mod_": (lambda x, y, i: x.mod_(y), "fastop::remainder"),
+    "floor_mod_": (lambda x, y, i: x.floor_mod_(y), "fastop::remainder"),
+    "scatter": (lambda x, y, i: x.scatter(i[1, :2], y), "fastop::scatter"),
+    "scatter_": (lambda x, y, i: x.scatter_(i[1, :2], y, overwrite=False), "fastop::scatter"),
+    "masked_fill": (lambda x, y, i: x.masked_fill(x > y, 0.5), "fastop::where"),
+    "masked_fill_": (lambda x, y, i: x.masked_fill_(x > y, y.sum()), "fastop::where"),
+})
+
 
 METHODS = set(TENSOR_METHODS) | {"astype", "cast"}     # astype/cast: C methods of Tensor
 

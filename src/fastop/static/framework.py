@@ -152,6 +152,8 @@ class Variable:
     def __rtruediv__(self, o): return self._binary("divide", o, True)
     def __pow__(self, o): return self._binary("pow", o)
     def __rpow__(self, o): return self._binary("pow", o, True)
+    def __mod__(self, o): return self._binary("remainder", o)
+    def __rmod__(self, o): return self._binary("remainder", o, True)
     def __matmul__(self, o): return self._binary("matmul", o)
     def __rmatmul__(self, o): return self._binary("matmul", o, True)
     def __lt__(self, o): return self._binary("less_than", o)

@@ -43,7 +43,11 @@ from fastop.tensor.creation import full_like
 
 __all__ = ["add_", "subtract_", "multiply_", "divide_", "pow_", "scale_", "clip_", "exp_",
            "log_", "sqrt_", "tanh_", "abs_", "neg_", "reciprocal_", "zero_", "fill_", "uniform_",
-           "normal_", "squeeze_", "unsqueeze_", "reshape_", "flatten_", "assign"]
+           "normal_", "squeeze_", "unsqueeze_", "reshape_", "flatten_", "assign",
+           # trigonometric, rounding, remainder, scatter, masked_fill (section at the end)
+           "sin_", "cos_", "tan_", "asin_", "acos_", "atan_", "sinh_", "cosh_", "floor_",
+           "ceil_", "round_", "trunc_", "rsqrt_", "remainder_", "mod_", "floor_mod_",
+           "scatter_", "masked_fill_"]
 
 
 def apply_in_place(x: Any, who: str, compute: Callable[[Any], Any],
@@ -261,6 +265,95 @@ def _placed(x: Tensor, key: Any, value: Tensor) -> Tensor:
     flat = B.reshape(B.broadcast_to(value, shape=list(region)), shape=[-1])
     return B.reshape(B.gather(flat, from_numpy_tensor(positions.reshape(-1)), axis=0),
                      shape=list(x.shape))
+
+
+# --------------------------------- trigonometric, rounding, remainder, scatter, masked_fill
+
+def sin_(x: Tensor, name: str | None = None) -> Tensor:
+    """In place: sin(x)."""
+    return apply_in_place(x, "sin_", _math.sin)
+
+
+def cos_(x: Tensor, name: str | None = None) -> Tensor:
+    """In place: cos(x)."""
+    return apply_in_place(x, "cos_", _math.cos)
+
+
+def tan_(x: Tensor, name: str | None = None) -> Tensor:
+    """In place: tan(x)."""
+    return apply_in_place(x, "tan_", _math.tan)
+
+
+def asin_(x: Tensor, name: str | None = None) -> Tensor:
+    """In place: arcsin(x)."""
+    return apply_in_place(x, "asin_", _math.asin)
+
+
+def acos_(x: Tensor, name: str | None = None) -> Tensor:
+    """In place: arccos(x)."""
+    return apply_in_place(x, "acos_", _math.acos)
+
+
+def atan_(x: Tensor, name: str | None = None) -> Tensor:
+    """In place: arctan(x)."""
+    return apply_in_place(x, "atan_", _math.atan)
+
+
+def sinh_(x: Tensor, name: str | None = None) -> Tensor:
+    """In place: sinh(x)."""
+    return apply_in_place(x, "sinh_", _math.sinh)
+
+
+def cosh_(x: Tensor, name: str | None = None) -> Tensor:
+    """In place: cosh(x)."""
+    return apply_in_place(x, "cosh_", _math.cosh)
+
+
+def floor_(x: Tensor, name: str | None = None) -> Tensor:
+    """In place: floor(x)."""
+    return apply_in_place(x, "floor_", _math.floor)
+
+
+def ceil_(x: Tensor, name: str | None = None) -> Tensor:
+    """In place: ceil(x)."""
+    return apply_in_place(x, "ceil_", _math.ceil)
+
+
+def round_(x: Tensor, name: str | None = None) -> Tensor:
+    """In place: x rounded, halves away from zero."""
+    return apply_in_place(x, "round_", _math.round)
+
+
+def trunc_(input: Tensor, name: str | None = None) -> Tensor:  # noqa: A002 (Paddle's name)
+    """In place: x rounded toward zero."""
+    return apply_in_place(input, "trunc_", _math.trunc)
+
+
+def rsqrt_(x: Tensor, name: str | None = None) -> Tensor:
+    """In place: 1 / sqrt(x)."""
+    return apply_in_place(x, "rsqrt_", _math.rsqrt)
+
+
+def remainder_(x: Tensor, y: Any, name: str | None = None) -> Tensor:
+    """In place: x % y (the sign of y; y broadcasts to x's shape)."""
+    return apply_in_place(x, "remainder_", lambda s: _math.remainder(s, y))
+
+
+mod_ = remainder_          # PaddlePaddle's aliases
+floor_mod_ = remainder_
+
+
+def scatter_(x: Tensor, index: Tensor, updates: Tensor, overwrite: bool = True,
+             name: str | None = None) -> Tensor:
+    """In place: :func:`fastop.scatter` (rows of x at index replaced by updates)."""
+    return apply_in_place(x, "scatter_", lambda s: _manipulation.scatter(s, index, updates,
+                                                                         overwrite))
+
+
+def masked_fill_(x: Tensor, mask: Tensor, value: Any, name: str | None = None) -> Tensor:
+    """In place: :func:`fastop.masked_fill` (mask broadcasts to x's shape)."""
+    return apply_in_place(x, "masked_fill_", lambda s: _manipulation.masked_fill(s, mask,
+                                                                                 value))
 
 
 _EAGER_ONLY = ("uniform_", "normal_")       # random values drawn now: no program op

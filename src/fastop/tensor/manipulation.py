@@ -14,7 +14,9 @@ from fastop.tensor._common import ShapeLike, shape_list, tensor_methods
 __all__ = ["reshape", "transpose", "concat",
            # stacking, splitting, squeezing, gathering, casting (section at the end)
            "stack", "split", "chunk", "squeeze", "unsqueeze", "gather", "take_along_axis",
-           "cast", "flatten", "clone", "broadcast_to", "expand", "expand_as"]
+           "cast", "flatten", "clone", "broadcast_to", "expand", "expand_as",
+           # writing rows and masked elements (section at the end)
+           "scatter", "masked_fill"]
 
 
 def reshape(x: Tensor, shape: ShapeLike, name: str | None = None) -> Tensor:
@@ -184,3 +186,38 @@ def clone(x: Tensor, name: str | None = None) -> Tensor:
 tensor_methods({"split": split, "chunk": chunk, "squeeze": squeeze, "unsqueeze": unsqueeze,
                 "gather": gather, "take_along_axis": take_along_axis, "flatten": flatten,
                 "clone": clone, "expand": expand, "expand_as": expand_as})
+
+
+# ----------------------------------------------------- writing rows and masked elements
+
+def scatter(x: Tensor, index: Tensor, updates: Tensor, overwrite: bool = True,
+            name: str | None = None) -> Tensor:
+    """x with rows (along axis 0) replaced: ``out[index[i]] = updates[i]`` for a 1-D
+    int32/int64 `index` (a 0-D index replaces one row by an updates of x.shape[1:]);
+    repeated indices: the last wins, or with ``overwrite=False`` the rows are zeroed and
+    every update is added (PaddlePaddle's ``scatter``)."""
+    return B.scatter(x, index, updates, overwrite=bool(overwrite))
+
+
+def masked_fill(x: Tensor, mask: Tensor, value: Any, name: str | None = None) -> Tensor:
+    """x with `value` where the bool `mask` (broadcasting with x) holds: PaddlePaddle's
+    ``masked_fill``, ``where(mask, value, x)``. `value` is a number (taken in x's dtype)
+    or a tensor (0-D, or broadcasting; cast to x's dtype); x's gradient is zero where
+    mask holds, a tensor value's is the sum of the gradient over the masked elements."""
+    mask_dtype = getattr(mask, "dtype", None)
+    if mask_dtype is None or as_dtype(mask_dtype).name != "bool":
+        got = as_dtype(mask_dtype).name if mask_dtype is not None else type(mask).__name__
+        raise TypeError(f"masked_fill: mask must be a bool Tensor, got {got}")
+    dtype = as_dtype(x.dtype)
+    if isinstance(value, (numbers.Number, bool)):
+        value = B.full(shape=[], fill_value=value, dtype=dtype)
+    elif hasattr(value, "shape") and hasattr(value, "dtype"):
+        if as_dtype(value.dtype) != dtype:
+            value = B.cast(value, dtype=dtype)
+    else:
+        raise TypeError(f"masked_fill: value must be a number or a Tensor, got "
+                        f"{type(value).__name__}")
+    return B.where(mask, value, x)
+
+
+tensor_methods({"scatter": scatter, "masked_fill": masked_fill})

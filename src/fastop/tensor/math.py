@@ -19,7 +19,10 @@ __all__ = ["tanh", "exp", "log", "sqrt", "square", "abs", "relu", "sigmoid", "ma
            "min", "prod", "cumsum", "clip", "maximum", "minimum", "isnan", "isinf",
            "isfinite", "all", "any", "numel",
            # PaddlePaddle's compositions (section at the end)
-           "scale", "reciprocal"]
+           "scale", "reciprocal",
+           # trigonometric, rounding, sign, rsqrt, remainder (section at the end)
+           "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "floor", "ceil",
+           "round", "trunc", "sign", "rsqrt", "remainder", "mod", "floor_mod"]
 
 
 def tanh(x: Tensor, name: str | None = None) -> Tensor:
@@ -276,3 +279,91 @@ def reciprocal(x: Tensor, name: str | None = None) -> Tensor:
 
 
 tensor_methods({"scale": scale, "reciprocal": reciprocal})
+
+
+# ----------------------------------------------------- trigonometric, rounding, remainder
+
+def sin(x: Tensor, name: str | None = None) -> Tensor:
+    """Elementwise sine (a float x)."""
+    return B.sin(x)
+
+
+def cos(x: Tensor, name: str | None = None) -> Tensor:
+    """Elementwise cosine (a float x)."""
+    return B.cos(x)
+
+
+def tan(x: Tensor, name: str | None = None) -> Tensor:
+    """Elementwise tangent (a float x)."""
+    return B.tan(x)
+
+
+def asin(x: Tensor, name: str | None = None) -> Tensor:
+    """Elementwise arcsine (a float x; nan outside [-1, 1])."""
+    return B.asin(x)
+
+
+def acos(x: Tensor, name: str | None = None) -> Tensor:
+    """Elementwise arccosine (a float x; nan outside [-1, 1])."""
+    return B.acos(x)
+
+
+def atan(x: Tensor, name: str | None = None) -> Tensor:
+    """Elementwise arctangent (a float x)."""
+    return B.atan(x)
+
+
+def sinh(x: Tensor, name: str | None = None) -> Tensor:
+    """Elementwise hyperbolic sine (a float x)."""
+    return B.sinh(x)
+
+
+def cosh(x: Tensor, name: str | None = None) -> Tensor:
+    """Elementwise hyperbolic cosine (a float x)."""
+    return B.cosh(x)
+
+
+def floor(x: Tensor, name: str | None = None) -> Tensor:
+    """The largest integer <= x, elementwise, in x's dtype (a float x; zero gradient)."""
+    return B.floor(x)
+
+
+def ceil(x: Tensor, name: str | None = None) -> Tensor:
+    """The smallest integer >= x, elementwise, in x's dtype (a float x; zero gradient)."""
+    return B.ceil(x)
+
+
+def round(x: Tensor, name: str | None = None) -> Tensor:  # noqa: A001 (Paddle's name)
+    """x rounded to the nearest integer, halves away from zero (``round(-2.5) == -3``,
+    PaddlePaddle's kernel, not numpy's half to even); a float x; zero gradient."""
+    return B.round(x)
+
+
+def trunc(input: Tensor, name: str | None = None) -> Tensor:  # noqa: A002 (Paddle's name)
+    """x rounded toward zero (an integer x as it is); zero gradient."""
+    return B.trunc(input)
+
+
+def sign(x: Tensor, name: str | None = None) -> Tensor:
+    """-1, 0 or 1 by the sign of each element, in x's dtype (zero gradient)."""
+    return B.sign(x)
+
+
+def rsqrt(x: Tensor, name: str | None = None) -> Tensor:
+    """Elementwise 1 / sqrt(x) (a float x)."""
+    return B.rsqrt(x)
+
+
+def remainder(x: Tensor, y: Any, name: str | None = None) -> Tensor:
+    """x % y elementwise with the sign of y (Python's rule), broadcasting; `y` a Tensor or
+    a number. An integer y of 0 is an error; a float one gives nan."""
+    return B.remainder(x, y)
+
+
+mod = remainder            # PaddlePaddle's aliases
+floor_mod = remainder
+
+tensor_methods({"sin": sin, "cos": cos, "tan": tan, "asin": asin, "acos": acos, "atan": atan,
+                "sinh": sinh, "cosh": cosh, "floor": floor, "ceil": ceil, "round": round,
+                "trunc": trunc, "sign": sign, "rsqrt": rsqrt, "remainder": remainder,
+                "mod": mod, "floor_mod": floor_mod})

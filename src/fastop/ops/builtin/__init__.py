@@ -15,7 +15,8 @@ from fastop.ops.builtin._table import B
 
 # Kernel families, in registration order (later ones may compose earlier ones' ops).
 FAMILIES = ("elementwise", "reduce", "linalg", "softmax", "shape", "optimizer",
-            "logic", "math", "search", "norm", "random", "activation", "embedding")
+            "logic", "math", "search", "norm", "random", "activation", "embedding",
+            "pointwise", "scatter")
 
 
 def register_all(registry) -> None:
