@@ -77,6 +77,56 @@ def test_adamw_group_weight_decay_is_the_decoupled_coefficient_and_betas_are_per
                                                    0.5), rtol=1e-10)
 
 
+def adamax_ref(p, g, lr, b1, b2, eps, steps):
+    m, u = np.zeros_like(p), np.zeros_like(p)
+    for t in range(1, steps + 1):
+        m = b1 * m + (1 - b1) * g
+        u = np.maximum(b2 * u + eps, np.abs(g))
+        p = p - lr / (1 - b1 ** t) * m / u
+    return p
+
+
+def test_adamax_groups_take_their_own_betas_and_epsilon():
+    a, b = params()
+    a0, b0 = a.numpy().copy(), b.numpy().copy()
+    opt = optimizer.Adamax(0.01, parameters=[
+        {"params": [a]}, {"params": [b], "beta1": 0.1, "beta2": 0.5, "epsilon": 0.25}])
+    for _ in range(2):
+        one_step(opt, [a, b], GRADS)
+    np.testing.assert_allclose(a.numpy(), adamax_ref(a0, GRADS[0], 0.01, 0.9, 0.999, 1e-8,
+                                                     2), rtol=1e-10)
+    np.testing.assert_allclose(b.numpy(), adamax_ref(b0, GRADS[1], 0.01, 0.1, 0.5, 0.25,
+                                                     2), rtol=1e-10)
+
+
+def test_adagrad_groups_take_their_own_epsilon_and_initial_accumulator():
+    a, b = params()
+    a0, b0 = a.numpy().copy(), b.numpy().copy()
+    opt = optimizer.Adagrad(0.1, parameters=[
+        {"params": [a]}, {"params": [b], "epsilon": 0.5, "initial_accumulator_value": 3.0}])
+    one_step(opt, [a, b], GRADS)
+    g0, g1 = GRADS
+    np.testing.assert_allclose(a.numpy(), a0 - 0.1 * g0 / (np.abs(g0) + 1e-6), rtol=1e-10)
+    np.testing.assert_allclose(b.numpy(), b0 - 0.1 * g1 / (np.sqrt(3.0 + g1 * g1) + 0.5),
+                               rtol=1e-10)
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda g: optimizer.Adamax(0.1, parameters=g(beta1=1.0)), r"group 1\): beta1 must be"),
+    (lambda g: optimizer.Adam(0.1, parameters=g(beta2="x")), r"group 1\): beta2 must be"),
+    (lambda g: optimizer.Adagrad(0.1, parameters=g(epsilon=-1.0)),
+     r"group 1\): epsilon must be a finite number >= 0"),
+    (lambda g: optimizer.Adagrad(0.1, parameters=g(initial_accumulator_value=float("inf"))),
+     r"group 1\): initial_accumulator_value must be"),
+    (lambda g: optimizer.Adagrad(0.1, parameters=g(beta1=0.5)),
+     r"group 1 sets \['beta1'\], which Adagrad does not take per group"),
+])
+def test_bad_group_hyper_parameters_are_named(make, match):
+    a, b = params()
+    with pytest.raises(ValueError, match=match):
+        make(lambda **options: [{"params": [a]}, {"params": [b], **options}])
+
+
 def test_adam_groups_and_state_dict_cover_every_parameter():
     a, b = params()
     opt = optimizer.Adam(0.01, parameters=[{"params": [a]},

@@ -72,6 +72,11 @@ def _is_scheduler(value: Any) -> bool:
         and callable(getattr(value, "get_lr", None))
 
 
+def _is_number(value: Any) -> bool:
+    """Whether `value` is a real number (not a bool)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def _regularizer(owner: str, weight_decay: Any) -> WeightDecayRegularizer | None:
     """The weight decay a ``weight_decay=`` argument asks for (a float: L2)."""
     if weight_decay is None or isinstance(weight_decay, WeightDecayRegularizer):
@@ -244,6 +249,15 @@ class Optimizer:
                                 f"fastop.nn.ClipGradByGlobalNorm, ClipGradByNorm or "
                                 f"ClipGradByValue, got {type(value).__name__}")
             return value
+        if key in ("beta1", "beta2"):
+            if not _is_number(value) or not 0.0 <= value < 1.0:
+                raise ValueError(f"{owner}: {key} must be in [0, 1), got {value!r:.40}")
+            return float(value)
+        if key in ("epsilon", "initial_accumulator_value"):
+            if not _is_number(value) or not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{owner}: {key} must be a finite number >= 0, got "
+                                 f"{value!r:.40}")
+            return float(value)
         return value
 
     def _option(self, param: Any, key: str, default: Any) -> Any:
@@ -730,19 +744,6 @@ class Adam(Optimizer):
 
     _group_options = Optimizer._group_options + ("beta1", "beta2", "epsilon")
 
-    def _checked_group_option(self, key, value, group):
-        if key in ("beta1", "beta2"):
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"{type(self).__name__} (parameter group {group}): {key} "
-                                 f"must be in [0, 1), got {value}")
-            return float(value)
-        if key == "epsilon":
-            if not value >= 0:
-                raise ValueError(f"{type(self).__name__} (parameter group {group}): "
-                                 f"epsilon must be >= 0, got {value}")
-            return float(value)
-        return super()._checked_group_option(key, value, group)
-
     def _betas(self, param: Any) -> dict[str, float]:
         """beta1, beta2 and epsilon of `param` (its parameter group's or the optimizer's)."""
         return {"beta1": self._option(param, "beta1", self._beta1),
@@ -844,13 +845,17 @@ class Adagrad(Optimizer):
         self._epsilon = float(epsilon)
         self._initial_accumulator_value = float(initial_accumulator_value)
 
+    _group_options = Optimizer._group_options + ("epsilon", "initial_accumulator_value")
+
     def _state_init(self, param):
-        return {"moment": (list(param.shape), self._initial_accumulator_value)}
+        return {"moment": (list(param.shape), self._option(
+            param, "initial_accumulator_value", self._initial_accumulator_value))}
 
     def _composed_update(self, param, g, lr, state):
         moment = state["moment"]
         B.add(moment, B.multiply(g, g), out=moment)
-        step = B.divide(B.multiply(g, lr), B.add(B.sqrt(moment), self._epsilon))
+        epsilon = self._option(param, "epsilon", self._epsilon)
+        step = B.divide(B.multiply(g, lr), B.add(B.sqrt(moment), epsilon))
         B.subtract(param, step, out=param)
 
 
@@ -878,16 +883,20 @@ class Adamax(Optimizer):
         super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
         self._beta1, self._beta2, self._epsilon = float(beta1), float(beta2), float(epsilon)
 
+    _group_options = Optimizer._group_options + ("beta1", "beta2", "epsilon")
+
     def _state_init(self, param):
         shape = list(param.shape)
         return {"moment": (shape, 0.0), "inf_norm": (shape, 0.0),
-                "beta1_pow": ([1], self._beta1)}
+                "beta1_pow": ([1], self._option(param, "beta1", self._beta1))}
 
     def _composed_update(self, param, g, lr, state):
         moment, inf_norm, beta1_pow = state["moment"], state["inf_norm"], state["beta1_pow"]
-        b1, b2 = self._beta1, self._beta2
+        b1 = self._option(param, "beta1", self._beta1)
+        b2 = self._option(param, "beta2", self._beta2)
+        epsilon = self._option(param, "epsilon", self._epsilon)
         B.add(B.multiply(moment, b1), B.multiply(g, 1.0 - b1), out=moment)
-        B.maximum(B.add(B.multiply(inf_norm, b2), self._epsilon), B.abs(g), out=inf_norm)
+        B.maximum(B.add(B.multiply(inf_norm, b2), epsilon), B.abs(g), out=inf_norm)
         rate = B.divide(lr, B.subtract(B.full_like(beta1_pow, 1.0), beta1_pow))
         B.subtract(param, B.multiply(B.divide(moment, inf_norm), rate), out=param)
         B.multiply(beta1_pow, b1, out=beta1_pow)
