@@ -127,6 +127,12 @@ class Optimizer:
         if learning_rate is None:           # PaddlePaddle's ValueError (set_lr: TypeError)
             raise ValueError(f"{type(self).__name__}: learning_rate is not set (None); "
                              f"give a non-negative float or an LRScheduler")
+        if not (_is_scheduler(learning_rate) or isinstance(learning_rate, float)):
+            # PaddlePaddle's rule: a float or an LRScheduler (an int is a TypeError too;
+            # set_lr takes ints)
+            raise TypeError(f"{type(self).__name__}: learning_rate must be a non-negative "
+                            f"float or an LRScheduler, got {type(learning_rate).__name__} "
+                            f"{learning_rate!r:.40}")
         self._learning_rate: Any = learning_rate if _is_scheduler(learning_rate) else \
             self._checked_rate(learning_rate)
         self.regularization = _regularizer(type(self).__name__, weight_decay)
@@ -135,8 +141,8 @@ class Optimizer:
         self._param_groups: list[dict[str, Any]] = []
         if parameters is None:
             if current_mode() == "eager":
-                raise ValueError(f"{type(self).__name__}: parameters are required in "
-                                 f"eager mode (e.g. parameters=model.parameters())")
+                raise AttributeError(f"{type(self).__name__}: parameters are required "
+                                     f"in eager mode (e.g. parameters=model.parameters())")
             self._parameter_list = None
         elif isinstance(parameters, (list, tuple)) and parameters and \
                 isinstance(parameters[0], dict):
@@ -784,9 +790,10 @@ class AdamW(Adam):
                  apply_decay_param_fun: Callable[[str], bool] | None = None,
                  grad_clip: ClipGradBase | None = None, lazy_mode: bool = False,
                  multi_precision: bool = False, name: str | None = None) -> None:
-        if isinstance(weight_decay, bool) or not isinstance(weight_decay, (int, float)):
+        if not isinstance(weight_decay, float):   # an int too, as PaddlePaddle
             raise TypeError(f"AdamW: weight_decay must be a float (the decoupled decay "
-                            f"coefficient), got {type(weight_decay).__name__}")
+                            f"coefficient), got {type(weight_decay).__name__} "
+                            f"{weight_decay!r:.40}")
         if not math.isfinite(weight_decay) or weight_decay < 0:
             raise ValueError(f"AdamW: weight_decay must be finite and non-negative, got "
                              f"{weight_decay}")
