@@ -127,3 +127,11 @@ def test_static_mode_matches_eager():
 def test_errors_name_the_argument(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@pytest.mark.parametrize("padding", ["valid", "same", [1, 2], [1]])
+def test_conv1d_layer_non_zeros_padding_mode_takes_an_int_padding_only(padding):
+    # PaddlePaddle's rule (its _ConvNd): a TypeError for any other padding form
+    with pytest.raises(TypeError, match="with padding_mode 'reflect' the padding must be an"):
+        nn.Conv1D(4, 4, 3, padding=padding, padding_mode="reflect")
+    nn.Conv1D(4, 4, 3, padding=padding)                       # fine with zeros

@@ -169,6 +169,10 @@ class Conv1D(Layer):
         if padding_mode not in PADDING_MODES:
             raise ValueError(f"{who}: padding_mode must be one of {list(PADDING_MODES)}, "
                              f"got {padding_mode!r}")
+        if padding_mode != "zeros" and (isinstance(padding, bool) or
+                                        not isinstance(padding, numbers.Integral)):
+            raise TypeError(f"{who}: with padding_mode {padding_mode!r} the padding must be "
+                            f"an int (PaddlePaddle's rule), got {padding!r}")
         if data_format not in ("NCL", "NLC"):
             raise ValueError(f"{who}: data_format must be 'NCL' or 'NLC', got "
                              f"{data_format!r}")
