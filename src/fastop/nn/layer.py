@@ -33,6 +33,7 @@ from fastop import initializer as _init
 from fastop._core.storage import as_dtype
 from fastop._tensor import Tensor, to_tensor
 from fastop.ops._dispatch import current_mode
+from fastop.static.framework import Variable
 
 __all__ = ["Layer", "ParamAttr", "is_parameter", "create_parameter"]
 
@@ -50,7 +51,7 @@ def _unique_name(prefix: str) -> str:
 def is_parameter(value: Any) -> bool:
     """Whether `value` was made by :func:`create_parameter` (or registered as one), or
     is a static-mode parameter Variable."""
-    return (_PARAMETERS.get(id(value)) is value
+    return (value is not None and _PARAMETERS.get(id(value)) is value
             or getattr(value, "is_parameter", False) is True)
 
 
@@ -159,10 +160,13 @@ class Layer:
                                 trainable=attr.trainable)
 
     def add_parameter(self, name: str, parameter: Any) -> Any:
-        """Register `parameter` (a parameter, or None) under `name`."""
+        """Register `parameter` (a parameter or Tensor, or None) under `name`."""
+        self._check_name(name, self._parameters, "parameter")
+        if parameter is not None and not isinstance(parameter, (Tensor, Variable)):
+            raise TypeError(f"{type(self).__name__}.add_parameter: the parameter to add "
+                            f"must be a parameter (Tensor), got {type(parameter).__name__}")
         if parameter is not None and not is_parameter(parameter):
             _PARAMETERS[id(parameter)] = parameter
-        self._check_name(name, self._parameters)
         self._parameters[name] = parameter
         object.__setattr__(self, name, parameter)
         return parameter
@@ -171,14 +175,19 @@ class Layer:
         if not isinstance(sublayer, Layer):
             raise TypeError(f"add_sublayer: '{name}' must be a Layer, got "
                             f"{type(sublayer).__name__}")
-        self._check_name(name, self._sub_layers)
+        self._check_name(name, self._sub_layers, "sublayer")
         self._sub_layers[name] = sublayer
         object.__setattr__(self, name, sublayer)
         return sublayer
 
     def register_buffer(self, name: str, tensor: Any, persistable: bool = True) -> None:
         """Register a non-trained tensor (saved in state_dict when persistable)."""
-        self._check_name(name, self._buffers)
+        self._check_name(name, self._buffers, "buffer")
+        if tensor is not None and (not isinstance(tensor, (Tensor, Variable))
+                                   or is_parameter(tensor)):
+            raise TypeError(f"{type(self).__name__}.register_buffer: the registered buffer "
+                            f"should be a Paddle.Tensor (not a parameter), got "
+                            f"{type(tensor).__name__}")
         self._buffers[name] = tensor
         if persistable:
             self._non_persistable.discard(name)
@@ -186,11 +195,24 @@ class Layer:
             self._non_persistable.add(name)
         object.__setattr__(self, name, tensor)
 
-    def _check_name(self, name: str, own: dict) -> None:
-        if not isinstance(name, str) or not name or "." in name:
-            raise KeyError(f"{type(self).__name__}: attribute names of parameters, "
-                           f"buffers and sublayers must be non-empty and without '.', "
-                           f"got {name!r}")
+    def _check_name(self, name: str, own: dict, kind: str = "sublayer") -> None:
+        """PaddlePaddle's checks of a member's name (its error types and wording): a
+        string (TypeError), without '.', not empty, and for a parameter or buffer not
+        another attribute already (KeyError)."""
+        who = type(self).__name__
+        if not isinstance(name, str):
+            raise TypeError(f"{who}: the name of {kind} should be a string, but received "
+                            f"{type(name).__name__}")
+        if "." in name:
+            raise KeyError(f"{who}: the name of {kind} can not contain '.' (got {name!r}): "
+                           f"self.{name} could not reach it")
+        if not name:
+            raise KeyError(f"{who}: the name of {kind} can not be empty")
+        if kind != "sublayer" and name in self.__dict__ and not any(
+                name in registry for registry in (self._parameters, self._sub_layers,
+                                                  self._buffers)):
+            raise KeyError(f"{who}: attribute '{name}' already exists (not a parameter, "
+                           f"buffer or sublayer)")
         for registry in (self._parameters, self._sub_layers, self._buffers):
             if registry is not own:
                 registry.pop(name, None)
@@ -225,7 +247,7 @@ class Layer:
             # PaddlePaddle's rule: a Tensor attribute is a buffer, non-persistable (out
             # of state_dict) unless register_buffer made it persistable before
             if name not in self._buffers:
-                self._check_name(name, self._buffers)
+                self._check_name(name, self._buffers, "buffer")
                 self._non_persistable.add(name)
             self._buffers[name] = value
             object.__setattr__(self, name, value)
