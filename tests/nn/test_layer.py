@@ -320,3 +320,19 @@ def test_layer_in_static_mode_creates_program_parameters():
     (out,) = exe.run(main, feed={"x": xv}, fetch_list=[y], scope=scope)
     w1, b1, w2, b2 = (scope[p.name] for p in params)
     np.testing.assert_allclose(out, np.tanh(xv @ w1 + b1) @ w2 + b2, rtol=1e-5)
+
+
+@pytest.mark.parametrize("set_to_zero", [True, False])
+def test_clear_gradients_resets_the_trained_parameters_of_every_sublayer(set_to_zero):
+    net = MLP()
+    net.fc2.bias.stop_gradient = True                  # not trained: left alone
+    net.fc2.bias.grad = fastop.ones([3])
+    net(fastop.ones([2, 4])).sum().backward()
+    net.clear_gradients(set_to_zero=set_to_zero)
+    for name, p in net.named_parameters():
+        if name == "fc2.bias":
+            np.testing.assert_array_equal(p.grad.numpy(), np.ones(3))
+        elif set_to_zero:
+            np.testing.assert_array_equal(p.grad.numpy(), np.zeros(p.shape))
+        else:
+            assert p.grad is None

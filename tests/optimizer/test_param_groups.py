@@ -209,3 +209,68 @@ def test_add_param_group_after_construction():
     one_step(opt, [a, b, c], [GRADS[0], GRADS[1], GRADS[0]])
     np.testing.assert_allclose(b.numpy(), b0 - 0.2 * GRADS[1], rtol=1e-12)
     np.testing.assert_allclose(c.numpy(), c0 - 0.1 * GRADS[0], rtol=1e-12)
+
+
+def test_param_attr_learning_rate_scales_and_regularizer_overrides_weight_decay():
+    """PaddlePaddle's ParamAttr(learning_rate=, regularizer=): a factor on the
+    optimizer's (and the group's) rate, and the parameter's own weight decay in place of
+    the optimizer's."""
+    from fastop import nn
+    from fastop.regularizer import L1Decay, L2Decay
+    layer = nn.Linear(3, 2, weight_attr=nn.ParamAttr(learning_rate=0.5,
+                                                     regularizer=L1Decay(0.25)))
+    w0, b0 = layer.weight.numpy().copy(), layer.bias.numpy().copy()
+    opt = optimizer.Momentum(0.1, momentum=0.0, parameters=[
+        {"params": [layer.weight], "learning_rate": 0.2}, {"params": [layer.bias]}],
+        weight_decay=L2Decay(0.75))
+    gw, gb = np.full((3, 2), 0.5, "float32"), np.full(2, -1.0, "float32")
+    layer.weight.grad, layer.bias.grad = fastop.to_tensor(gw), fastop.to_tensor(gb)
+    opt.step()
+    np.testing.assert_allclose(layer.weight.numpy(),
+                               w0 - 0.1 * 0.2 * 0.5 * (gw + 0.25 * np.sign(w0)), rtol=1e-6)
+    np.testing.assert_allclose(layer.bias.numpy(), b0 - 0.1 * (gb + 0.75 * b0), rtol=1e-6)
+
+
+def test_param_attr_options_apply_in_static_mode_too():
+    from fastop import nn
+    fastop.enable_static()
+    try:
+        main, startup = static.Program(), static.Program()
+        with static.program_guard(main, startup):
+            x = static.data("x", [None, 2], "float32")
+            layer = nn.Linear(2, 1, weight_attr=nn.ParamAttr(
+                initializer=nn.initializer.Constant(1.0), learning_rate=0.5),
+                bias_attr=False)
+            loss = fastop.mean(layer(x))
+            optimizer.SGD(0.1).minimize(loss)
+        exe = static.Executor()
+        scope = static.Scope()
+        exe.run(startup, scope=scope)
+        exe.run(main, feed={"x": np.ones((4, 2), "float32")}, scope=scope)
+        w = scope.find_var(layer.weight.name)
+    finally:
+        fastop.disable_static()
+    np.testing.assert_allclose(np.asarray(w).ravel(), [1 - 0.1 * 0.5, 1 - 0.1 * 0.5],
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    (dict(learning_rate=-1.0), ValueError, r"ParamAttr: learning_rate .* >= 0, got -1.0"),
+    (dict(regularizer=0.1), TypeError, "ParamAttr: regularizer must be a fastop.regular"),
+])
+def test_param_attr_bad_options(kwargs, error, match):
+    from fastop import nn
+    with pytest.raises(error, match=match):
+        nn.ParamAttr(**kwargs)
+
+
+def test_momentum_takes_paddles_precision_flags_with_the_same_numbers():
+    a, = params(1)
+    b = fastop.to_tensor(a.numpy().copy(), stop_gradient=False)
+    plain = optimizer.Momentum(0.1, parameters=[a])
+    flagged = optimizer.Momentum(0.1, parameters=[b], multi_precision=True,
+                                 use_multi_tensor=True)
+    for _ in range(2):
+        one_step(plain, [a], GRADS[:1])
+        one_step(flagged, [b], GRADS[:1])
+    np.testing.assert_array_equal(a.numpy(), b.numpy())

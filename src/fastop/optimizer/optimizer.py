@@ -47,6 +47,7 @@ from fastop._core.storage import DenseTensor
 from fastop._tensor import Tensor
 from fastop.autograd import no_grad
 from fastop.nn.clip import ClipGradBase
+from fastop.nn.layer import parameter_options
 from fastop.ops._dispatch import current_mode
 from fastop.ops.builtin._table import B
 from fastop.regularizer import L2Decay, WeightDecayRegularizer
@@ -323,8 +324,17 @@ class Optimizer:
 
     def _lr_ratio(self, param: Any) -> float:
         """The factor on the learning rate of `param`: its parameter group's
-        ``learning_rate`` (AdamW also multiplies in its lr_ratio)."""
-        return self._option(param, "learning_rate", 1.0)
+        ``learning_rate`` times its ParamAttr's (AdamW also multiplies in its
+        lr_ratio)."""
+        return self._option(param, "learning_rate", 1.0) * \
+            parameter_options(param).get("learning_rate", 1.0)
+
+    def _decay(self, param: Any) -> WeightDecayRegularizer | None:
+        """The coupled weight decay of `param`: its ParamAttr's regularizer, else its
+        group's or the optimizer's ``weight_decay`` (PaddlePaddle's precedence)."""
+        own = parameter_options(param).get("regularizer")
+        return own if own is not None else \
+            self._option(param, "weight_decay", self.regularization)
 
     def _eager_lr(self, param: Any) -> Any:
         """The learning rate (times the parameter's ratio) as a one-element tensor of
@@ -524,7 +534,7 @@ class Optimizer:
         """For a composed update: ``scale * grad`` plus the coupled weight decay
         (L2 ``coeff * param``, L1 ``coeff * sign(param)``), as the fused kernels' g."""
         g = grad if scale is None else B.multiply(grad, scale)
-        decay = self._option(param, "weight_decay", self.regularization)
+        decay = self._decay(param)
         if decay is None or decay.coeff == 0.0:
             return g
         term = param if decay.method == "l2_decay" else B.sign(param)
@@ -541,7 +551,7 @@ class Optimizer:
 
     def _attrs(self, param: Any) -> dict[str, Any]:
         """The update op's attributes for `param`: the fused weight decay."""
-        decay = self._option(param, "weight_decay", self.regularization)
+        decay = self._decay(param)
         return {"regularization_method": decay.method if decay is not None else "",
                 "regularization_coeff": decay.coeff if decay is not None else 0.0}
 
@@ -690,7 +700,10 @@ class SGD(Optimizer):
 class Momentum(Optimizer):
     """Momentum SGD: ``v = momentum * v + g; param -= lr * v`` (Nesterov:
     ``param -= lr * (g + momentum * v)``), ``g`` the (clipped) gradient plus the weight
-    decay term."""
+    decay term. PaddlePaddle's ``multi_precision`` (float32 master weights of
+    lower-precision parameters) and ``use_multi_tensor`` (one fused update of all
+    parameters, the same numbers) change nothing here: fastop's parameters are
+    float32/float64 and its update kernel runs per parameter."""
 
     _update_op = "momentum_update"
     _state_names = ("velocity",)
@@ -698,6 +711,7 @@ class Momentum(Optimizer):
     def __init__(self, learning_rate: Any = 0.001, momentum: float = 0.9,
                  parameters: Iterable[Any] | None = None, use_nesterov: bool = False,
                  weight_decay: Any = None, grad_clip: ClipGradBase | None = None,
+                 multi_precision: bool = False, use_multi_tensor: bool = False,
                  name: str | None = None) -> None:
         if momentum is None:
             raise ValueError("Momentum: momentum is not set (None)")
