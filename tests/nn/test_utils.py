@@ -61,6 +61,7 @@ def test_clip_grad_norm_then_step_trains_with_the_clipped_gradient():
      r"norm_type only supports \[inf, 0, 1, 2\], got -inf"),
     (lambda p: clip_grad_norm_(p, 1.0, norm_type=3), ValueError, "norm_type only supports"),
     (lambda p: clip_grad_norm_(3.0, 1.0), TypeError, "parameters must be a Tensor or an "),
+    (lambda p: clip_grad_value_(p, -1), ValueError, r"clip_value must be >= 0 .* got -1"),
 ])
 def test_clip_grad_norm_bad_arguments(call, error, match):
     with pytest.raises(error, match=match):

@@ -76,10 +76,14 @@ def clip_grad_norm_(parameters: Any, max_norm: float, norm_type: float = 2.0,
 
 
 def clip_grad_value_(parameters: Any, clip_value: float) -> None:
-    """Clamp each gradient of `parameters` in place to ``[-clip_value, clip_value]``."""
+    """Clamp each gradient of `parameters` in place to ``[-clip_value, clip_value]``
+    (`clip_value` >= 0: a negative one is PaddlePaddle's ValueError)."""
     who = "clip_grad_value_"
     params = _parameter_list(who, parameters)
-    bound = abs(float(clip_value))
+    bound = float(clip_value)
+    if not bound >= 0:
+        raise ValueError(f"{who}: clip_value must be >= 0 (the range is [-clip_value, "
+                         f"clip_value]), got {clip_value!r}")
     with no_grad():
         for p in params:
             if p.grad is not None:
