@@ -54,6 +54,15 @@ def test_creation_shapes_must_be_integers():
     assert fastop.zeros(fastop.to_tensor([2, 3])).shape == [2, 3]
 
 
+@pytest.mark.parametrize("data", [0.1, [0.1, 1 / 3], 3.911083123456789])
+def test_to_tensor_of_python_floats_with_dtype_float64_keeps_every_digit(data):
+    # Python floats default to float32, but an explicit float64 reads them exactly
+    got = fastop.to_tensor(data, dtype="float64")
+    assert got.dtype == fastop.float64
+    np.testing.assert_array_equal(got.numpy(), np.asarray(data, dtype=np.float64))
+    assert fastop.to_tensor(data).dtype == fastop.float32
+
+
 def test_to_tensor_copies_and_converts():
     src = X.copy()
     t = fastop.to_tensor(src, dtype="float32", stop_gradient=False)

@@ -1,9 +1,12 @@
 """Errors shared by layers that must not import each other's modules: loading files
 (``fastop._files``, ``fastop.static.io``, ``fastop.serialization``) and loading op
-modules from a directory (``fastop.plugins``); where a warning should point."""
+modules from a directory (``fastop.plugins``); argument errors that are also
+PaddlePaddle's AssertionError (``fastop.io``, ``fastop.nn``); where a warning should
+point."""
 import sys
 
-__all__ = ["LoadError", "UntrustedCodeError", "caller_outside_fastop"]
+__all__ = ["LoadError", "UntrustedCodeError", "ArgumentTypeError", "ArgumentValueError",
+           "caller_outside_fastop"]
 
 
 class LoadError(ValueError):
@@ -15,6 +18,16 @@ class UntrustedCodeError(LoadError):
     """A file refers to Python code the caller did not allow (loading it would import
     a module, which runs its code): pass ``allowed_modules=[...]`` or
     ``trust_code=True`` to the loader."""
+
+
+class ArgumentTypeError(TypeError, AssertionError):
+    """An argument of the wrong type where PaddlePaddle checks with ``assert`` (most of
+    fastop.io's arguments, LayerDict.update): also an AssertionError, so code written
+    against either (``except TypeError``, ``except AssertionError``) catches it."""
+
+
+class ArgumentValueError(ValueError, AssertionError):
+    """An argument with a wrong value; also an AssertionError, as ArgumentTypeError."""
 
 
 def caller_outside_fastop() -> int:

@@ -178,7 +178,7 @@ def to_tensor(data, dtype=None, place=None, stop_gradient=True) -> Tensor:
             raise ValueError(f"to_tensor: 'data' must be rectangular (every list at one "
                              f"depth of the same length), got {type(data).__name__} "
                              f"{str(data)[:60]}: {exc}") from None
-        if arr.dtype.kind == "f":
+        if arr.dtype.kind == "f" and dtype is None:   # given a dtype: no float32 detour
             arr = arr.astype(np.float32)
     if arr.dtype.kind not in "biuf":
         got = (f"a numpy array of dtype {arr.dtype}" if isinstance(data, np.ndarray)

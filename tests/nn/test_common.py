@@ -125,6 +125,36 @@ def test_embedding_gradient_check_and_static(run_static):
         F.embedding(ids, w, padding_idx=3).numpy())
 
 
+@pytest.mark.parametrize("norm_type", [2.0, 3.0, 1.0])
+def test_embedding_max_norm_renormalizes_only_the_looked_up_rows_in_place(norm_type):
+    rng = np.random.default_rng(3)
+    table = (rng.standard_normal((6, 4)) * 3).astype("float32")
+    table[4] = 0.01                                   # looked up but under max_norm
+    layer = nn.Embedding(6, 4, max_norm=1.5, norm_type=norm_type)
+    layer.weight.set_value(table)
+    ids = np.array([[1, 4], [1, 2]])
+    out = layer(t(ids))
+    want = table.copy()
+    for i in (1, 2, 4):
+        norm = np.linalg.norm(table[i], ord=norm_type)
+        if norm > 1.5:
+            want[i] = table[i] * (1.5 / (norm + 1e-7))
+    np.testing.assert_allclose(layer.weight.numpy(), want, rtol=1e-6)   # rows 0, 3, 5 kept
+    np.testing.assert_array_equal(layer.weight.numpy()[[0, 3, 5]], table[[0, 3, 5]])
+    np.testing.assert_allclose(out.numpy(), want[ids], rtol=1e-6)
+    assert np.linalg.norm(layer.weight.numpy()[1], ord=norm_type) <= 1.5 + 1e-5
+    out.sum().backward()                              # the renorm is not recorded
+    expect = np.zeros_like(table)
+    np.add.at(expect, ids.reshape(-1), 1.0)
+    np.testing.assert_array_equal(layer.weight.grad.numpy(), expect)
+
+
+def test_embedding_max_norm_is_eager_only(run_static):
+    w = np.ones((3, 2), "float32")
+    with pytest.raises(ValueError, match="max_norm .* eager mode only"):
+        run_static(lambda i, v: F.embedding(i, v, max_norm=1.0), np.array([1]), w)
+
+
 def test_one_hot():
     got = F.one_hot(t(np.array([[2, 0], [1, 1]])), num_classes=3)
     np.testing.assert_array_equal(got.numpy(), np.eye(3, dtype="float32")[[[2, 0], [1, 1]]])

@@ -67,8 +67,15 @@ def test_layer_dict():
     assert len(d) == 0
     with pytest.raises(KeyError, match=r"LayerDict has no sublayer 'q'; it has \[\]"):
         d["q"]
-    with pytest.raises(TypeError, match="item 0 must be a"):
+    # PaddlePaddle's types: an item that is not a pair is a ValueError, a sublayers
+    # argument that is not iterable an AssertionError (here also a TypeError)
+    with pytest.raises(ValueError, match="item 0 must be a"):
         d.update([nn.ReLU()])
+    with pytest.raises(ValueError, match=r"item 1 must be a \(name, layer\) pair"):
+        d.update([("a", nn.ReLU()), ("b", nn.ReLU(), "b")])
+    for error in (AssertionError, TypeError):
+        with pytest.raises(error, match="sublayers must be a mapping or an iterable"):
+            d.update(1)
 
 
 def test_parameter_list():

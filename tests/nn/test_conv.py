@@ -1,6 +1,6 @@
-"""nn.Conv1D / functional.conv1d (composed of gather + matmul) against a direct numpy
-convolution: padding forms and modes, stride, dilation, groups, NLC, gradients, static
-mode, errors."""
+"""nn.Conv1D / functional.conv1d (padding, a strided slice per tap, matmul) against a
+direct numpy convolution: padding forms and modes, stride, dilation, groups, NLC,
+gradients, static mode (also of unknown length), errors."""
 import numpy as np
 import pytest
 
@@ -127,3 +127,51 @@ def test_static_mode_matches_eager():
 def test_errors_name_the_argument(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@pytest.mark.parametrize("padding", ["valid", "same", [1, 2], [1]])
+def test_conv1d_layer_non_zeros_padding_mode_takes_an_int_padding_only(padding):
+    # PaddlePaddle's rule (its _ConvNd): a TypeError for any other padding form
+    with pytest.raises(TypeError, match="with padding_mode 'reflect' the padding must be an"):
+        nn.Conv1D(4, 4, 3, padding=padding, padding_mode="reflect")
+    nn.Conv1D(4, 4, 3, padding=padding)                       # fine with zeros
+
+
+@pytest.mark.parametrize("kwargs,pads", [
+    (dict(padding=[2, 1], stride=2, dilation=2), (2, 1)),
+    (dict(padding="same"), (1, 1)),                 # stride 1: size - 1 split, any length
+    (dict(padding="valid", stride=3), (0, 0)),
+    (dict(padding=1, data_format="NLC"), (1, 1)),
+])
+@pytest.mark.parametrize("length", [9, 14])
+def test_conv1d_static_input_of_unknown_length(kwargs, pads, length):
+    """A static input of length -1 (PaddlePaddle's tests feed [-1, C, -1]): one Program
+    serves every length."""
+    nlc = kwargs.get("data_format") == "NLC"
+    x = RNG.standard_normal((2, 4, length))
+    main, startup = static.Program(), static.Program()
+    fastop.enable_static()
+    try:
+        with static.program_guard(main, startup):
+            xv = static.data("x", [-1, -1, 4] if nlc else [-1, 4, -1], "float64")
+            wv = static.data("w", list(W.shape), "float64")
+            out = F.conv1d(xv, wv, groups=2, **kwargs)
+        got, = static.Executor().run(main, feed={"x": x.transpose(0, 2, 1) if nlc else x,
+                                                 "w": W}, fetch_list=[out])
+    finally:
+        fastop.disable_static()
+    want = numpy_conv1d(x, W, None, kwargs.get("stride", 1), pads,
+                        kwargs.get("dilation", 1), groups=2)
+    np.testing.assert_allclose(got.transpose(0, 2, 1) if nlc else got, want, rtol=1e-12)
+
+
+def test_conv1d_static_unknown_length_needs_it_for_same_with_stride():
+    fastop.enable_static()
+    try:
+        with static.program_guard(static.Program(), static.Program()):
+            xv = static.data("x", [-1, 4, -1], "float64")
+            with pytest.raises(ValueError, match="padding='same' with stride 2 depends on "
+                                                 "the input length"):
+                F.conv1d(xv, fastop.to_tensor(W), groups=2, padding="same", stride=2)
+    finally:
+        fastop.disable_static()

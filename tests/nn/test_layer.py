@@ -149,6 +149,43 @@ def test_buffers_in_state_dict_when_persistable():
     assert [n for n, _ in layer.named_buffers()] == ["running", "scratch"]
 
 
+def test_a_buffer_set_to_none_then_to_a_tensor_stays_a_buffer():
+    """None is not a parameter: assigning it to a buffer keeps the name a buffer (it
+    was moved to the parameters, and the next Tensor assignment refused)."""
+    layer = nn.Layer()
+    t = fastop.zeros([1])
+    layer.register_buffer("b", t, persistable=False)
+    layer.b = None
+    assert layer.buffers() == [] and not nn.layer.is_parameter(None)
+    layer.b = t
+    assert layer.buffers() == [t] and layer.parameters() == []
+    assert len(layer.state_dict()) == 0
+
+
+@pytest.mark.parametrize("call,error,match", [
+    (lambda l, t: l.register_buffer(12, t), TypeError,
+     "the name of buffer should be a string, but received int"),
+    (lambda l, t: l.register_buffer("a.b", t), KeyError, "name of buffer can not contain"),
+    (lambda l, t: l.register_buffer("", t), KeyError, "name of buffer can not be empty"),
+    (lambda l, t: l.register_buffer("plain", t), KeyError, "attribute 'plain' already "),
+    (lambda l, t: l.register_buffer("w", np.ones(1)), TypeError,
+     "registered buffer should be a Paddle.Tensor .*got ndarray"),
+    (lambda l, t: l.register_buffer("w", l.create_parameter([1])), TypeError,
+     "registered buffer should be a Paddle.Tensor \\(not a parameter\\)"),
+    (lambda l, t: l.add_parameter(10, l.create_parameter([1])), TypeError,
+     "the name of parameter should be a string"),
+    (lambda l, t: l.add_parameter("plain", l.create_parameter([1])), KeyError,
+     "attribute 'plain' already exists"),
+    (lambda l, t: l.add_parameter("p", 10), TypeError,
+     "the parameter to add must be a parameter \\(Tensor\\), got int"),
+])
+def test_member_name_and_type_errors_are_paddles(call, error, match):
+    layer = nn.Layer()
+    layer.plain = 10
+    with pytest.raises(error, match=match):
+        call(layer, fastop.zeros([1]))
+
+
 def test_a_tensor_attribute_is_a_non_persistable_buffer():
     """PaddlePaddle's Layer.__setattr__: ``self.t = tensor`` registers a buffer, out of
     state_dict unless register_buffer made the name persistable."""
@@ -283,3 +320,19 @@ def test_layer_in_static_mode_creates_program_parameters():
     (out,) = exe.run(main, feed={"x": xv}, fetch_list=[y], scope=scope)
     w1, b1, w2, b2 = (scope[p.name] for p in params)
     np.testing.assert_allclose(out, np.tanh(xv @ w1 + b1) @ w2 + b2, rtol=1e-5)
+
+
+@pytest.mark.parametrize("set_to_zero", [True, False])
+def test_clear_gradients_resets_the_trained_parameters_of_every_sublayer(set_to_zero):
+    net = MLP()
+    net.fc2.bias.stop_gradient = True                  # not trained: left alone
+    net.fc2.bias.grad = fastop.ones([3])
+    net(fastop.ones([2, 4])).sum().backward()
+    net.clear_gradients(set_to_zero=set_to_zero)
+    for name, p in net.named_parameters():
+        if name == "fc2.bias":
+            np.testing.assert_array_equal(p.grad.numpy(), np.ones(3))
+        elif set_to_zero:
+            np.testing.assert_array_equal(p.grad.numpy(), np.zeros(p.shape))
+        else:
+            assert p.grad is None

@@ -234,6 +234,8 @@ def test_adamw_lr_ratio_scales_each_parameters_rate(mode):
 
 @pytest.mark.parametrize("kwargs,error,match", [
     (dict(weight_decay=L2Decay(0.1)), TypeError, "AdamW: weight_decay must be a float"),
+    # PaddlePaddle takes a float (or Tensor) only: an int coefficient is a TypeError
+    (dict(weight_decay=1), TypeError, "AdamW: weight_decay must be a float .* got int 1"),
     (dict(weight_decay=-1.0), ValueError, "AdamW: weight_decay must be finite and "),
     (dict(lr_ratio=0.5), TypeError, "AdamW: lr_ratio must be callable"),
     (dict(apply_decay_param_fun="w"), TypeError, "apply_decay_param_fun must be callable"),

@@ -224,6 +224,9 @@ def test_a_step_after_clear_grad_sees_zero_gradients():
                                            r"float or an LRScheduler, got str"),
     (dict(learning_rate=True), TypeError, r"learning_rate must be a non-negative float .* "
                                           r"got bool"),
+    # PaddlePaddle's constructors take a float or an LRScheduler: an int is a TypeError
+    (dict(learning_rate=1), TypeError, r"SGD: learning_rate must be a non-negative float "
+                                       r"or an LRScheduler, got int 1"),
     (dict(weight_decay="l2"), TypeError, "weight_decay must be a float"),
     (dict(parameters=[]), ValueError, "empty parameter list"),
     (dict(weight_decay=-0.1), ValueError, "weight_decay must be finite and non-negative"),
@@ -235,8 +238,15 @@ def test_bad_arguments(kwargs, error, match):
         optimizer.SGD(**kwargs)
 
 
+def test_set_lr_takes_an_int_as_paddle():
+    opt = optimizer.SGD(0.5, parameters=make_params())
+    opt.set_lr(2)
+    assert opt.get_lr() == 2.0
+
+
 def test_parameters_required_in_eager_mode():
-    with pytest.raises(ValueError, match="parameters are required in eager mode"):
+    # PaddlePaddle's error type for a missing parameter list in dygraph mode
+    with pytest.raises(AttributeError, match="parameters are required in eager mode"):
         optimizer.SGD(0.1)
 
 

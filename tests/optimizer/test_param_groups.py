@@ -77,6 +77,56 @@ def test_adamw_group_weight_decay_is_the_decoupled_coefficient_and_betas_are_per
                                                    0.5), rtol=1e-10)
 
 
+def adamax_ref(p, g, lr, b1, b2, eps, steps):
+    m, u = np.zeros_like(p), np.zeros_like(p)
+    for t in range(1, steps + 1):
+        m = b1 * m + (1 - b1) * g
+        u = np.maximum(b2 * u + eps, np.abs(g))
+        p = p - lr / (1 - b1 ** t) * m / u
+    return p
+
+
+def test_adamax_groups_take_their_own_betas_and_epsilon():
+    a, b = params()
+    a0, b0 = a.numpy().copy(), b.numpy().copy()
+    opt = optimizer.Adamax(0.01, parameters=[
+        {"params": [a]}, {"params": [b], "beta1": 0.1, "beta2": 0.5, "epsilon": 0.25}])
+    for _ in range(2):
+        one_step(opt, [a, b], GRADS)
+    np.testing.assert_allclose(a.numpy(), adamax_ref(a0, GRADS[0], 0.01, 0.9, 0.999, 1e-8,
+                                                     2), rtol=1e-10)
+    np.testing.assert_allclose(b.numpy(), adamax_ref(b0, GRADS[1], 0.01, 0.1, 0.5, 0.25,
+                                                     2), rtol=1e-10)
+
+
+def test_adagrad_groups_take_their_own_epsilon_and_initial_accumulator():
+    a, b = params()
+    a0, b0 = a.numpy().copy(), b.numpy().copy()
+    opt = optimizer.Adagrad(0.1, parameters=[
+        {"params": [a]}, {"params": [b], "epsilon": 0.5, "initial_accumulator_value": 3.0}])
+    one_step(opt, [a, b], GRADS)
+    g0, g1 = GRADS
+    np.testing.assert_allclose(a.numpy(), a0 - 0.1 * g0 / (np.abs(g0) + 1e-6), rtol=1e-10)
+    np.testing.assert_allclose(b.numpy(), b0 - 0.1 * g1 / (np.sqrt(3.0 + g1 * g1) + 0.5),
+                               rtol=1e-10)
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda g: optimizer.Adamax(0.1, parameters=g(beta1=1.0)), r"group 1\): beta1 must be"),
+    (lambda g: optimizer.Adam(0.1, parameters=g(beta2="x")), r"group 1\): beta2 must be"),
+    (lambda g: optimizer.Adagrad(0.1, parameters=g(epsilon=-1.0)),
+     r"group 1\): epsilon must be a finite number >= 0"),
+    (lambda g: optimizer.Adagrad(0.1, parameters=g(initial_accumulator_value=float("inf"))),
+     r"group 1\): initial_accumulator_value must be"),
+    (lambda g: optimizer.Adagrad(0.1, parameters=g(beta1=0.5)),
+     r"group 1 sets \['beta1'\], which Adagrad does not take per group"),
+])
+def test_bad_group_hyper_parameters_are_named(make, match):
+    a, b = params()
+    with pytest.raises(ValueError, match=match):
+        make(lambda **options: [{"params": [a]}, {"params": [b], **options}])
+
+
 def test_adam_groups_and_state_dict_cover_every_parameter():
     a, b = params()
     opt = optimizer.Adam(0.01, parameters=[{"params": [a]},
@@ -159,3 +209,68 @@ def test_add_param_group_after_construction():
     one_step(opt, [a, b, c], [GRADS[0], GRADS[1], GRADS[0]])
     np.testing.assert_allclose(b.numpy(), b0 - 0.2 * GRADS[1], rtol=1e-12)
     np.testing.assert_allclose(c.numpy(), c0 - 0.1 * GRADS[0], rtol=1e-12)
+
+
+def test_param_attr_learning_rate_scales_and_regularizer_overrides_weight_decay():
+    """PaddlePaddle's ParamAttr(learning_rate=, regularizer=): a factor on the
+    optimizer's (and the group's) rate, and the parameter's own weight decay in place of
+    the optimizer's."""
+    from fastop import nn
+    from fastop.regularizer import L1Decay, L2Decay
+    layer = nn.Linear(3, 2, weight_attr=nn.ParamAttr(learning_rate=0.5,
+                                                     regularizer=L1Decay(0.25)))
+    w0, b0 = layer.weight.numpy().copy(), layer.bias.numpy().copy()
+    opt = optimizer.Momentum(0.1, momentum=0.0, parameters=[
+        {"params": [layer.weight], "learning_rate": 0.2}, {"params": [layer.bias]}],
+        weight_decay=L2Decay(0.75))
+    gw, gb = np.full((3, 2), 0.5, "float32"), np.full(2, -1.0, "float32")
+    layer.weight.grad, layer.bias.grad = fastop.to_tensor(gw), fastop.to_tensor(gb)
+    opt.step()
+    np.testing.assert_allclose(layer.weight.numpy(),
+                               w0 - 0.1 * 0.2 * 0.5 * (gw + 0.25 * np.sign(w0)), rtol=1e-6)
+    np.testing.assert_allclose(layer.bias.numpy(), b0 - 0.1 * (gb + 0.75 * b0), rtol=1e-6)
+
+
+def test_param_attr_options_apply_in_static_mode_too():
+    from fastop import nn
+    fastop.enable_static()
+    try:
+        main, startup = static.Program(), static.Program()
+        with static.program_guard(main, startup):
+            x = static.data("x", [None, 2], "float32")
+            layer = nn.Linear(2, 1, weight_attr=nn.ParamAttr(
+                initializer=nn.initializer.Constant(1.0), learning_rate=0.5),
+                bias_attr=False)
+            loss = fastop.mean(layer(x))
+            optimizer.SGD(0.1).minimize(loss)
+        exe = static.Executor()
+        scope = static.Scope()
+        exe.run(startup, scope=scope)
+        exe.run(main, feed={"x": np.ones((4, 2), "float32")}, scope=scope)
+        w = scope.find_var(layer.weight.name)
+    finally:
+        fastop.disable_static()
+    np.testing.assert_allclose(np.asarray(w).ravel(), [1 - 0.1 * 0.5, 1 - 0.1 * 0.5],
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    (dict(learning_rate=-1.0), ValueError, r"ParamAttr: learning_rate .* >= 0, got -1.0"),
+    (dict(regularizer=0.1), TypeError, "ParamAttr: regularizer must be a fastop.regular"),
+])
+def test_param_attr_bad_options(kwargs, error, match):
+    from fastop import nn
+    with pytest.raises(error, match=match):
+        nn.ParamAttr(**kwargs)
+
+
+def test_momentum_takes_paddles_precision_flags_with_the_same_numbers():
+    a, = params(1)
+    b = fastop.to_tensor(a.numpy().copy(), stop_gradient=False)
+    plain = optimizer.Momentum(0.1, parameters=[a])
+    flagged = optimizer.Momentum(0.1, parameters=[b], multi_precision=True,
+                                 use_multi_tensor=True)
+    for _ in range(2):
+        one_step(plain, [a], GRADS[:1])
+        one_step(flagged, [b], GRADS[:1])
+    np.testing.assert_array_equal(a.numpy(), b.numpy())

@@ -48,6 +48,18 @@ def test_program_listing(static_env):
     assert repr(main) == "<Program 3 vars, 1 ops>"
 
 
+def test_data_declared_again_is_the_same_variable_as_paddle(static_env):
+    x = static.data("x", [None, 3], "float32")
+    assert static.data("x", [-1, 3], "float32") is x
+    with pytest.raises(ValueError, match="already exists as x: float32"):
+        static.data("x", [2, 3], "float32")
+    with pytest.raises(ValueError, match="already exists as x: float32.* not float64"):
+        static.data("x", [-1, 3], "float64")
+    y = fastop.matmul(x, fastop.ones([3, 2]))
+    with pytest.raises(ValueError, match=f"'{y.name}' already exists as .* not a data"):
+        static.data(y.name, y.shape, "float32")
+
+
 def test_create_var_and_lookup(static_env):
     main, _, _ = static_env
     block = main.current_block()

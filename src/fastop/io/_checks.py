@@ -6,18 +6,10 @@ from typing import Any
 
 import numpy as np
 
+from fastop._errors import ArgumentTypeError, ArgumentValueError
+
 __all__ = ["ArgumentTypeError", "ArgumentValueError", "NoIndexingError", "check_bool",
            "check_int", "check_sized"]
-
-
-class ArgumentTypeError(TypeError, AssertionError):
-    """An argument of the wrong type. PaddlePaddle checks most of fastop.io's arguments
-    with ``assert``, so the error is also an AssertionError: code written against
-    either (``except TypeError``, ``except AssertionError``) catches it."""
-
-
-class ArgumentValueError(ValueError, AssertionError):
-    """An argument with a wrong value; also an AssertionError, as ArgumentTypeError."""
 
 
 class NoIndexingError(TypeError, RuntimeError):

@@ -16,7 +16,7 @@ __all__ = ["Layer", "ParamAttr", "Linear", "Sequential", "ReLU", "Tanh", "Sigmoi
            "L1Loss", "functional", "initializer", "LayerList", "LayerDict",
            "ParameterList", "Dropout", "Embedding", "LayerNorm", "BatchNorm1D", "GELU",
            "SiLU", "LeakyReLU", "Softplus", "ClipGradBase", "ClipGradByValue",
-           "ClipGradByNorm", "ClipGradByGlobalNorm", "Conv1D"]
+           "ClipGradByNorm", "ClipGradByGlobalNorm", "Conv1D", "utils"]
 
 
 def __getattr__(name: str):
@@ -25,4 +25,7 @@ def __getattr__(name: str):
     if name == "Conv1D":
         from fastop.nn.conv import Conv1D
         return Conv1D
+    if name == "utils":                  # paddle.nn.utils.clip_grad_norm_ & co.
+        from importlib import import_module
+        return import_module("fastop.nn.utils")   # importing sets the attribute
     raise AttributeError(f"module 'fastop.nn' has no attribute '{name}'")

@@ -194,10 +194,13 @@ class Embedding(Layer):
     """A lookup table of `num_embeddings` rows of `embedding_dim` values: ids in, rows
     out (``x.shape + [embedding_dim]``). Rows of `padding_idx` (negative: from the
     end) come out as zeros and never train. `sparse` is accepted for PaddlePaddle
-    compatibility (the gradient is dense). The weight defaults to XavierUniform."""
+    compatibility (the gradient is dense). With `max_norm`, looked-up rows whose
+    `norm_type`-norm exceeds it are scaled down in place first (:func:`F.embedding`).
+    The weight defaults to XavierUniform."""
 
     def __init__(self, num_embeddings: int, embedding_dim: int,
-                 padding_idx: int | None = None, sparse: bool = False,
+                 padding_idx: int | None = None, max_norm: float | None = None,
+                 norm_type: float = 2.0, sparse: bool = False,
                  weight_attr: Any = None, name: str | None = None) -> None:
         super().__init__(name_scope=name)
         self._num_embeddings, self._embedding_dim = int(num_embeddings), int(embedding_dim)
@@ -211,11 +214,13 @@ class Embedding(Layer):
         self._padding_idx = None if padding_idx is None else \
             padding_idx % self._num_embeddings
         self._sparse = bool(sparse)
+        self._max_norm, self._norm_type = max_norm, float(norm_type)
         self.weight = self.create_parameter([self._num_embeddings, self._embedding_dim],
                                             attr=weight_attr)
 
     def forward(self, x: Any) -> Any:
-        return F.embedding(x, self.weight, self._padding_idx, self._sparse)
+        return F.embedding(x, self.weight, self._padding_idx, max_norm=self._max_norm,
+                           norm_type=self._norm_type, sparse=self._sparse)
 
     def extra_repr(self) -> str:
         return (f"{self._num_embeddings}, {self._embedding_dim}, "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator, Mapping
 
+from fastop._errors import ArgumentTypeError
 from fastop.nn.layer import Layer, is_parameter
 
 __all__ = ["LayerList", "LayerDict", "ParameterList"]
@@ -135,15 +136,21 @@ class LayerDict(Layer):
         return self._sub_layers.values()
 
     def update(self, sublayers: Mapping[str, Layer] | Iterable[tuple[str, Layer]]) -> None:
-        """Add (or replace) sublayers from a mapping or from (name, layer) pairs."""
+        """Add (or replace) sublayers from a mapping or from (name, layer) pairs
+        (PaddlePaddle's errors: not iterable, an AssertionError that is also a
+        TypeError; an item that is not a pair, a ValueError)."""
+        if not isinstance(sublayers, Iterable):
+            raise ArgumentTypeError(f"LayerDict.update: sublayers must be a mapping or an "
+                                    f"iterable of (name, layer) pairs, got "
+                                    f"{type(sublayers).__name__}")
         items = sublayers.items() if isinstance(sublayers, Mapping) else sublayers
         for i, item in enumerate(items):
             if isinstance(sublayers, Mapping):
                 key, layer = item
             else:
                 if not isinstance(item, (tuple, list)) or len(item) != 2:
-                    raise TypeError(f"LayerDict.update: item {i} must be a (name, layer) "
-                                    f"pair, got {item!r:.60}")
+                    raise ValueError(f"LayerDict.update: item {i} must be a (name, layer) "
+                                     f"pair, got {item!r:.60}")
                 key, layer = item
             self[key] = layer
 

@@ -1,7 +1,9 @@
 """1-D convolution (PaddlePaddle's ``nn.Conv1D`` and ``nn.functional.conv1d``), composed
-of existing ops: one ``gather`` of the input's windows (padding, stride and dilation are
-in the gathered positions), then one batched ``matmul`` with the filters per group. It is
-differentiable and runs in eager and static mode like the ops it is made of.
+of existing ops: the input padded (zeros: a ``concat``; reflect/replicate/circular: one
+``gather`` of the padded positions), its windows taken as one strided ``slice`` per
+filter tap (each ends at a fixed distance from the input's end, so a static Program's
+input may have an unknown length), then one batched ``matmul`` with the filters per
+group. It is differentiable and runs in eager and static mode like the ops it is made of.
 
 >>> import fastop
 >>> conv = fastop.nn.Conv1D(2, 4, kernel_size=3, padding=1)
@@ -36,17 +38,22 @@ def _positive_int(who: str, label: str, value: Any) -> int:
     return int(value)
 
 
-def _paddings(who: str, padding: Any, length: int, size: int, stride: int,
+def _paddings(who: str, padding: Any, length: int | None, size: int, stride: int,
               dilation: int) -> tuple[int, int, int]:
     """(left, right, dilation) for `padding`: an int, [pad], [left, right], "same" or
     "valid" (PaddlePaddle's forms; "same" pads for ceil(length / stride) outputs and,
-    as PaddlePaddle, uses dilation 1)."""
+    as PaddlePaddle, uses dilation 1). `length` is None when unknown (static mode)."""
     if isinstance(padding, str):
         mode = padding.lower()
         if mode == "valid":
             return 0, 0, dilation
         if mode == "same":
-            total = max((-(-length // stride) - 1) * stride + size - length, 0)
+            if length is None and stride != 1:
+                raise ValueError(f"{who}: padding='same' with stride {stride} depends on "
+                                 f"the input length, which is unknown here (a static "
+                                 f"input of length -1); give the length or pad by number")
+            total = size - 1 if length is None else \
+                max((-(-length // stride) - 1) * stride + size - length, 0)
             return total // 2, total - total // 2, 1
         raise ValueError(f"{who}: padding must be an int, a list of 1 or 2 ints, 'same' or "
                          f"'valid'; got {padding!r}")
@@ -60,24 +67,32 @@ def _paddings(who: str, padding: Any, length: int, size: int, stride: int,
     return int(pads[0]), int(pads[1]), dilation
 
 
-def _window_positions(length: int, out_length: int, size: int, stride: int,
-                      dilation: int, left: int, padding_mode: str) -> np.ndarray:
-    """Per output position and filter tap, the input position it reads, flattened
-    ([out_length * size], int64); a position in the zero padding is `length` (the zero
-    column appended to the input)."""
-    pos = (np.arange(out_length)[:, None] * stride + np.arange(size)[None, :] * dilation
-           - left)
-    if padding_mode == "zeros":
-        pos = np.where((pos < 0) | (pos >= length), length, pos)
-    elif padding_mode == "replicate":
+def _padded_positions(length: int, left: int, right: int, padding_mode: str) -> np.ndarray:
+    """The input position each position of the padded input reads ([left + length +
+    right], int64) for the "reflect" (edge not repeated), "replicate" and "circular"
+    padding modes."""
+    pos = np.arange(-left, length + right)
+    if padding_mode == "replicate":
         pos = np.clip(pos, 0, length - 1)
     elif padding_mode == "circular":
         pos = np.mod(pos, length)
-    else:                                   # reflect: edge not repeated
+    else:                                   # reflect
         period = 2 * (length - 1) if length > 1 else 1
         pos = np.mod(pos, period)
         pos = np.where(pos >= length, period - pos, pos)
-    return pos.reshape(-1).astype("int64")
+    return pos.astype("int64")
+
+
+def _padded(x: Any, left: int, right: int, padding_mode: str, length: int | None) -> Any:
+    """`x` ([N, C, L]) padded on its last axis: zeros (a concat; L may be unknown) or
+    one gather of the padded positions for the other modes (L known)."""
+    if not (left or right):
+        return x
+    if padding_mode != "zeros":
+        return B.gather(x, to_tensor(_padded_positions(length, left, right, padding_mode)),
+                        axis=2)
+    zero = B.full_like(B.slice(x, axes=[2], starts=[0], ends=[1]), 0.0)   # [N, C, 1]
+    return B.concat([zero] * left + [x] + [zero] * right, axis=2)
 
 
 def conv1d_padded(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
@@ -97,41 +112,45 @@ def conv1d_padded(x: Any, weight: Any, bias: Any = None, stride: Any = 1, paddin
     if data_format == "NLC":
         x = B.transpose(x, perm=[0, 2, 1])
     channels, length = x.shape[1], x.shape[2]
+    length = None if length is None or length < 0 else length
     out_channels, group_channels, size = weight.shape
     groups = _positive_int(who, "groups", groups)
     stride = _positive_int(who, "stride", stride)
     dilation = _positive_int(who, "dilation", dilation)
-    if length is None or length < 0 or channels is None or channels < 0:
-        raise ValueError(f"{who}: the channel and length dims of x must be known, got "
-                         f"{list(x.shape)}")
+    if channels is None or channels < 0:
+        raise ValueError(f"{who}: the channel dim of x must be known, got {list(x.shape)}")
     if channels != group_channels * groups or out_channels % groups:
         raise ValueError(f"{who}: x has {channels} channels and weight "
                          f"{list(weight.shape)} with groups={groups}: expected "
                          f"in_channels = weight.shape[1] * groups and out_channels "
                          f"divisible by groups")
     left, right, dilation = _paddings(who, padding, length, size, stride, dilation)
-    out_length = (length + left + right - dilation * (size - 1) - 1) // stride + 1
-    if out_length < 1:
+    span = dilation * (size - 1) + 1                    # the dilated kernel's extent
+    if length is not None and length + left + right < span:
         raise ValueError(f"{who}: the input length {length} (padded {left}+{right}) is "
-                         f"shorter than the dilated kernel ({dilation * (size - 1) + 1})")
-    if padding_mode != "zeros" and (left >= length or right >= length):
-        raise ValueError(f"{who}: padding_mode {padding_mode!r} needs padding < the input "
-                         f"length {length}, got {left}, {right}")
-    positions = _window_positions(length, out_length, size, stride, dilation, left,
-                                  padding_mode)
-    if padding_mode == "zeros" and (left or right):
-        edge = B.slice(x, axes=[2], starts=[0], ends=[1])
-        x = B.concat([x, B.full_like(edge, 0.0)], axis=2)
-    windows = B.gather(x, to_tensor(positions), axis=2)       # [N, C, out * size]
+                         f"shorter than the dilated kernel ({span})")
+    if padding_mode != "zeros":
+        if length is None:
+            raise ValueError(f"{who}: padding_mode {padding_mode!r} needs the input length "
+                             f"(unknown here: a static input of length -1)")
+        if left >= length or right >= length:
+            raise ValueError(f"{who}: padding_mode {padding_mode!r} needs padding < the "
+                             f"input length {length}, got {left}, {right}")
+    x = _padded(x, left, right, padding_mode, length)
+    # tap k reads padded positions k*dilation + t*stride, t < out_length: a strided slice
+    # ending (span - 1 - k*dilation) before the end
+    taps = [B.unsqueeze(B.slice(x, axes=[2], starts=[k * dilation],
+                                ends=[k * dilation - span + 1 or np.iinfo(np.int64).max],
+                                strides=[stride]), axis=[3]) for k in range(size)]
+    windows = B.concat(taps, axis=3) if size > 1 else taps[0]     # [N, C, out, size]
     # [N, groups, C / groups, out, size] -> [N, groups, out, C / groups * size]
-    windows = B.reshape(windows, shape=[0, groups, group_channels, out_length, size])
+    windows = B.reshape(windows, shape=[0, groups, group_channels, -1, size])
     windows = B.reshape(B.transpose(windows, perm=[0, 1, 3, 2, 4]),
-                        shape=[0, groups, out_length, group_channels * size])
+                        shape=[0, groups, -1, group_channels * size])
     filters = B.transpose(B.reshape(weight, shape=[groups, out_channels // groups,
                                                    group_channels * size]), perm=[0, 2, 1])
     out = B.matmul(windows, filters)                           # [N, groups, out, O / groups]
-    out = B.reshape(B.transpose(out, perm=[0, 1, 3, 2]),
-                    shape=[0, out_channels, out_length])
+    out = B.reshape(B.transpose(out, perm=[0, 1, 3, 2]), shape=[0, out_channels, -1])
     if bias is not None:
         out = B.add(out, B.reshape(bias, shape=[1, out_channels, 1]))
     return B.transpose(out, perm=[0, 2, 1]) if data_format == "NLC" else out
@@ -169,6 +188,10 @@ class Conv1D(Layer):
         if padding_mode not in PADDING_MODES:
             raise ValueError(f"{who}: padding_mode must be one of {list(PADDING_MODES)}, "
                              f"got {padding_mode!r}")
+        if padding_mode != "zeros" and (isinstance(padding, bool) or
+                                        not isinstance(padding, numbers.Integral)):
+            raise TypeError(f"{who}: with padding_mode {padding_mode!r} the padding must be "
+                            f"an int (PaddlePaddle's rule), got {padding!r}")
         if data_format not in ("NCL", "NLC"):
             raise ValueError(f"{who}: data_format must be 'NCL' or 'NLC', got "
                              f"{data_format!r}")

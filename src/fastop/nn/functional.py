@@ -15,6 +15,8 @@ from __future__ import annotations
 import numbers
 from typing import Any, Sequence
 
+import numpy as np
+
 from fastop._core.linalg import ACTIVATIONS as FC_ACTIVATIONS
 from fastop.autograd import no_grad
 from fastop.ops._dispatch import current_mode
@@ -379,12 +381,15 @@ def _update_running(running: Any, batch: Any, momentum: float) -> None:
         running.set_value(B.add(*updated()))
 
 
-def embedding(x: Any, weight: Any, padding_idx: int | None = None, sparse: bool = False,
+def embedding(x: Any, weight: Any, padding_idx: int | None = None,
+              max_norm: float | None = None, norm_type: float = 2.0, sparse: bool = False,
               name: str | None = None) -> Any:
     """Rows of `weight` (``[num_embeddings, dim]``) at the int ids `x`; where an id is
     `padding_idx` (negative: counted from the end) the row is zeros and gets no
-    gradient. `sparse` is accepted for PaddlePaddle compatibility: the gradient is
-    dense."""
+    gradient. With `max_norm` (PaddlePaddle's ``embedding_renorm_``; eager mode), each
+    row that `x` looks up whose `norm_type`-norm exceeds it is first scaled in place, in
+    `weight`, to norm ``max_norm`` (``row * max_norm / (norm + 1e-7)``). `sparse` is
+    accepted for PaddlePaddle compatibility: the gradient is dense."""
     rows = weight.shape[0]
     if padding_idx is None:
         pad = -1
@@ -393,7 +398,28 @@ def embedding(x: Any, weight: Any, padding_idx: int | None = None, sparse: bool 
             raise ValueError(f"embedding: padding_idx must be in [-{rows}, {rows}) "
                              f"(num_embeddings), got {padding_idx}")
         pad = padding_idx + rows if padding_idx < 0 else padding_idx
+    if max_norm:
+        renorm_looked_up_rows(x, weight, float(max_norm), float(norm_type))
     return B.embedding(x, weight, padding_idx=int(pad))
+
+
+def renorm_looked_up_rows(x: Any, weight: Any, max_norm: float, norm_type: float) -> None:
+    """Scale, in place, the rows of `weight` that the ids `x` look up and whose
+    `norm_type`-norm exceeds `max_norm` to norm ``max_norm`` (``max_norm / (norm +
+    1e-7)``, PaddlePaddle's ``embedding_renorm_``); not recorded for autograd."""
+    if current_mode() != "eager":
+        raise ValueError("embedding: max_norm renormalizes the weight in place, which "
+                         "fastop does in eager mode only (static mode got max_norm="
+                         f"{max_norm})")
+    table = weight.numpy()
+    ids = np.unique(np.asarray(x.numpy() if hasattr(x, "numpy") else x).reshape(-1))
+    norms = np.linalg.norm(table[ids], ord=norm_type, axis=1)
+    over = norms > max_norm
+    if over.any():
+        scaled = table.copy()
+        scaled[ids[over]] *= (max_norm / (norms[over] + 1e-7))[:, None].astype(table.dtype)
+        with no_grad():
+            weight.set_value(scaled)
 
 
 def one_hot(x: Any, num_classes: int, name: str | None = None) -> Any:

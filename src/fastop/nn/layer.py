@@ -22,6 +22,7 @@ program).
 """
 from __future__ import annotations
 
+import math
 import re
 import weakref
 from collections import OrderedDict
@@ -33,12 +34,16 @@ from fastop import initializer as _init
 from fastop._core.storage import as_dtype
 from fastop._tensor import Tensor, to_tensor
 from fastop.ops._dispatch import current_mode
+from fastop.regularizer import WeightDecayRegularizer
+from fastop.static.framework import Variable
 
 __all__ = ["Layer", "ParamAttr", "is_parameter", "create_parameter"]
 
 # Parameters are recognized by identity: id -> object, dropped when the object dies.
 _PARAMETERS: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
 _NAME_COUNTERS: dict[str, int] = {}
+# ParamAttr's learning_rate / regularizer per parameter: id -> (weak ref, options)
+_PARAM_OPTIONS: dict[int, tuple[Any, dict[str, Any]]] = {}
 
 
 def _unique_name(prefix: str) -> str:
@@ -50,20 +55,31 @@ def _unique_name(prefix: str) -> str:
 def is_parameter(value: Any) -> bool:
     """Whether `value` was made by :func:`create_parameter` (or registered as one), or
     is a static-mode parameter Variable."""
-    return (_PARAMETERS.get(id(value)) is value
+    return (value is not None and _PARAMETERS.get(id(value)) is value
             or getattr(value, "is_parameter", False) is True)
 
 
 class ParamAttr:
-    """How to create a parameter (PaddlePaddle's ``ParamAttr``): its name, initializer
-    and whether it is trained."""
+    """How to create a parameter (PaddlePaddle's ``ParamAttr``): its name, initializer,
+    `learning_rate` (a factor on the optimizer's rate for this parameter), `regularizer`
+    (its weight decay, used instead of the optimizer's ``weight_decay``) and whether it
+    is trained."""
 
     def __init__(self, name: str | None = None, initializer: _init.Initializer | None = None,
+                 learning_rate: float = 1.0, regularizer: Any = None,
                  trainable: bool = True) -> None:
         if initializer is not None and not isinstance(initializer, _init.Initializer):
             raise TypeError(f"ParamAttr: initializer must be a fastop initializer, got "
                             f"{type(initializer).__name__}")
+        if isinstance(learning_rate, bool) or not isinstance(learning_rate, (int, float)) \
+                or not (math.isfinite(learning_rate) and learning_rate >= 0):
+            raise ValueError(f"ParamAttr: learning_rate (a factor on the optimizer's rate) "
+                             f"must be a finite number >= 0, got {learning_rate!r:.40}")
+        if regularizer is not None and not isinstance(regularizer, WeightDecayRegularizer):
+            raise TypeError(f"ParamAttr: regularizer must be a fastop.regularizer.L2Decay "
+                            f"or L1Decay, got {type(regularizer).__name__}")
         self.name, self.initializer, self.trainable = name, initializer, bool(trainable)
+        self.learning_rate, self.regularizer = float(learning_rate), regularizer
 
     @staticmethod
     def resolve(attr: Any) -> "ParamAttr | None":
@@ -83,6 +99,7 @@ class ParamAttr:
 
     def __repr__(self) -> str:
         return (f"ParamAttr(name={self.name!r}, initializer={self.initializer!r}, "
+                f"learning_rate={self.learning_rate}, regularizer={self.regularizer!r}, "
                 f"trainable={self.trainable})")
 
 
@@ -104,6 +121,23 @@ def create_parameter(shape: Sequence[int], dtype: Any = "float32", name: str | N
                                         trainable=trainable)
     _PARAMETERS[id(param)] = param
     return param
+
+
+def set_parameter_options(param: Any, learning_rate: float = 1.0,
+                          regularizer: Any = None) -> None:
+    """Record `param`'s ParamAttr options for the optimizers (kept while it lives)."""
+    if learning_rate == 1.0 and regularizer is None:
+        _PARAM_OPTIONS.pop(id(param), None)
+        return
+    _PARAM_OPTIONS[id(param)] = (weakref.ref(param),
+                                 {"learning_rate": learning_rate, "regularizer": regularizer})
+    weakref.finalize(param, _PARAM_OPTIONS.pop, id(param), None)
+
+
+def parameter_options(param: Any) -> dict[str, Any]:
+    """`param`'s ParamAttr options (``learning_rate``, ``regularizer``), {} if none."""
+    entry = _PARAM_OPTIONS.get(id(param))
+    return entry[1] if entry is not None and entry[0]() is param else {}
 
 
 def _snake(name: str) -> str:
@@ -155,14 +189,19 @@ class Layer:
         kind = "b" if is_bias else "w"
         name = attr.name or f"{self._full_name}.{kind}_{self._param_counts[kind]}"
         self._param_counts[kind] += 1
-        return create_parameter(shape, dtype or self._dtype, name=name, initializer=init,
-                                trainable=attr.trainable)
+        param = create_parameter(shape, dtype or self._dtype, name=name,
+                                 initializer=init, trainable=attr.trainable)
+        set_parameter_options(param, attr.learning_rate, attr.regularizer)
+        return param
 
     def add_parameter(self, name: str, parameter: Any) -> Any:
-        """Register `parameter` (a parameter, or None) under `name`."""
+        """Register `parameter` (a parameter or Tensor, or None) under `name`."""
+        self._check_name(name, self._parameters, "parameter")
+        if parameter is not None and not isinstance(parameter, (Tensor, Variable)):
+            raise TypeError(f"{type(self).__name__}.add_parameter: the parameter to add "
+                            f"must be a parameter (Tensor), got {type(parameter).__name__}")
         if parameter is not None and not is_parameter(parameter):
             _PARAMETERS[id(parameter)] = parameter
-        self._check_name(name, self._parameters)
         self._parameters[name] = parameter
         object.__setattr__(self, name, parameter)
         return parameter
@@ -171,14 +210,19 @@ class Layer:
         if not isinstance(sublayer, Layer):
             raise TypeError(f"add_sublayer: '{name}' must be a Layer, got "
                             f"{type(sublayer).__name__}")
-        self._check_name(name, self._sub_layers)
+        self._check_name(name, self._sub_layers, "sublayer")
         self._sub_layers[name] = sublayer
         object.__setattr__(self, name, sublayer)
         return sublayer
 
     def register_buffer(self, name: str, tensor: Any, persistable: bool = True) -> None:
         """Register a non-trained tensor (saved in state_dict when persistable)."""
-        self._check_name(name, self._buffers)
+        self._check_name(name, self._buffers, "buffer")
+        if tensor is not None and (not isinstance(tensor, (Tensor, Variable))
+                                   or is_parameter(tensor)):
+            raise TypeError(f"{type(self).__name__}.register_buffer: the registered buffer "
+                            f"should be a Paddle.Tensor (not a parameter), got "
+                            f"{type(tensor).__name__}")
         self._buffers[name] = tensor
         if persistable:
             self._non_persistable.discard(name)
@@ -186,11 +230,24 @@ class Layer:
             self._non_persistable.add(name)
         object.__setattr__(self, name, tensor)
 
-    def _check_name(self, name: str, own: dict) -> None:
-        if not isinstance(name, str) or not name or "." in name:
-            raise KeyError(f"{type(self).__name__}: attribute names of parameters, "
-                           f"buffers and sublayers must be non-empty and without '.', "
-                           f"got {name!r}")
+    def _check_name(self, name: str, own: dict, kind: str = "sublayer") -> None:
+        """PaddlePaddle's checks of a member's name (its error types and wording): a
+        string (TypeError), without '.', not empty, and for a parameter or buffer not
+        another attribute already (KeyError)."""
+        who = type(self).__name__
+        if not isinstance(name, str):
+            raise TypeError(f"{who}: the name of {kind} should be a string, but received "
+                            f"{type(name).__name__}")
+        if "." in name:
+            raise KeyError(f"{who}: the name of {kind} can not contain '.' (got {name!r}): "
+                           f"self.{name} could not reach it")
+        if not name:
+            raise KeyError(f"{who}: the name of {kind} can not be empty")
+        if kind != "sublayer" and name in self.__dict__ and not any(
+                name in registry for registry in (self._parameters, self._sub_layers,
+                                                  self._buffers)):
+            raise KeyError(f"{who}: attribute '{name}' already exists (not a parameter, "
+                           f"buffer or sublayer)")
         for registry in (self._parameters, self._sub_layers, self._buffers):
             if registry is not own:
                 registry.pop(name, None)
@@ -225,7 +282,7 @@ class Layer:
             # PaddlePaddle's rule: a Tensor attribute is a buffer, non-persistable (out
             # of state_dict) unless register_buffer made it persistable before
             if name not in self._buffers:
-                self._check_name(name, self._buffers)
+                self._check_name(name, self._buffers, "buffer")
                 self._non_persistable.add(name)
             self._buffers[name] = value
             object.__setattr__(self, name, value)
@@ -287,6 +344,17 @@ class Layer:
 
     def parameters(self, include_sublayers: bool = True) -> list[Any]:
         return [p for _, p in self.named_parameters(include_sublayers=include_sublayers)]
+
+    def clear_gradients(self, set_to_zero: bool = True) -> None:
+        """Reset the gradients of this layer's trained parameters (sublayers' too): to
+        zeros (PaddlePaddle's default) or, with ``set_to_zero=False``, to None. Eager
+        mode (static parameters hold no gradients)."""
+        if current_mode() != "eager":
+            raise RuntimeError(f"{type(self).__name__}.clear_gradients() runs in eager "
+                               f"mode")
+        for param in self.parameters():
+            if not param.stop_gradient:
+                param.clear_grad(set_to_zero)
 
     def named_buffers(self, prefix: str = "", include_sublayers: bool = True
                       ) -> Iterator[tuple[str, Any]]:

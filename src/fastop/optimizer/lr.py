@@ -42,6 +42,14 @@ def _positive_int(owner: str, name: str, value: Any) -> int:
     return value
 
 
+def _typed_positive_int(owner: str, name: str, value: Any) -> int:
+    """An int argument Paddle type-checks: a non-int is a TypeError, one <= 0 a ValueError."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{owner}: {name} must be an int, got {type(value).__name__} "
+                        f"{value!r}")
+    return _positive_int(owner, name, value)
+
+
 def _plain(value: Any) -> Any:
     """A number read back from a saved state dict (``fastop.load`` gives one-element
     tensors) as the Python number it was."""
@@ -347,10 +355,7 @@ class StepDecay(LRScheduler):
 
     def __init__(self, learning_rate: float, step_size: int, gamma: float = 0.1,
                  last_epoch: int = -1, verbose: bool = False) -> None:
-        if isinstance(step_size, bool) or not isinstance(step_size, int):
-            raise TypeError(f"StepDecay: step_size must be an int, got "
-                            f"{type(step_size).__name__}")
-        self.step_size = _positive_int("StepDecay", "step_size", step_size)
+        self.step_size = _typed_positive_int("StepDecay", "step_size", step_size)
         _require(_number("StepDecay", "gamma", gamma) < 1.0, "StepDecay",
                  f"gamma must be < 1.0, got {gamma}")
         self.gamma = gamma
@@ -498,10 +503,7 @@ class CosineAnnealingDecay(LRScheduler):
 
     def __init__(self, learning_rate: float, T_max: int, eta_min: float = 0,
                  last_epoch: int = -1, verbose: bool = False) -> None:
-        if isinstance(T_max, bool) or not isinstance(T_max, int):
-            raise TypeError(f"CosineAnnealingDecay: T_max must be an int, got "
-                            f"{type(T_max).__name__}")
-        self.T_max = _positive_int("CosineAnnealingDecay", "T_max", T_max)
+        self.T_max = _typed_positive_int("CosineAnnealingDecay", "T_max", T_max)
         self.eta_min = _number("CosineAnnealingDecay", "eta_min", eta_min)
         super().__init__(learning_rate, last_epoch, verbose)
 
@@ -540,7 +542,7 @@ class OneCycleLR(LRScheduler):
         _require(max_lr >= 0, owner, f"max_learning_rate must be non-negative, got {max_lr}")
         min_lr = _number(owner, "end_learning_rate", end_learning_rate)
         _require(min_lr >= 0, owner, f"end_learning_rate must be non-negative, got {min_lr}")
-        self.total_steps = _positive_int(owner, "total_steps", total_steps)
+        self.total_steps = _typed_positive_int(owner, "total_steps", total_steps)
         if not isinstance(phase_pct, float):
             raise TypeError(f"{owner}: phase_pct must be a float, got "
                             f"{type(phase_pct).__name__}")
@@ -607,9 +609,9 @@ class CyclicLR(LRScheduler):
         owner = "CyclicLR"
         max_lr = _number(owner, "max_learning_rate", max_learning_rate)
         _require(max_lr >= 0, owner, f"max_learning_rate must be non-negative, got {max_lr}")
-        up = _positive_int(owner, "step_size_up", step_size_up)
+        up = _typed_positive_int(owner, "step_size_up", step_size_up)
         down = up if step_size_down is None else \
-            _positive_int(owner, "step_size_down", step_size_down)
+            _typed_positive_int(owner, "step_size_down", step_size_down)
         if not isinstance(exp_gamma, float):
             raise TypeError(f"{owner}: exp_gamma must be a float, got "
                             f"{type(exp_gamma).__name__}")

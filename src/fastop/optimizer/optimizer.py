@@ -47,6 +47,7 @@ from fastop._core.storage import DenseTensor
 from fastop._tensor import Tensor
 from fastop.autograd import no_grad
 from fastop.nn.clip import ClipGradBase
+from fastop.nn.layer import parameter_options
 from fastop.ops._dispatch import current_mode
 from fastop.ops.builtin._table import B
 from fastop.regularizer import L2Decay, WeightDecayRegularizer
@@ -70,6 +71,11 @@ def _is_scheduler(value: Any) -> bool:
     object shaped like them)."""
     return callable(value) and callable(getattr(value, "step", None)) \
         and callable(getattr(value, "get_lr", None))
+
+
+def _is_number(value: Any) -> bool:
+    """Whether `value` is a real number (not a bool)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def _regularizer(owner: str, weight_decay: Any) -> WeightDecayRegularizer | None:
@@ -122,6 +128,12 @@ class Optimizer:
         if learning_rate is None:           # PaddlePaddle's ValueError (set_lr: TypeError)
             raise ValueError(f"{type(self).__name__}: learning_rate is not set (None); "
                              f"give a non-negative float or an LRScheduler")
+        if not (_is_scheduler(learning_rate) or isinstance(learning_rate, float)):
+            # PaddlePaddle's rule: a float or an LRScheduler (an int is a TypeError too;
+            # set_lr takes ints)
+            raise TypeError(f"{type(self).__name__}: learning_rate must be a non-negative "
+                            f"float or an LRScheduler, got {type(learning_rate).__name__} "
+                            f"{learning_rate!r:.40}")
         self._learning_rate: Any = learning_rate if _is_scheduler(learning_rate) else \
             self._checked_rate(learning_rate)
         self.regularization = _regularizer(type(self).__name__, weight_decay)
@@ -130,8 +142,8 @@ class Optimizer:
         self._param_groups: list[dict[str, Any]] = []
         if parameters is None:
             if current_mode() == "eager":
-                raise ValueError(f"{type(self).__name__}: parameters are required in "
-                                 f"eager mode (e.g. parameters=model.parameters())")
+                raise AttributeError(f"{type(self).__name__}: parameters are required "
+                                     f"in eager mode (e.g. parameters=model.parameters())")
             self._parameter_list = None
         elif isinstance(parameters, (list, tuple)) and parameters and \
                 isinstance(parameters[0], dict):
@@ -244,6 +256,15 @@ class Optimizer:
                                 f"fastop.nn.ClipGradByGlobalNorm, ClipGradByNorm or "
                                 f"ClipGradByValue, got {type(value).__name__}")
             return value
+        if key in ("beta1", "beta2"):
+            if not _is_number(value) or not 0.0 <= value < 1.0:
+                raise ValueError(f"{owner}: {key} must be in [0, 1), got {value!r:.40}")
+            return float(value)
+        if key in ("epsilon", "initial_accumulator_value"):
+            if not _is_number(value) or not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{owner}: {key} must be a finite number >= 0, got "
+                                 f"{value!r:.40}")
+            return float(value)
         return value
 
     def _option(self, param: Any, key: str, default: Any) -> Any:
@@ -303,8 +324,17 @@ class Optimizer:
 
     def _lr_ratio(self, param: Any) -> float:
         """The factor on the learning rate of `param`: its parameter group's
-        ``learning_rate`` (AdamW also multiplies in its lr_ratio)."""
-        return self._option(param, "learning_rate", 1.0)
+        ``learning_rate`` times its ParamAttr's (AdamW also multiplies in its
+        lr_ratio)."""
+        return self._option(param, "learning_rate", 1.0) * \
+            parameter_options(param).get("learning_rate", 1.0)
+
+    def _decay(self, param: Any) -> WeightDecayRegularizer | None:
+        """The coupled weight decay of `param`: its ParamAttr's regularizer, else its
+        group's or the optimizer's ``weight_decay`` (PaddlePaddle's precedence)."""
+        own = parameter_options(param).get("regularizer")
+        return own if own is not None else \
+            self._option(param, "weight_decay", self.regularization)
 
     def _eager_lr(self, param: Any) -> Any:
         """The learning rate (times the parameter's ratio) as a one-element tensor of
@@ -504,7 +534,7 @@ class Optimizer:
         """For a composed update: ``scale * grad`` plus the coupled weight decay
         (L2 ``coeff * param``, L1 ``coeff * sign(param)``), as the fused kernels' g."""
         g = grad if scale is None else B.multiply(grad, scale)
-        decay = self._option(param, "weight_decay", self.regularization)
+        decay = self._decay(param)
         if decay is None or decay.coeff == 0.0:
             return g
         term = param if decay.method == "l2_decay" else B.sign(param)
@@ -521,7 +551,7 @@ class Optimizer:
 
     def _attrs(self, param: Any) -> dict[str, Any]:
         """The update op's attributes for `param`: the fused weight decay."""
-        decay = self._option(param, "weight_decay", self.regularization)
+        decay = self._decay(param)
         return {"regularization_method": decay.method if decay is not None else "",
                 "regularization_coeff": decay.coeff if decay is not None else 0.0}
 
@@ -670,7 +700,10 @@ class SGD(Optimizer):
 class Momentum(Optimizer):
     """Momentum SGD: ``v = momentum * v + g; param -= lr * v`` (Nesterov:
     ``param -= lr * (g + momentum * v)``), ``g`` the (clipped) gradient plus the weight
-    decay term."""
+    decay term. PaddlePaddle's ``multi_precision`` (float32 master weights of
+    lower-precision parameters) and ``use_multi_tensor`` (one fused update of all
+    parameters, the same numbers) change nothing here: fastop's parameters are
+    float32/float64 and its update kernel runs per parameter."""
 
     _update_op = "momentum_update"
     _state_names = ("velocity",)
@@ -678,6 +711,7 @@ class Momentum(Optimizer):
     def __init__(self, learning_rate: Any = 0.001, momentum: float = 0.9,
                  parameters: Iterable[Any] | None = None, use_nesterov: bool = False,
                  weight_decay: Any = None, grad_clip: ClipGradBase | None = None,
+                 multi_precision: bool = False, use_multi_tensor: bool = False,
                  name: str | None = None) -> None:
         if momentum is None:
             raise ValueError("Momentum: momentum is not set (None)")
@@ -730,19 +764,6 @@ class Adam(Optimizer):
 
     _group_options = Optimizer._group_options + ("beta1", "beta2", "epsilon")
 
-    def _checked_group_option(self, key, value, group):
-        if key in ("beta1", "beta2"):
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"{type(self).__name__} (parameter group {group}): {key} "
-                                 f"must be in [0, 1), got {value}")
-            return float(value)
-        if key == "epsilon":
-            if not value >= 0:
-                raise ValueError(f"{type(self).__name__} (parameter group {group}): "
-                                 f"epsilon must be >= 0, got {value}")
-            return float(value)
-        return super()._checked_group_option(key, value, group)
-
     def _betas(self, param: Any) -> dict[str, float]:
         """beta1, beta2 and epsilon of `param` (its parameter group's or the optimizer's)."""
         return {"beta1": self._option(param, "beta1", self._beta1),
@@ -783,9 +804,10 @@ class AdamW(Adam):
                  apply_decay_param_fun: Callable[[str], bool] | None = None,
                  grad_clip: ClipGradBase | None = None, lazy_mode: bool = False,
                  multi_precision: bool = False, name: str | None = None) -> None:
-        if isinstance(weight_decay, bool) or not isinstance(weight_decay, (int, float)):
+        if not isinstance(weight_decay, float):   # an int too, as PaddlePaddle
             raise TypeError(f"AdamW: weight_decay must be a float (the decoupled decay "
-                            f"coefficient), got {type(weight_decay).__name__}")
+                            f"coefficient), got {type(weight_decay).__name__} "
+                            f"{weight_decay!r:.40}")
         if not math.isfinite(weight_decay) or weight_decay < 0:
             raise ValueError(f"AdamW: weight_decay must be finite and non-negative, got "
                              f"{weight_decay}")
@@ -844,13 +866,17 @@ class Adagrad(Optimizer):
         self._epsilon = float(epsilon)
         self._initial_accumulator_value = float(initial_accumulator_value)
 
+    _group_options = Optimizer._group_options + ("epsilon", "initial_accumulator_value")
+
     def _state_init(self, param):
-        return {"moment": (list(param.shape), self._initial_accumulator_value)}
+        return {"moment": (list(param.shape), self._option(
+            param, "initial_accumulator_value", self._initial_accumulator_value))}
 
     def _composed_update(self, param, g, lr, state):
         moment = state["moment"]
         B.add(moment, B.multiply(g, g), out=moment)
-        step = B.divide(B.multiply(g, lr), B.add(B.sqrt(moment), self._epsilon))
+        epsilon = self._option(param, "epsilon", self._epsilon)
+        step = B.divide(B.multiply(g, lr), B.add(B.sqrt(moment), epsilon))
         B.subtract(param, step, out=param)
 
 
@@ -878,16 +904,20 @@ class Adamax(Optimizer):
         super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
         self._beta1, self._beta2, self._epsilon = float(beta1), float(beta2), float(epsilon)
 
+    _group_options = Optimizer._group_options + ("beta1", "beta2", "epsilon")
+
     def _state_init(self, param):
         shape = list(param.shape)
         return {"moment": (shape, 0.0), "inf_norm": (shape, 0.0),
-                "beta1_pow": ([1], self._beta1)}
+                "beta1_pow": ([1], self._option(param, "beta1", self._beta1))}
 
     def _composed_update(self, param, g, lr, state):
         moment, inf_norm, beta1_pow = state["moment"], state["inf_norm"], state["beta1_pow"]
-        b1, b2 = self._beta1, self._beta2
+        b1 = self._option(param, "beta1", self._beta1)
+        b2 = self._option(param, "beta2", self._beta2)
+        epsilon = self._option(param, "epsilon", self._epsilon)
         B.add(B.multiply(moment, b1), B.multiply(g, 1.0 - b1), out=moment)
-        B.maximum(B.add(B.multiply(inf_norm, b2), self._epsilon), B.abs(g), out=inf_norm)
+        B.maximum(B.add(B.multiply(inf_norm, b2), epsilon), B.abs(g), out=inf_norm)
         rate = B.divide(lr, B.subtract(B.full_like(beta1_pow, 1.0), beta1_pow))
         B.subtract(param, B.multiply(B.divide(moment, inf_norm), rate), out=param)
         B.multiply(beta1_pow, b1, out=beta1_pow)

@@ -513,10 +513,14 @@ def static_mode_guard() -> mode_guard:
 def data(name: str, shape: Sequence[int | None], dtype: Any = "float32",
          lod_level: int = 0) -> Variable:
     """A variable to feed: `shape` may use None or -1 for any size (the batch).
-    `lod_level` is accepted for PaddlePaddle compatibility (fastop has no LoD)."""
+    `lod_level` is accepted for PaddlePaddle compatibility (fastop has no LoD).
+    Declaring a data variable again with the same shape and dtype returns it (as
+    PaddlePaddle); another shape or dtype, or a name that is not data, is a ValueError."""
     block = default_main_program().global_block()
-    if name in block.vars:
-        raise ValueError(f"static.data: variable '{name}' already exists")
+    existing = block.vars.get(name)
+    if existing is not None and not existing.is_data:
+        raise ValueError(f"static.data: variable '{name}' already exists as "
+                         f"{existing.describe()}, not a data variable")
     return block.create_var(name, dtype, shape, stop_gradient=True, is_data=True)
 
 
