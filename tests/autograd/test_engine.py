@@ -213,6 +213,27 @@ def test_integer_tensors_take_gradients_in_their_dtype_as_in_paddle():
     assert b.stop_gradient
 
 
+def test_a_cast_to_an_integer_dtype_takes_gradients_as_in_paddle():
+    """cast is defined with integer_grads: its int32 result of a float input that takes
+    gradients records (PaddlePaddle's test_zero_dim_sundry_dygraph_api test_cast), and
+    the gradient comes back cast to float; argmax's int64 result still takes none."""
+    x = fastop.full([], 1.0, "float32")
+    x.stop_gradient = False
+    out = fastop.cast(x, "int32")
+    assert not out.stop_gradient
+    out.retain_grads()
+    out.backward()
+    assert out.shape == [] and out.grad.shape == [] and out.grad.dtype == fastop.int32
+    assert x.grad.shape == [] and x.grad.dtype == fastop.float32 and float(x.grad) == 1.0
+    y = fastop.to_tensor([1.5, -2.7], stop_gradient=False)
+    ((y.astype("int64") * 3).astype("float32") * fastop.to_tensor([1.0, 2.0])).sum() \
+        .backward()
+    np.testing.assert_array_equal(y.grad.numpy(), [3.0, 6.0])
+    assert y.argmax().stop_gradient
+    assert registry.get("fastop::cast").integer_grads
+    assert not registry.get("fastop::argmax").integer_grads
+
+
 def test_a_leaf_set_to_stop_gradient_after_recording_gets_no_grad(ops):
     x, y = leaf(X), leaf(X)
     out = ops.mul(x, y)

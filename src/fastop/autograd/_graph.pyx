@@ -469,7 +469,8 @@ cdef tuple _make_node(CallPlan plan, object rule, tuple inputs, tuple outputs, d
     cdef list result = None if plan.save_mask == 0 else list(outputs)
     for k in range(n_out):
         t = <Tensor>outputs[k]
-        if not is_float(t) and not _fed_by_dtype(next_, t.view.dtype):
+        if not is_float(t) and not _fed_by_dtype(next_, t.view.dtype) \
+                and not plan.op.integer_grads:
             continue
         if plan.save_mask >> k & 1:
             t = view_of(t)

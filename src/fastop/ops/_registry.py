@@ -339,6 +339,8 @@ class OpDef(OpBase):
     # side effects (I/O, a global random stream): the executor runs it on the calling
     # thread, after the ordered ops before it, never beside another
     ordered: bool = False
+    # integer outputs take gradients whenever an input does (a dtype conversion: cast)
+    integer_grads: bool = False
     # where the op came from, for saving a Program that holds it: py_func's functions
     # (a PyFuncSource), or the module of a load_directory op (ops._sources.DirectorySource)
     source: Any = field(default=None, repr=False)
@@ -1251,7 +1253,7 @@ class Registry:
                kernels: dict[Any, Any] | None = None, doc: str = "",
                differentiable: Sequence[str] | None = None,
                promotes: Sequence[str] | None = None, int_to_float: bool = False,
-               ordered: bool = False) -> OpDef:
+               ordered: bool = False, integer_grads: bool = False) -> OpDef:
         """Define and register an op; returns the OpDef, whose decorators add the rest.
 
         Parameters:
@@ -1307,6 +1309,9 @@ class Registry:
           draws from a global random stream): the static executor, which otherwise runs
           independent ops at once, runs it on the calling thread in program order with
           the other ordered ops (as JAX's ``io_callback(ordered=True)``).
+        - ``integer_grads``: its integer outputs take gradients whenever an input does,
+          and the rule gets their gradients (a dtype conversion: PaddlePaddle's ``cast``
+          of a float tensor to int32 passes the gradient back cast to float).
 
         Gradients: ``@op.grad(needs=(...))`` registers a composite rule written with
         registered ops, ``fn(*needed, *output_grads, **attrs)`` — ``needed`` are the
@@ -1322,7 +1327,9 @@ class Registry:
         beyond their shapes and dtypes (``fastop.testing.opcheck`` checks it).
 
         An output is non-differentiable when its dtype is not floating (indices, masks:
-        no gradient flows into them; a backward kernel leaves them out of ``needs``). A
+        no gradient flows into them; a backward kernel leaves them out of ``needs``),
+        unless an input of its dtype takes gradients (``x * 2`` of an int64 x that
+        takes gradients, as PaddlePaddle) or the op has ``integer_grads``. A
         floating output whose gradient the rule ignores (an auxiliary result) is
         declared: ``@op.grad(..., materialize_grads=False)`` gives the rule None for it
         unless a gradient really flows into it (and then the rule must use it);
@@ -1364,7 +1371,8 @@ class Registry:
                    doc=doc, meta_fn=meta, plugin=plugin, version=version,
                    differentiable=tuple(differentiable) if differentiable is not None else None,
                    promotes=tuple(promotes) if promotes is not None else None,
-                   int_to_float=int_to_float, ordered=ordered, registry=self)
+                   int_to_float=int_to_float, ordered=ordered,
+                   integer_grads=integer_grads, registry=self)
         for dtype, fn in (kernels or {}).items():
             op.kernel(*(() if dtype == "*" else (dtype,)))(fn)
         self._ops[name] = op
@@ -1376,11 +1384,13 @@ class Registry:
     def define_ckernel(self, name: str, kernel: CKernel, attrs: dict[str, Any] | None = None,
                        doc: str = "", differentiable: Sequence[str] | None = None,
                        promotes: Sequence[str] | None = None,
-                       int_to_float: bool = False, ordered: bool = False) -> OpDef:
+                       int_to_float: bool = False, ordered: bool = False,
+                       integer_grads: bool = False) -> OpDef:
         """Define an op whose kernel and meta come from a Cython CKernel."""
         op = self.define(name, kernel.input_names, kernel.output_names, attrs,
                          doc=doc, differentiable=differentiable, promotes=promotes,
-                         int_to_float=int_to_float, ordered=ordered)
+                         int_to_float=int_to_float, ordered=ordered,
+                         integer_grads=integer_grads)
 
         def meta(*metas: TensorMeta, **attrs: Any) -> list[TensorMeta]:
             return [TensorMeta(s, d) for s, d in kernel.meta(

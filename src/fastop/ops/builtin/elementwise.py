@@ -260,6 +260,7 @@ def register(registry) -> None:
            reads={"x": ("condition",), "y": ("condition",)})(where_grad_rule)
     registry.define_ckernel(
         "fastop::cast", K.cast, attrs={"dtype": AttrSpec("dtype", DType)},
+        integer_grads=True,
         doc="x converted to dtype (to bool: x != 0; float to int truncates)."
     ).grad(needs=("x",), reads={})(cast_grad_rule)
     registry.define_ckernel(
