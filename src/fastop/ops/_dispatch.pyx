@@ -33,7 +33,8 @@ take their own default dtype (float32, int64, bool).
 from cpython.float cimport PyFloat_Check, PyFloat_CheckExact
 from cpython.long cimport (PyLong_Check, PyLong_CheckExact, PyLong_AsLongLongAndOverflow)
 from fastop._core.storage cimport (DenseTensor, DType, fastop_attrs, fastop_view,
-                                   FASTOP_BOOL, FASTOP_INT32, FASTOP_INT64, FASTOP_FLOAT32,
+                                   FASTOP_BOOL, FASTOP_UINT8, FASTOP_INT8, FASTOP_INT16,
+                                   FASTOP_INT32, FASTOP_INT64, FASTOP_FLOAT32,
                                    FASTOP_FLOAT64, FASTOP_NUM_COMPUTE_DTYPES,
                                    FASTOP_NUM_DTYPES, as_dense, check_initialised,
                                    dtype_code)
@@ -424,7 +425,7 @@ cdef unsigned long long _reads_mask(tuple needs, tuple reads):
 
 # --------------------------------------------------------------------------- scalar rule
 
-# How an input takes part in the scalar rule (see group_dtype): a dtype code (0..4) for
+# How an input takes part in the scalar rule (see group_dtype): a dtype code (>= 0) for
 # a tensor or array, or one of these.
 cdef enum:
     KIND_ABSENT = -1
@@ -701,17 +702,27 @@ cdef inline object _fitted(object op, Py_ssize_t i, object value, int dtype):
 
 cdef object _fitted_integer(object op, Py_ssize_t i, object value, int dtype):
     """_fitted for the other cases: a numpy scalar is its Python number; an integer must
-    fit an int32/int64 dtype."""
+    fit an integer dtype (uint8, int8, int16, int32, int64)."""
     cdef int overflow = 0
     cdef long long v
     if isinstance(value, np.generic):
         value = value.item()
-    if (dtype == FASTOP_INT32 or dtype == FASTOP_INT64) and PyLong_Check(value) \
+    if FASTOP_UINT8 <= dtype <= FASTOP_INT64 and PyLong_Check(value) \
             and not (value is True or value is False):
         v = PyLong_AsLongLongAndOverflow(value, &overflow)
-        if overflow or (dtype == FASTOP_INT32 and not -2147483648 <= v <= 2147483647):
+        if overflow or not _INT_MIN[dtype] <= v <= _INT_MAX[dtype]:
             raise OverflowError(_no_fit(op, i, value, dtype))
     return value
+
+
+# The range of each integer dtype, by code (uint8 .. int64; the others unused).
+cdef long long _INT_MIN[FASTOP_NUM_DTYPES]
+cdef long long _INT_MAX[FASTOP_NUM_DTYPES]
+for _code, _bounds in {FASTOP_UINT8: np.iinfo(np.uint8), FASTOP_INT8: np.iinfo(np.int8),
+                       FASTOP_INT16: np.iinfo(np.int16), FASTOP_INT32: np.iinfo(np.int32),
+                       FASTOP_INT64: np.iinfo(np.int64)}.items():
+    _INT_MIN[_code], _INT_MAX[_code] = int(_bounds.min), int(_bounds.max)
+del _code, _bounds
 
 
 cdef str _no_fit(object op, Py_ssize_t i, object value, int dtype):
