@@ -142,6 +142,18 @@ def test_reductions_follow_paddles_documented_dtypes(dtype):
     np.testing.assert_array_equal(wide.numpy(), x.astype("int64").sum(1))
     np.testing.assert_array_equal(fastop.max(t, axis=0).numpy(), x.max(0))
     np.testing.assert_array_equal(fastop.argmax(t, axis=1).numpy(), x.argmax(1))
+    np.testing.assert_array_equal(fastop.argmin(t, axis=0).numpy(), x.argmin(0))
+    assert int(fastop.argmin(t)) == x.argmin()
+
+
+@pytest.mark.parametrize("op", ["min", "prod", "cumsum", "mean"])
+def test_an_op_without_narrow_kernels_names_itself_and_its_dtypes(op):
+    t = fastop.to_tensor([[1, 2], [3, 4]], dtype="int16")
+    with pytest.raises(TypeError, match=rf"fastop::{op}: no kernel for dtype int16; "
+                                        rf"kernels exist for \[.*'int32'|fastop::{op}: no "
+                                        rf"kernel for dtype int16; kernels exist for "
+                                        rf"\['float32'"):
+        getattr(fastop, op)(t, axis=0)
 
 
 @pytest.mark.parametrize("dtype", NARROW)
