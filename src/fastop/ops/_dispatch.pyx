@@ -568,7 +568,7 @@ cpdef tuple convert_inputs(CallPlan plan, tuple inputs, InputMode mode):
       bools or numbers becomes one of its dtype; a Python or numpy scalar, or a list of
       numbers, is a scalar of the scalar rule (:func:`group_dtype`), which takes its
       natural dtype outside the op's dtype group (float32, int64, bool);
-    - a tensor of a storage dtype (float16, uint8) the op has no kernel for computes in
+    - a tensor of the storage dtype (float16) the op has no kernel for computes in
       float32, and a tensor of the dtype group is cast to the group's dtype (casts are
       ops of the mode, so gradients flow through them);
     - anything else, a list holding non-numbers, or a value that does not fit the dtype
