@@ -31,7 +31,8 @@ from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_BOOL,
                                    view_copy, view_set_contiguous_strides,
                                    view_element_offset,
                                    view_copy_meta)
-from fastop._core.kernel cimport (CKernel, make_kernel, accept_narrow_ints, K_OK, K_ERR_BROADCAST, K_ERR_DTYPE,
+from fastop._core.kernel cimport (CKernel, make_kernel, accept_narrow_ints, K_OK,
+                                  K_ERR_BROADCAST, K_ERR_DTYPE,
                                   K_ERR_VALUE, K_ERR_MEMORY, get_num_threads, use_threads)
 from fastop._core.parallel cimport parallel_run
 from fastop._core.broadcast cimport (bcast_iter, broadcast_shape, bcast_iter_init,
@@ -64,9 +65,10 @@ ctypedef fused any_t:
     float
     double
 
-# The types arithmetic computes in: the integers (uint8, int8, int16, int32, int64; C's
-# conversion back to a narrow integer wraps, as numpy's arithmetic does) and the floats.
-ctypedef fused elem_t:
+# The types arithmetic computes in (this module's own numeric_t: storage.pxd's int, long
+# long, float and double, and the narrow integers uint8, int8 and int16, whose results
+# C's conversion back wraps, as numpy's arithmetic does).
+ctypedef fused numeric_t:
     uint8_t
     int8_t
     int16_t
@@ -137,25 +139,25 @@ ctypedef struct OpCtx:
 
 # --------------------------------------------------------------------------- typed loops
 
-cdef inline void _unary_loop(int op, const elem_t* x, elem_t* y, ptrdiff_t n) noexcept nogil:
+cdef inline void _unary_loop(int op, const numeric_t* x, numeric_t* y, ptrdiff_t n) noexcept nogil:
     cdef ptrdiff_t i
     if op == U_NEG:
         for i in range(n):
             y[i] = -x[i]
     elif op == U_ABS:
-        if elem_t is float or elem_t is double:
+        if numeric_t is float or numeric_t is double:
             for i in range(n):
                 y[i] = fabs(x[i])
-        elif elem_t is uint8_t:
+        elif numeric_t is uint8_t:
             for i in range(n):
                 y[i] = x[i]
         else:
             for i in range(n):
                 y[i] = -x[i] if x[i] < 0 else x[i]
     elif op == U_SIGN:
-        if elem_t is float or elem_t is double:
+        if numeric_t is float or numeric_t is double:
             for i in range(n):   # nan stays nan, like numpy
-                y[i] = x[i] if x[i] != x[i] else <elem_t>((x[i] > 0) - (x[i] < 0))
+                y[i] = x[i] if x[i] != x[i] else <numeric_t>((x[i] > 0) - (x[i] < 0))
         else:
             for i in range(n):
                 y[i] = (x[i] > 0) - (x[i] < 0)
@@ -163,14 +165,14 @@ cdef inline void _unary_loop(int op, const elem_t* x, elem_t* y, ptrdiff_t n) no
         for i in range(n):
             y[i] = x[i] * x[i]
     elif op == U_RELU:
-        if elem_t is float:
+        if numeric_t is float:
             fastop_vrelu_f32(x, y, n)
-        elif elem_t is double:
+        elif numeric_t is double:
             fastop_vrelu_f64(x, y, n)
         else:
             for i in range(n):
                 y[i] = 0 if x[i] < 0 else x[i]
-    elif elem_t is float:
+    elif numeric_t is float:
         if op == U_SQRT:
             for i in range(n):
                 y[i] = c_sqrt(x[i])
@@ -182,7 +184,7 @@ cdef inline void _unary_loop(int op, const elem_t* x, elem_t* y, ptrdiff_t n) no
             fastop_vtanh_f32(x, y, n)
         elif op == U_SIGMOID:
             fastop_vsigmoid_f32(x, y, n)
-    elif elem_t is double:
+    elif numeric_t is double:
         if op == U_SQRT:
             for i in range(n):
                 y[i] = c_sqrt(x[i])
@@ -196,9 +198,9 @@ cdef inline void _unary_loop(int op, const elem_t* x, elem_t* y, ptrdiff_t n) no
             fastop_vsigmoid_f64(x, y, n)
 
 
-cdef inline elem_t _ipow(elem_t base, long long e) noexcept nogil:
+cdef inline numeric_t _ipow(numeric_t base, long long e) noexcept nogil:
     """base ** e for a non-negative integer e, by squaring (wraps like numpy)."""
-    cdef elem_t result = 1
+    cdef numeric_t result = 1
     while e > 0:
         if e & 1:
             result = result * base
@@ -207,14 +209,14 @@ cdef inline elem_t _ipow(elem_t base, long long e) noexcept nogil:
     return result
 
 
-cdef inline int _binary_loop(int op, const elem_t* a, const elem_t* b, elem_t* y,
+cdef inline int _binary_loop(int op, const numeric_t* a, const numeric_t* b, numeric_t* y,
                              ptrdiff_t n) noexcept nogil:
     cdef ptrdiff_t i
-    if elem_t is float:
+    if numeric_t is float:
         if op != B_POW:
             fastop_vbinary_f32(op, a, b, y, n)
             return K_OK
-    elif elem_t is double:
+    elif numeric_t is double:
         if op != B_POW:
             fastop_vbinary_f64(op, a, b, y, n)
             return K_OK
@@ -234,7 +236,7 @@ cdef inline int _binary_loop(int op, const elem_t* a, const elem_t* b, elem_t* y
         for i in range(n):
             y[i] = a[i] if a[i] <= b[i] else b[i]
     elif op == B_POW:
-        if elem_t is float or elem_t is double:
+        if numeric_t is float or numeric_t is double:
             for i in range(n):
                 y[i] = c_pow(a[i], b[i])
         else:
@@ -942,7 +944,7 @@ full_like = make_kernel("full_like", ("x",), ("out",), _infer_same, _k_full_like
                         ("fill_value",), _pack_fill)
 
 # The narrow integers (uint8, int8, int16) run the integer kernels: their loops are typed
-# for every integer (elem_t, any_t), none computes through a wider dtype.
+# for every integer (numeric_t, any_t), none computes through a wider dtype.
 for _kernel in (neg, abs, sign, square, relu, add, subtract, multiply, pow, maximum,
                 minimum, equal, not_equal, less_than, less_equal, greater_than,
                 greater_equal, where, cast, full_like):
