@@ -147,12 +147,11 @@ def test_reductions_follow_paddles_documented_dtypes(dtype):
 
 
 @pytest.mark.parametrize("op", ["min", "prod", "cumsum", "mean"])
-def test_an_op_without_narrow_kernels_names_itself_and_its_dtypes(op):
+def test_an_op_without_narrow_kernels_names_itself_the_input_and_its_dtypes(op):
     t = fastop.to_tensor([[1, 2], [3, 4]], dtype="int16")
     with pytest.raises(TypeError, match=rf"fastop::{op}: no kernel for dtype int16; "
-                                        rf"kernels exist for \[.*'int32'|fastop::{op}: no "
-                                        rf"kernel for dtype int16; kernels exist for "
-                                        rf"\['float32'"):
+                                        rf"kernels exist for \[.*\] \(the dtype of input "
+                                        rf"'x'\)"):
         getattr(fastop, op)(t, axis=0)
 
 

@@ -294,7 +294,8 @@ cdef class CallPlan:
         cdef int code = _kernel_dtype(self, tuple(inputs))
         kernel = self.kernels[code]
         if kernel is None:
-            raise TypeError(self.op.no_kernel_message(_DTYPE_NAMES[code]))
+            raise TypeError(self.op.no_kernel_message(_DTYPE_NAMES[code],
+                                                      _choosing_input(self, tuple(inputs))))
         return kernel, code
 
     # read-only views for tests and tools
@@ -353,6 +354,18 @@ cdef int _kernel_dtype_otherwise(CallPlan plan, tuple inputs) except -2:
     return FASTOP_FLOAT32
 
 
+cdef object _choosing_input(CallPlan plan, tuple inputs):
+    """The name of the input whose dtype _kernel_dtype chose the kernel by (None when no
+    input has a dtype): for the error of a dtype without a kernel."""
+    cdef Py_ssize_t i, n = min(len(inputs), len(plan.op.inputs))
+    if plan.dispatch_input < n and _input_dtype(inputs[plan.dispatch_input]) >= 0:
+        return plan.op.inputs[plan.dispatch_input].name
+    for i in range(n):
+        if _input_dtype(inputs[i]) >= 0:
+            return plan.op.inputs[i].name
+    return None
+
+
 def kernel_dtype(CallPlan plan, inputs) -> int:
     """The dtype code that chooses the op's kernel for `inputs` (see _kernel_dtype), for
     Python callers (the profiler, ``fastop.testing``)."""
@@ -366,7 +379,8 @@ cdef tuple run_kernel(CallPlan plan, tuple inputs, dict attrs, const fastop_attr
     cdef PythonKernel entry
     kernel = plan.kernels[code]
     if kernel is None:
-        raise TypeError(plan.op.no_kernel_message(_DTYPE_NAMES[code]))
+        raise TypeError(plan.op.no_kernel_message(_DTYPE_NAMES[code],
+                                                  _choosing_input(plan, inputs)))
     if isinstance(kernel, CKernel):
         if packed == NULL:
             (<CKernel>kernel).pack(attrs, &own)
