@@ -20,7 +20,7 @@ try:
     _load_builtin_plugin()
 
     from fastop._core.storage import (DType, bool_, empty_cache, float16, float32, float64,
-                                      int32, int64, uint8)
+                                      int8, int16, int32, int64, uint8)
     from fastop._threads import set_num_threads, get_num_threads
     from fastop.tensor import *  # noqa: F401,F403  (eager: Tensor, creation, math, grad)
     from fastop.tensor import __all__ as _tensor_all
@@ -64,8 +64,8 @@ def __dir__():
 
 __all__ = ["hookimpl", "ops", "autograd", "static", "nn", "optimizer", "regularizer",
            "plugins", "io", "metric", "testing", "profiler", "distributed", "save", "load",
-           "DataParallel", "DType", "bool", "float16", "float32", "float64", "uint8", "int32",
-           "int64", "ParamAttr", "set_num_threads",
+           "DataParallel", "DType", "bool", "float16", "float32", "float64", "uint8", "int8",
+           "int16", "int32", "int64", "ParamAttr", "set_num_threads",
            "get_num_threads", "empty_cache", "CPUPlace", "enable_static", "disable_static",
            "in_dynamic_mode", "device", "set_device", "get_device", "is_compiled_with_cuda",
            "__version__", *_tensor_all]

@@ -37,9 +37,9 @@ __all__ = ["LoadError", "UntrustedCodeError", "atomic_write", "open_to_load", "r
            "read_npz"]
 
 TMP_SUFFIX = ".fastop-tmp"
-SAVED_DTYPES = {np.dtype(n) for n in ("bool", "int32", "int64", "float32", "float64",
-                                       "float16", "uint8")}   # fastop's storage dtypes
-SAVED_DTYPE_NAMES = "bool, int32, int64, float32, float64, float16 and uint8"
+SAVED_DTYPES = {np.dtype(n) for n in ("bool", "uint8", "int8", "int16", "int32", "int64",
+                                       "float32", "float64", "float16")}   # fastop's dtypes
+SAVED_DTYPE_NAMES = "bool, uint8, int8, int16, int32, int64, float32, float64 and float16"
 MAX_DEFLATE_RATIO = 1032        # deflate's limit: no member inflates more than this
 _CHUNK = 1 << 24                # bytes read at a time into an array
 

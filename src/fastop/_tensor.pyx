@@ -16,7 +16,7 @@ from libc.string cimport memcpy
 from fastop._core.storage cimport (DenseTensor, FASTOP_BOOL, FASTOP_FLOAT32, FASTOP_FLOAT64,
                                    FASTOP_FLOAT16, FASTOP_INT32, FASTOP_INT64,
                                    FASTOP_MAX_NDIM, FASTOP_NUM_DTYPES,
-                                   FASTOP_NUM_COMPUTE_DTYPES, alloc_tensor, bump_version,
+                                   alloc_tensor, bump_version,
                                    dtype_code, as_ndarray, memory_root)
 from fastop.ops._dispatch cimport OpBase, call_eager, dispatch
 from fastop.autograd._grad_mode cimport grad_enabled
@@ -79,8 +79,8 @@ cdef Tensor scalar_tensor(object value, int dtype):
         (<long long*>t.view.data)[0] = value
     elif dtype == FASTOP_INT32:
         (<int*>t.view.data)[0] = value
-    elif dtype >= FASTOP_NUM_COMPUTE_DTYPES:     # float16, uint8: numpy converts
-        as_ndarray(t)[()] = value
+    elif dtype != FASTOP_BOOL:                   # float16, uint8, int8, int16: numpy
+        as_ndarray(t)[()] = value                # converts
     else:
         (<char*>t.view.data)[0] = 1 if value else 0
     t.readonly = True
@@ -144,8 +144,8 @@ cdef Tensor full_tensor(int ndim, const ptrdiff_t* shape, int dtype, double valu
     elif dtype == FASTOP_INT32:
         for i in range(n):
             (<int*>t.view.data)[i] = <int>value
-    elif dtype >= FASTOP_NUM_COMPUTE_DTYPES:     # float16, uint8: numpy converts
-        as_ndarray(t).fill(value)
+    elif dtype != FASTOP_BOOL:                   # float16, uint8, int8, int16: numpy
+        as_ndarray(t).fill(value)                # converts
     else:
         for i in range(n):
             (<char*>t.view.data)[i] = value != 0

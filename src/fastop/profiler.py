@@ -63,7 +63,7 @@ _CATEGORY = {_KINDS["op"]: "op", _KINDS["static_op"]: "static op",
              _KINDS["pylayer"]: "PyLayer", _KINDS["node"]: "backward node",
              _KINDS["backward"]: "autograd", _KINDS["run"]: "static",
              _KINDS["user"]: "user", _KINDS["step"]: "step"}
-_DTYPE_NAMES = DTYPE_NAMES     # by dtype code: every storage dtype, float16 and uint8 too
+_DTYPE_NAMES = DTYPE_NAMES     # by dtype code: every dtype, the storage dtype float16 too
 _TIME_UNITS = {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0}
 _NO_PLUGIN = "-"
 

@@ -19,11 +19,15 @@ from fastop._core.storage import DenseTensor, from_numpy
 from ..reference import elementwise as ref
 
 FLOATS = [np.float32, np.float64]
-NUMERIC = [np.int32, np.int64, np.float32, np.float64]
+NARROW = [np.uint8, np.int8, np.int16]     # their loops wrap like numpy's on overflow
+NUMERIC = [*NARROW, np.int32, np.int64, np.float32, np.float64]
 ALL = [np.bool_, *NUMERIC]
 TOL = {
     np.float32: dict(rtol=4e-7, atol=0),     # a few ULP (SIMD exp/log/tanh/sigmoid)
     np.float64: dict(rtol=6e-16, atol=0),
+    np.uint8: dict(rtol=0, atol=0),
+    np.int8: dict(rtol=0, atol=0),
+    np.int16: dict(rtol=0, atol=0),
     np.int32: dict(rtol=0, atol=0),
     np.int64: dict(rtol=0, atol=0),
     np.bool_: dict(rtol=0, atol=0),
@@ -44,6 +48,8 @@ def values(shape, dtype, rng, kind=None):
         return rng.integers(0, 2, size=shape).astype(bool)
     if dtype.kind == "i":
         return rng.integers(-20, 20, size=shape).astype(dtype)
+    if dtype.kind == "u":
+        return rng.integers(0, 40, size=shape).astype(dtype)
     x = rng.standard_normal(shape) * 3
     if kind == "positive":
         x = np.abs(x) + 0.1
@@ -241,7 +247,7 @@ def test_binary_matches_numpy(name, dtype, shapes, rng):
     b = values(shapes[1], dtype, rng)
     if name == "pow":
         a = np.abs(a) + (a.dtype.kind == "f")
-        b = np.abs(b) % 5 if b.dtype.kind == "i" else b
+        b = np.abs(b) % 5 if b.dtype.kind in "iu" else b
     if name == "divide":
         b = np.where(b == 0, 1, b).astype(dtype)
     check(getattr(K, name)(from_numpy(a), from_numpy(b)), getattr(ref, name)(a, b))
@@ -347,11 +353,11 @@ def test_where(dtype, rng):
 @pytest.mark.parametrize("dst", ALL, ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("src", ALL, ids=lambda d: np.dtype(d).name)
 def test_cast_every_pair(src, dst, rng):
-    x = _strided(values((3, 7), src, rng))
+    x = _strided(_cast_source(src, dst, rng))
     check(K.cast(x, dtype=np.dtype(dst).name), ref.cast(x, np.dtype(dst).name))
 
 
-STORAGE = [np.float16, np.uint8]       # storage dtypes: only cast computes in them
+STORAGE = [np.float16]                 # the storage dtype: only cast computes in it
 
 
 def _cast_source(src, dst, rng):
@@ -388,12 +394,22 @@ def test_cast_to_float16_rounds_as_numpy():
         np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
 
 
-def test_cast_to_uint8_wraps_integers():
-    x = np.array([-1, 0, 255, 256, 300, 2**40 + 5], np.int64)
-    for src in (x, x.astype(np.int32)):
-        got = np.asarray(K.cast(src, dtype="uint8"))
-        assert got.dtype == np.uint8
-        np.testing.assert_array_equal(got, src.astype(np.uint8))
+@pytest.mark.parametrize("dst", NARROW, ids=lambda d: np.dtype(d).name)
+def test_cast_to_a_narrow_integer_wraps_integers(dst):
+    x = np.array([-1, 0, 127, 128, 255, 256, 300, -129, 32768, -32769, 2**40 + 5], np.int64)
+    for src in (x, x.astype(np.int32), x.astype(np.int16)):
+        got = np.asarray(K.cast(src, dtype=np.dtype(dst).name))
+        assert got.dtype == dst
+        np.testing.assert_array_equal(got, src.astype(dst))
+
+
+@pytest.mark.parametrize("dst", NARROW, ids=lambda d: np.dtype(d).name)
+def test_cast_float_to_a_narrow_integer_truncates_then_wraps(dst):
+    # through int64, as numpy defines it for values in range; 300.7 -> 300 -> 44 (int8)
+    x = np.array([-2.7, -0.5, 0.5, 2.7, 127.9, 300.7, 40000.2], np.float64)
+    for src in (x, x.astype(np.float32), x.astype(np.float16)):
+        got = np.asarray(K.cast(src, dtype=np.dtype(dst).name))
+        np.testing.assert_array_equal(got, np.trunc(src).astype(np.int64).astype(dst))
 
 
 def test_cast_float_to_int_truncates_and_to_bool_tests_nonzero():
@@ -403,8 +419,8 @@ def test_cast_float_to_int_truncates_and_to_bool_tests_nonzero():
 
 
 FILLS = [(d, v) for d in ALL for v in (0, 3, True, -2.5, 2**40 + 1)
-         if not (v == -2.5 and np.dtype(d).kind in "ib")
-         and not (v == 2**40 + 1 and np.dtype(d) in (np.bool_, np.int32, np.float32))]
+         if not (v == -2.5 and np.dtype(d).kind in "iub")
+         and not (v == 2**40 + 1 and np.dtype(d) in (np.bool_, *NARROW, np.int32, np.float32))]
 
 
 @pytest.mark.parametrize("dtype,value", FILLS, ids=[f"{np.dtype(d).name}-{v}" for d, v in FILLS])
@@ -606,7 +622,8 @@ def test_shape_mismatch_names_op_and_shapes():
 @pytest.mark.parametrize("name,dtype", [("exp", np.int64), ("tanh", np.int32),
                                         ("log", np.bool_), ("divide", np.int32),
                                         ("add", np.bool_), ("neg", np.bool_),
-                                        ("tanh_grad", np.int64)])
+                                        ("tanh_grad", np.int64), ("exp", np.int8),
+                                        ("divide", np.uint8), ("sqrt", np.int16)])
 def test_unsupported_dtype_names_op_and_dtype(name, dtype):
     args = [np.ones(3, dtype)] * (1 if name in UNARY_ALL + UNARY_FLOAT else 2)
     with pytest.raises(TypeError, match=f"{name}: dtype {np.dtype(dtype).name} is not supported"):
@@ -637,7 +654,8 @@ def test_integer_pow_rejects_negative_exponents_before_writing(n):
 
 @pytest.mark.parametrize("dtype, value", [
     (np.int32, 2**31), (np.int32, -2**31 - 1), (np.int32, 1e10), (np.int32, float("nan")),
-    (np.int64, 2**63), (np.int64, float("inf")),
+    (np.int64, 2**63), (np.int64, float("inf")), (np.int8, 128), (np.int8, -129),
+    (np.int16, 2**15), (np.uint8, -1), (np.uint8, 256),
 ])
 def test_full_like_refuses_a_value_its_integer_dtype_cannot_hold(dtype, value):
     # it used to wrap (2**31 -> -2**31) or give 0 for nan; numpy raises OverflowError
@@ -651,6 +669,7 @@ def test_full_like_refuses_a_value_its_integer_dtype_cannot_hold(dtype, value):
 @pytest.mark.parametrize("dtype, value, want", [
     (np.int32, -2**31, -2**31), (np.int64, -2**63, -2**63), (np.int32, 2.9, 2),
     (np.int32, -2.9, -2), (np.float32, 2**63, 2.0**63), (np.bool_, 5, True),
+    (np.int8, -128, -128), (np.int16, 32767, 32767), (np.uint8, 255.9, 255),
 ])
 def test_full_like_edge_values_match_numpy(dtype, value, want):
     got = np.asarray(K.full_like(np.zeros(2, dtype), fill_value=value))

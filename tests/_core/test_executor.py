@@ -6,16 +6,17 @@ import pytest
 
 from fastop._core import elementwise
 from fastop._core.executor import SLOT_KINDS, Plan
-from fastop._core.storage import from_numpy
+from fastop._core.storage import float32, from_numpy
 
 ARENA, FEED, FRESH = SLOT_KINDS["arena"], SLOT_KINDS["feed"], SLOT_KINDS["fresh"]
+F32 = float32.code          # the dtype code the plans below run in
 
 
 def _tanh_plan():
     """feed x -> tanh -> arena t -> tanh -> fresh y (fetched)."""
     plan = Plan(["x", "t", "y"], [FEED, ARENA, FRESH])
-    plan.add_ckernel(elementwise.tanh, 3, [0], [1], {})
-    plan.add_ckernel(elementwise.tanh, 3, [1], [2], {})
+    plan.add_ckernel(elementwise.tanh, F32, [0], [1], {})
+    plan.add_ckernel(elementwise.tanh, F32, [1], [2], {})
     plan.set_io([("x", 0, np.zeros(4, "float32"))], [], [2])
     return plan
 
@@ -37,9 +38,9 @@ def test_a_plan_runs_and_its_clone_gives_the_same_with_its_own_arena():
 @pytest.mark.parametrize("build,match", [
     (lambda: Plan(["a"], [99]), r"slot 'a' has kind 99"),
     (lambda: Plan(["a", "b"], [FEED]), r"2 names but 1 kinds"),
-    (lambda: Plan(["a"], [FEED]).add_ckernel(elementwise.tanh, 3, [0], [5], {}),
+    (lambda: Plan(["a"], [FEED]).add_ckernel(elementwise.tanh, F32, [0], [5], {}),
      r"tanh: output slot 5 is not a slot of this plan \(it has 1\)"),
-    (lambda: Plan(["a"], [FEED]).add_ckernel(elementwise.tanh, 3, [-2], [0], {}),
+    (lambda: Plan(["a"], [FEED]).add_ckernel(elementwise.tanh, F32, [-2], [0], {}),
      r"input slot -2 is not a slot"),
     (lambda: Plan(["a"], [FEED]).add_python(lambda t: (t,), [3], [0]),
      r"input slot 3 is not a slot"),
@@ -50,7 +51,7 @@ def test_a_plan_runs_and_its_clone_gives_the_same_with_its_own_arena():
     (lambda: Plan(["a"], [FEED]).set_io([], [], [5]), r"fetch slot 5 is not a slot"),
     (lambda: Plan(["a"], [FEED]).set_io([("a", 2, np.zeros(1))], [], []),
      r"feed slot 2 is not a slot"),
-    (lambda: Plan(["a"], [FEED]).set_io([], [("a", 9, None, 3, [2])], []),
+    (lambda: Plan(["a"], [FEED]).set_io([], [("a", 9, None, F32, [2])], []),
      r"persistable slot 9 is not a slot"),
 ])
 def test_builders_refuse_what_is_not_in_the_plan(build, match):

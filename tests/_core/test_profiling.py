@@ -7,6 +7,9 @@ import pytest
 import fastop
 from fastop._core import profiling
 from fastop._core.profiling import EVENT_KINDS
+from fastop._core.storage import float32
+
+F32 = float32.code          # the dtype code a float32 input is recorded with
 
 OP, USER, STEP = EVENT_KINDS["op"], EVENT_KINDS["user"], EVENT_KINDS["step"]
 
@@ -50,7 +53,7 @@ def test_an_op_call_becomes_one_event_with_its_op_times_thread_and_inputs():
     assert before <= start <= end <= after
     assert trace.threads[thread][2] == threading.current_thread().name
     assert trace.threads[thread][1] == threading.get_native_id()
-    assert inputs == ((3, (2, 3)), (-1, None))          # float32 [2, 3], a scalar
+    assert inputs == ((F32, (2, 3)), (-1, None))          # float32 [2, 3], a scalar
     assert np.allclose(y.numpy(), 2.5)
 
 
@@ -61,9 +64,9 @@ def test_list_inputs_are_recorded_entry_by_entry_up_to_sixteen():
     fastop.concat(parts, axis=1)
     profiling.stop()
     concats = [e for e in ops_of(trace) if e[1].name == "fastop::concat"]
-    assert concats[0][5] == ([(3, (1, 1)), (3, (1, 2))],)
+    assert concats[0][5] == ([(F32, (1, 1)), (F32, (1, 2))],)
     recorded = concats[1][5][0]
-    assert len(recorded) == 16 and recorded[-1] == (3, (1, 16))
+    assert len(recorded) == 16 and recorded[-1] == (F32, (1, 16))
 
 
 def test_record_shapes_off_records_no_inputs():

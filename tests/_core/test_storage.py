@@ -42,12 +42,14 @@ def test_dtype_aliases_and_errors():
 
 
 def test_storage_only_dtypes():
-    # float16 and uint8: tensors hold them and cast converts them; other kernels compute
-    # in the five dtypes below them
-    assert [d for d in storage.DTYPE_NAMES if as_dtype(d).is_storage_only] == \
-        ["float16", "uint8"]
+    # float16: tensors hold it and cast converts it; kernels compute in the eight dtypes
+    # below it, ordered bool, the integers narrow to wide, the floats
+    assert [d for d in storage.DTYPE_NAMES if as_dtype(d).is_storage_only] == ["float16"]
+    assert storage.DTYPE_NAMES == ("bool", "uint8", "int8", "int16", "int32", "int64",
+                                   "float32", "float64", "float16")
     assert storage.float16.is_floating and not storage.uint8.is_floating
-    assert [as_dtype(d).code for d in storage.DTYPE_NAMES] == list(range(7))
+    assert not storage.int8.is_floating and not storage.int16.is_storage_only
+    assert [as_dtype(d).code for d in storage.DTYPE_NAMES] == list(range(9))
 
 
 @pytest.mark.parametrize("dtype, fmt", [("float16", "e"), ("uint8", "B")])

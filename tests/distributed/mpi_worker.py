@@ -156,6 +156,11 @@ def check_collectives(rank, world):
     ints = fastop.to_tensor(np.array([rank, 10], np.int64))
     dist.all_reduce(ints)
     assert ints.numpy().tolist() == [expected_sum - world, 10 * world], ints.numpy()
+    for narrow in ("uint8", "int8", "int16"):            # sums wrap in the dtype, as MPI's
+        small = fastop.to_tensor(np.array([rank + 1, 100], narrow))
+        dist.all_reduce(small)
+        want = np.array([expected_sum, 100 * world], np.int64).astype(narrow)
+        assert small.dtype == narrow and np.array_equal(small.numpy(), want), small.numpy()
     flags = fastop.to_tensor(np.array([rank == 0, True]))
     dist.all_reduce(flags, op=dist.ReduceOp.MIN)
     assert flags.numpy().tolist() == [False, True], flags.numpy()

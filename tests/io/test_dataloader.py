@@ -118,11 +118,12 @@ def test_sample_structure_is_kept():
 
 
 def test_other_integer_dtypes_are_converted_like_to_tensor():
-    ds = TensorDataset([np.zeros((4, 2), "int16"), np.zeros(4, "float16"),
-                        np.zeros(4, "uint8")])
-    x, h, u = next(iter(DataLoader(ds, batch_size=2)))
-    assert x.dtype == fastop.int64                     # fastop has no int16
+    ds = TensorDataset([np.zeros((4, 2), "uint16"), np.zeros(4, "float16"),
+                        np.zeros(4, "uint8"), np.zeros(4, "int8"), np.zeros(4, "int16")])
+    x, h, u, i8, i16 = next(iter(DataLoader(ds, batch_size=2)))
+    assert x.dtype == fastop.int64                     # fastop has no uint16
     assert h.dtype == fastop.float16 and u.dtype == fastop.uint8
+    assert i8.dtype == fastop.int8 and i16.dtype == fastop.int16
 
 
 def test_drop_last_and_len():

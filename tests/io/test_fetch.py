@@ -53,7 +53,8 @@ def test_fresh_arrays_are_shared_and_other_dtypes_converted():
     t = tensor_of_fresh_array(a)
     a[0] = 9
     assert t.numpy()[0] == 9                               # no copy
-    assert tensor_of_fresh_array(np.zeros(2, "int16")).dtype == fastop.int64
+    assert tensor_of_fresh_array(np.zeros(2, "uint16")).dtype == fastop.int64
+    assert tensor_of_fresh_array(np.zeros(2, "int16")).dtype == fastop.int16
     u = np.zeros(2, "uint8")
     assert tensor_of_fresh_array(u).dtype == fastop.uint8
     u[0] = 7

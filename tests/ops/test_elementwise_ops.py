@@ -31,9 +31,10 @@ def test_signatures_of_the_ops_with_attributes_or_no_inputs():
 
 def test_dtypes_and_differentiability():
     assert registry.get("fastop::tanh").dtypes == ["float32", "float64"]
-    assert registry.get("fastop::add").dtypes == ["int32", "int64", "float32", "float64"]
-    assert registry.get("fastop::equal").dtypes == ["bool", "int32", "int64", "float32",
-                                                    "float64"]
+    assert registry.get("fastop::add").dtypes == ["uint8", "int8", "int16", "int32", "int64",
+                                                  "float32", "float64"]
+    assert registry.get("fastop::equal").dtypes == ["bool", "uint8", "int8", "int16", "int32",
+                                                    "int64", "float32", "float64"]
     assert registry.get("fastop::equal").differentiable_inputs == ()
     assert registry.get("fastop::full_like").differentiable_inputs == ()
     assert registry.get("fastop::where").differentiable_inputs == ("x", "y")

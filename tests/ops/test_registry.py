@@ -127,7 +127,7 @@ def test_user_exception_keeps_type_and_gets_a_note(registry):
 def test_no_kernel_for_dtype(registry):
     op = define_scale(registry)
     with pytest.raises(TypeError, match=r"test::scale: no kernel for dtype int64; kernels exist "
-                                        r"for \['float32', 'float64'\]"):
+                                        r"for \['float32', 'float64'\] \(the dtype of input 'x'\)"):
         op.invoke([from_numpy(np.ones(2, np.int64)), None], {"alpha": 1.0, "axes": [0]})
 
 

@@ -21,8 +21,8 @@ def _axes(axis: int | Sequence[int] | None) -> tuple[int, ...] | None:
 
 
 def sum(x: np.ndarray, axis=None, keepdim: bool = False) -> np.ndarray:
-    """Sum in x's dtype, int32 and bool in int64 (PaddlePaddle's rule; int64 wraps
-    like numpy's)."""
+    """Sum in x's dtype, int32 and bool in int64 (PaddlePaddle's rule; int64 and the
+    narrow integers wrap like numpy's)."""
     dtype = np.int64 if x.dtype in (np.int32, np.bool_) else x.dtype
     return np.asarray(np.sum(x, axis=_axes(axis), keepdims=keepdim, dtype=dtype))
 

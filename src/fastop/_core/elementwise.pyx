@@ -20,17 +20,19 @@ of ``simd_math.h`` too; results of 8 MB and more are streamed to memory.
 other way is copied first, so the result is always as if inputs were read before the
 output is written.
 """
-from libc.stdint cimport uint8_t, uint16_t, INT32_MIN, INT32_MAX
+from libc.stdint cimport (uint8_t, uint16_t, int8_t, int16_t, INT32_MIN, INT32_MAX,
+                          INT8_MIN, INT8_MAX, INT16_MIN, INT16_MAX, UINT8_MAX)
 from libc.stdlib cimport malloc, free
 from libc.math cimport fabs, sqrt as c_sqrt, pow as c_pow
 from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_BOOL,
                                    FASTOP_INT32, FASTOP_INT64, FASTOP_FLOAT32,
                                    FASTOP_FLOAT64, FASTOP_FLOAT16, FASTOP_UINT8,
-                                   numeric_t, itemsize_of,
+                                   FASTOP_INT8, FASTOP_INT16, itemsize_of,
                                    view_copy, view_set_contiguous_strides,
                                    view_element_offset,
                                    view_copy_meta)
-from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_BROADCAST, K_ERR_DTYPE,
+from fastop._core.kernel cimport (CKernel, make_kernel, accept_narrow_ints, K_OK,
+                                  K_ERR_BROADCAST, K_ERR_DTYPE,
                                   K_ERR_VALUE, K_ERR_MEMORY, get_num_threads, use_threads)
 from fastop._core.parallel cimport parallel_run
 from fastop._core.broadcast cimport (bcast_iter, broadcast_shape, bcast_iter_init,
@@ -52,17 +54,35 @@ __all__ = ["neg", "abs", "sign", "exp", "log", "sqrt", "square", "tanh", "sigmoi
            "equal", "not_equal", "less_than", "less_equal", "greater_than", "greater_equal",
            "where", "cast", "full_like"]
 
-# Every type an element can have; bool is stored as one byte (0 or 1), like numpy.
+# Every type an element can have; bool is stored as one byte (0 or 1), like numpy, and
+# shares uint8_t with uint8.
 ctypedef fused any_t:
     uint8_t
+    int8_t
+    int16_t
     int
     long long
     float
     double
 
-# cast: source and destination vary independently (25 specializations).
+# The types arithmetic computes in (this module's own numeric_t: storage.pxd's int, long
+# long, float and double, and the narrow integers uint8, int8 and int16, whose results
+# C's conversion back wraps, as numpy's arithmetic does).
+ctypedef fused numeric_t:
+    uint8_t
+    int8_t
+    int16_t
+    int
+    long long
+    float
+    double
+
+# cast: source and destination vary independently (49 specializations; bool and uint8
+# share uint8_t, told apart by _cast_loop's to_bool).
 ctypedef fused src_t:
     uint8_t
+    int8_t
+    int16_t
     int
     long long
     float
@@ -70,6 +90,8 @@ ctypedef fused src_t:
 
 ctypedef fused dst_t:
     uint8_t
+    int8_t
+    int16_t
     int
     long long
     float
@@ -126,6 +148,9 @@ cdef inline void _unary_loop(int op, const numeric_t* x, numeric_t* y, ptrdiff_t
         if numeric_t is float or numeric_t is double:
             for i in range(n):
                 y[i] = fabs(x[i])
+        elif numeric_t is uint8_t:
+            for i in range(n):
+                y[i] = x[i]
         else:
             for i in range(n):
                 y[i] = -x[i] if x[i] < 0 else x[i]
@@ -250,40 +275,57 @@ cdef inline void _where_loop(const uint8_t* c, const any_t* x, const any_t* y, a
         out[i] = x[i] if c[i] else y[i]
 
 
-cdef inline void _cast_loop(const src_t* x, dst_t* y, ptrdiff_t n) noexcept nogil:
+cdef inline void _cast_loop(const src_t* x, dst_t* y, ptrdiff_t n, bint to_bool) noexcept nogil:
+    """y = x converted: to bool x != 0; a float to a narrow integer (uint8, int8, int16)
+    truncates toward zero into int64 first, then wraps, as numpy's astype does for the
+    values numpy defines; integers to narrower integers wrap."""
     cdef ptrdiff_t i
     if dst_t is uint8_t:
+        if to_bool:
+            for i in range(n):
+                y[i] = x[i] != 0
+            return
+    if (src_t is float or src_t is double) and (
+            dst_t is uint8_t or dst_t is int8_t or dst_t is int16_t):
         for i in range(n):
-            y[i] = x[i] != 0
+            y[i] = <dst_t><long long>x[i]
     else:
         for i in range(n):
             y[i] = <dst_t>x[i]
 
 
-cdef inline void _cast_half_loop(const uint16_t* x, dst_t* y, ptrdiff_t n) noexcept nogil:
+cdef inline void _cast_half_loop(const uint16_t* x, dst_t* y, ptrdiff_t n,
+                                 bint to_bool) noexcept nogil:
     cdef ptrdiff_t i
     cdef float v
     for i in range(n):
         v = npy_half_to_float(x[i])
         if dst_t is uint8_t:
-            y[i] = v != 0
+            y[i] = (v != 0) if to_bool else <uint8_t><long long>v
+        elif dst_t is int8_t or dst_t is int16_t:
+            y[i] = <dst_t><long long>v
         else:
             y[i] = <dst_t>v
 
 
-cdef inline void _cast_from(int src, const char* x, dst_t* y, ptrdiff_t n) noexcept nogil:
+cdef inline void _cast_from(int src, const char* x, dst_t* y, ptrdiff_t n,
+                            bint to_bool) noexcept nogil:
     if src == FASTOP_BOOL or src == FASTOP_UINT8:   # uint8 to bool: x != 0, as numpy
-        _cast_loop(<const uint8_t*>x, y, n)
+        _cast_loop(<const uint8_t*>x, y, n, to_bool)
     elif src == FASTOP_FLOAT16:
-        _cast_half_loop(<const uint16_t*>x, y, n)
+        _cast_half_loop(<const uint16_t*>x, y, n, to_bool)
+    elif src == FASTOP_INT8:
+        _cast_loop(<const int8_t*>x, y, n, to_bool)
+    elif src == FASTOP_INT16:
+        _cast_loop(<const int16_t*>x, y, n, to_bool)
     elif src == FASTOP_INT32:
-        _cast_loop(<const int*>x, y, n)
+        _cast_loop(<const int*>x, y, n, to_bool)
     elif src == FASTOP_INT64:
-        _cast_loop(<const long long*>x, y, n)
+        _cast_loop(<const long long*>x, y, n, to_bool)
     elif src == FASTOP_FLOAT32:
-        _cast_loop(<const float*>x, y, n)
+        _cast_loop(<const float*>x, y, n, to_bool)
     else:
-        _cast_loop(<const double*>x, y, n)
+        _cast_loop(<const double*>x, y, n, to_bool)
 
 
 cdef inline void _fill_loop(any_t* y, any_t value, ptrdiff_t n) noexcept nogil:
@@ -302,8 +344,14 @@ cdef int _unary_block(void* ctx, char** p, ptrdiff_t n, ptrdiff_t start) noexcep
         _unary_loop(c.op, <const double*>p[1], <double*>p[0], n)
     elif c.dtype == FASTOP_INT32:
         _unary_loop(c.op, <const int*>p[1], <int*>p[0], n)
-    else:
+    elif c.dtype == FASTOP_INT64:
         _unary_loop(c.op, <const long long*>p[1], <long long*>p[0], n)
+    elif c.dtype == FASTOP_INT16:
+        _unary_loop(c.op, <const int16_t*>p[1], <int16_t*>p[0], n)
+    elif c.dtype == FASTOP_INT8:
+        _unary_loop(c.op, <const int8_t*>p[1], <int8_t*>p[0], n)
+    else:
+        _unary_loop(c.op, <const uint8_t*>p[1], <uint8_t*>p[0], n)
     return K_OK
 
 
@@ -315,15 +363,26 @@ cdef int _binary_block(void* ctx, char** p, ptrdiff_t n, ptrdiff_t start) noexce
         return _binary_loop(c.op, <const double*>p[1], <const double*>p[2], <double*>p[0], n)
     if c.dtype == FASTOP_INT32:
         return _binary_loop(c.op, <const int*>p[1], <const int*>p[2], <int*>p[0], n)
-    return _binary_loop(c.op, <const long long*>p[1], <const long long*>p[2],
-                        <long long*>p[0], n)
+    if c.dtype == FASTOP_INT64:
+        return _binary_loop(c.op, <const long long*>p[1], <const long long*>p[2],
+                            <long long*>p[0], n)
+    if c.dtype == FASTOP_INT16:
+        return _binary_loop(c.op, <const int16_t*>p[1], <const int16_t*>p[2], <int16_t*>p[0], n)
+    if c.dtype == FASTOP_INT8:
+        return _binary_loop(c.op, <const int8_t*>p[1], <const int8_t*>p[2],
+                            <int8_t*>p[0], n)
+    return _binary_loop(c.op, <const uint8_t*>p[1], <const uint8_t*>p[2], <uint8_t*>p[0], n)
 
 
 cdef int _compare_block(void* ctx, char** p, ptrdiff_t n, ptrdiff_t start) noexcept nogil:
     cdef const OpCtx* c = <const OpCtx*>ctx
     cdef uint8_t* y = <uint8_t*>p[0]
-    if c.dtype == FASTOP_BOOL:
+    if c.dtype == FASTOP_BOOL or c.dtype == FASTOP_UINT8:
         _compare_loop(c.op, <const uint8_t*>p[1], <const uint8_t*>p[2], y, n)
+    elif c.dtype == FASTOP_INT8:
+        _compare_loop(c.op, <const int8_t*>p[1], <const int8_t*>p[2], y, n)
+    elif c.dtype == FASTOP_INT16:
+        _compare_loop(c.op, <const int16_t*>p[1], <const int16_t*>p[2], y, n)
     elif c.dtype == FASTOP_INT32:
         _compare_loop(c.op, <const int*>p[1], <const int*>p[2], y, n)
     elif c.dtype == FASTOP_INT64:
@@ -338,8 +397,13 @@ cdef int _compare_block(void* ctx, char** p, ptrdiff_t n, ptrdiff_t start) noexc
 cdef int _where_block(void* ctx, char** p, ptrdiff_t n, ptrdiff_t start) noexcept nogil:
     cdef const OpCtx* c = <const OpCtx*>ctx
     cdef const uint8_t* cond = <const uint8_t*>p[1]
-    if c.dtype == FASTOP_BOOL:
+    if c.dtype == FASTOP_BOOL or c.dtype == FASTOP_UINT8:
         _where_loop(cond, <const uint8_t*>p[2], <const uint8_t*>p[3], <uint8_t*>p[0], n)
+    elif c.dtype == FASTOP_INT8:
+        _where_loop(cond, <const int8_t*>p[2], <const int8_t*>p[3],
+                    <int8_t*>p[0], n)
+    elif c.dtype == FASTOP_INT16:
+        _where_loop(cond, <const int16_t*>p[2], <const int16_t*>p[3], <int16_t*>p[0], n)
     elif c.dtype == FASTOP_INT32:
         _where_loop(cond, <const int*>p[2], <const int*>p[3], <int*>p[0], n)
     elif c.dtype == FASTOP_INT64:
@@ -365,6 +429,12 @@ cdef void _cast_to_half(int src, const char* x, uint16_t* y, ptrdiff_t n) noexce
     elif src == FASTOP_INT64:
         for i in range(n):
             y[i] = npy_double_to_half(<double>(<const long long*>x)[i])
+    elif src == FASTOP_INT16:
+        for i in range(n):
+            y[i] = npy_float_to_half((<const int16_t*>x)[i])
+    elif src == FASTOP_INT8:
+        for i in range(n):
+            y[i] = npy_float_to_half((<const int8_t*>x)[i])
     elif src == FASTOP_FLOAT16:
         for i in range(n):
             y[i] = (<const uint16_t*>x)[i]
@@ -373,46 +443,26 @@ cdef void _cast_to_half(int src, const char* x, uint16_t* y, ptrdiff_t n) noexce
             y[i] = npy_float_to_half((<const uint8_t*>x)[i])
 
 
-cdef void _cast_to_uint8(int src, const char* x, uint8_t* y, ptrdiff_t n) noexcept nogil:
-    """Integers wrap modulo 256 and floats truncate toward zero first, as numpy's astype
-    does for values in range."""
-    cdef ptrdiff_t i
-    if src == FASTOP_INT32:
-        for i in range(n):
-            y[i] = <uint8_t>(<const int*>x)[i]
-    elif src == FASTOP_INT64:
-        for i in range(n):
-            y[i] = <uint8_t>(<const long long*>x)[i]
-    elif src == FASTOP_FLOAT32:
-        for i in range(n):
-            y[i] = <uint8_t><long long>(<const float*>x)[i]
-    elif src == FASTOP_FLOAT64:
-        for i in range(n):
-            y[i] = <uint8_t><long long>(<const double*>x)[i]
-    elif src == FASTOP_FLOAT16:
-        for i in range(n):
-            y[i] = <uint8_t><long long>npy_half_to_float((<const uint16_t*>x)[i])
-    else:                                        # bool, uint8
-        for i in range(n):
-            y[i] = (<const uint8_t*>x)[i]
-
-
 cdef int _cast_block(void* ctx, char** p, ptrdiff_t n, ptrdiff_t start) noexcept nogil:
     cdef const OpCtx* c = <const OpCtx*>ctx
     if c.out_dtype == FASTOP_FLOAT16:
         _cast_to_half(c.dtype, p[1], <uint16_t*>p[0], n)
-    elif c.out_dtype == FASTOP_UINT8:
-        _cast_to_uint8(c.dtype, p[1], <uint8_t*>p[0], n)
     elif c.out_dtype == FASTOP_BOOL:
-        _cast_from(c.dtype, p[1], <uint8_t*>p[0], n)
+        _cast_from(c.dtype, p[1], <uint8_t*>p[0], n, True)
+    elif c.out_dtype == FASTOP_UINT8:
+        _cast_from(c.dtype, p[1], <uint8_t*>p[0], n, False)
+    elif c.out_dtype == FASTOP_INT8:
+        _cast_from(c.dtype, p[1], <int8_t*>p[0], n, False)
+    elif c.out_dtype == FASTOP_INT16:
+        _cast_from(c.dtype, p[1], <int16_t*>p[0], n, False)
     elif c.out_dtype == FASTOP_INT32:
-        _cast_from(c.dtype, p[1], <int*>p[0], n)
+        _cast_from(c.dtype, p[1], <int*>p[0], n, False)
     elif c.out_dtype == FASTOP_INT64:
-        _cast_from(c.dtype, p[1], <long long*>p[0], n)
+        _cast_from(c.dtype, p[1], <long long*>p[0], n, False)
     elif c.out_dtype == FASTOP_FLOAT32:
-        _cast_from(c.dtype, p[1], <float*>p[0], n)
+        _cast_from(c.dtype, p[1], <float*>p[0], n, False)
     else:
-        _cast_from(c.dtype, p[1], <double*>p[0], n)
+        _cast_from(c.dtype, p[1], <double*>p[0], n, False)
     return K_OK
 
 
@@ -422,6 +472,12 @@ cdef int _fill_block(void* ctx, char** p, ptrdiff_t n, ptrdiff_t start) noexcept
     # in range for the integer dtypes: _k_full_like)
     if c.dtype == FASTOP_BOOL:
         _fill_loop(<uint8_t*>p[0], <uint8_t>(c.attrs.f[0] != 0), n)
+    elif c.dtype == FASTOP_UINT8:
+        _fill_loop(<uint8_t*>p[0], <uint8_t>c.attrs.ints[0], n)
+    elif c.dtype == FASTOP_INT8:
+        _fill_loop(<int8_t*>p[0], <int8_t>c.attrs.ints[0], n)
+    elif c.dtype == FASTOP_INT16:
+        _fill_loop(<int16_t*>p[0], <int16_t>c.attrs.ints[0], n)
     elif c.dtype == FASTOP_INT32:
         _fill_loop(<int*>p[0], <int>c.attrs.ints[0], n)
     elif c.dtype == FASTOP_INT64:
@@ -673,12 +729,18 @@ cdef int _k_divide(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
     return _binary(FASTOP_BIN_DIV, ins, outs[0], LIGHT)
 
 cdef bint _has_negative(const fastop_view* v) noexcept nogil:
-    """Whether an int32/int64 view (any layout) holds a value below 0."""
+    """Whether a signed integer view (any layout) holds a value below 0."""
     cdef ptrdiff_t j, off
     for j in range(v.size):
         off = view_element_offset(v, j)
         if v.dtype == FASTOP_INT32:
             if (<const int*>(v.data + off))[0] < 0:
+                return True
+        elif v.dtype == FASTOP_INT16:
+            if (<const int16_t*>(v.data + off))[0] < 0:
+                return True
+        elif v.dtype == FASTOP_INT8:
+            if (<const int8_t*>(v.data + off))[0] < 0:
                 return True
         elif (<const long long*>(v.data + off))[0] < 0:
             return True
@@ -689,8 +751,7 @@ cdef int _k_pow(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
                 const fastop_attrs* attrs) noexcept nogil:
     # integers to negative powers are refused (as numpy) before anything is written,
     # so a failed call leaves out= (which may be x) as it was
-    if (ins[1].dtype == FASTOP_INT32 or ins[1].dtype == FASTOP_INT64) \
-            and _has_negative(ins[1]):
+    if FASTOP_INT8 <= ins[1].dtype <= FASTOP_INT64 and _has_negative(ins[1]):
         return K_ERR_VALUE
     return _binary(B_POW, ins, outs[0], HEAVY)
 
@@ -755,13 +816,25 @@ cdef int _k_cast(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
     c.out_dtype = outs[0].dtype
     return _execute(_cast_block, &c, ins, 1, outs[0], LIGHT)
 
+cdef inline bint _fits_integer(long long value, int dtype) noexcept nogil:
+    """Whether an integer fits an integer dtype (int64: every one that arrives)."""
+    if dtype == FASTOP_UINT8:
+        return 0 <= value <= UINT8_MAX
+    if dtype == FASTOP_INT8:
+        return INT8_MIN <= value <= INT8_MAX
+    if dtype == FASTOP_INT16:
+        return INT16_MIN <= value <= INT16_MAX
+    if dtype == FASTOP_INT32:
+        return INT32_MIN <= value <= INT32_MAX
+    return True
+
+
 cdef int _k_full_like(fastop_view** ins, int n_in, fastop_view** outs, int n_out,
                       const fastop_attrs* attrs) noexcept nogil:
     cdef OpCtx c
     cdef long long value = attrs.ints[0]
-    if (outs[0].dtype == FASTOP_INT64 and not attrs.ints[1]) or (
-            outs[0].dtype == FASTOP_INT32 and (not attrs.ints[1] or value < INT32_MIN
-                                                or value > INT32_MAX)):
+    if FASTOP_UINT8 <= outs[0].dtype <= FASTOP_INT64 and not (
+            attrs.ints[1] and _fits_integer(value, outs[0].dtype)):
         return K_ERR_VALUE             # checked before writing: numpy's OverflowError
     c.dtype = outs[0].dtype
     c.attrs = attrs
@@ -798,7 +871,7 @@ def _pack_fill(attrs):
 
 # --------------------------------------------------------------------------- the kernels
 
-# Unary math. neg/abs/sign/square/relu take int32, int64, float32, float64; the rest
+# Unary math. neg/abs/sign/square/relu take the integers and the floats; the rest
 # floats only (numpy would promote ints to float; fastop asks for an explicit cast).
 neg = make_kernel("neg", ("x",), ("out",), _infer_same, NULL, _k_neg, _k_neg, _k_neg, _k_neg)
 abs = make_kernel("abs", ("x",), ("out",), _infer_same, NULL, _k_abs, _k_abs, _k_abs, _k_abs)
@@ -863,13 +936,19 @@ where = make_kernel("where", ("condition", "x", "y"), ("out",), _infer_where, _k
 # cast(x, dtype=...): any dtype to any dtype (to bool: x != 0; float to int truncates).
 cast = make_kernel("cast", ("x",), ("out",), _infer_cast, _k_cast, _k_cast, _k_cast, _k_cast,
                    _k_cast, 0, ("dtype",), _pack_cast)
-# ... and from the storage dtypes, which only cast computes in
+# ... and from float16, the storage dtype, which only cast computes in
 (<CKernel>cast).fns[FASTOP_FLOAT16] = _k_cast
-(<CKernel>cast).fns[FASTOP_UINT8] = _k_cast
 # full_like(x, fill_value=0.0): x's shape and dtype, every element fill_value.
 full_like = make_kernel("full_like", ("x",), ("out",), _infer_same, _k_full_like,
                         _k_full_like, _k_full_like, _k_full_like, _k_full_like, 0,
                         ("fill_value",), _pack_fill)
+
+# The narrow integers (uint8, int8, int16) run the integer kernels: their loops are typed
+# for every integer (numeric_t, any_t), none computes through a wider dtype.
+for _kernel in (neg, abs, sign, square, relu, add, subtract, multiply, pow, maximum,
+                minimum, equal, not_equal, less_than, less_equal, greater_than,
+                greater_equal, where, cast, full_like):
+    accept_narrow_ints(<CKernel>_kernel, (<CKernel>_kernel).fns[FASTOP_INT32])
 
 # what their errors mean (CKernel.reasons)
 _SAME_DTYPE = {K_ERR_DTYPE: "x and y must have the same dtype (kernels do not promote: "

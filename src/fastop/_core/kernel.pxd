@@ -1,7 +1,8 @@
 # The kernel ABI: how a Cython kernel is described so that eager dispatch, the
 # static executor and the profiler can call it without Python in the loop.
 from libc.stddef cimport ptrdiff_t
-from fastop._core.storage cimport fastop_view, fastop_attrs, DenseTensor, FASTOP_NUM_DTYPES
+from fastop._core.storage cimport (fastop_view, fastop_attrs, DenseTensor, FASTOP_NUM_DTYPES,
+                                   FASTOP_UINT8, FASTOP_INT8, FASTOP_INT16)
 
 # Status codes returned by infer/kernel functions (0 = ok). CKernel turns them into
 # exceptions that name the op, its inputs, their shapes and dtypes.
@@ -77,6 +78,14 @@ cdef CKernel make_kernel(str name, tuple input_names, tuple output_names, infer_
                          int dispatch_input=*, tuple attr_names=*, object packer=*,
                          Py_ssize_t parallel_grain=*, bint inplace_safe=*,
                          tuple updates=*, bint is_view=*, bint view_readonly=*)
+
+# The narrow integer dtypes (uint8, int8, int16) run `fn`: for a kernel whose int32/int64
+# function handles every integer dtype (make_kernel takes bool, int32, int64, float32 and
+# float64 functions).
+cdef inline void accept_narrow_ints(CKernel k, kernel_fn fn) noexcept:
+    k.fns[FASTOP_UINT8] = fn
+    k.fns[FASTOP_INT8] = fn
+    k.fns[FASTOP_INT16] = fn
 
 # A view's owner: the tensor whose memory `src` views (src itself when it owns it).
 cdef object view_owner(DenseTensor src)

@@ -14,7 +14,8 @@ from cpython.ref cimport Py_INCREF
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from fastop._core.storage cimport (DenseTensor, DType, fastop_view, fastop_attrs,
-                                   FASTOP_MAX_NDIM, FASTOP_MAX_ATTR_INTS, FASTOP_BOOL,
+                                   FASTOP_MAX_NDIM, FASTOP_MAX_ATTR_INTS, FASTOP_BOOL, FASTOP_INT32,
+                                   FASTOP_INT64, FASTOP_FLOAT32, FASTOP_FLOAT64,
                                    FASTOP_NUM_DTYPES, alloc_tensor, alloc_like,
                                    as_dense, dtype_from_code, dtype_code, itemsize_of,
                                    view_same_meta, view_fits_meta, view_shape, view_copy, views_overlap,
@@ -538,11 +539,11 @@ cdef CKernel make_kernel(str name, tuple input_names, tuple output_names, infer_
     k.output_names = output_names
     k.attr_names = attr_names
     k.infer = infer
-    k.fns[0] = f_bool
-    k.fns[1] = f_i32
-    k.fns[2] = f_i64
-    k.fns[3] = f_f32
-    k.fns[4] = f_f64
+    k.fns[FASTOP_BOOL] = f_bool
+    k.fns[FASTOP_INT32] = f_i32
+    k.fns[FASTOP_INT64] = f_i64
+    k.fns[FASTOP_FLOAT32] = f_f32
+    k.fns[FASTOP_FLOAT64] = f_f64
     k.dispatch_input = dispatch_input
     k.packer = packer
     k.parallel_grain = parallel_grain

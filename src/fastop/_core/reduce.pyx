@@ -18,17 +18,19 @@ over ranges of output elements or of output tiles (the same result as one thread
 result for the same thread count, within rounding of the serial one).
 
 ``sum`` of int32 or bool input writes int64 (accumulated in int64, read in place: no
-cast copy); such sums take the rows loop.
+cast copy); such sums take the rows loop. Sums of uint8, int8 and int16 keep their dtype
+(PaddlePaddle's documented rule), wrapping like numpy's ``sum(dtype=x.dtype)``.
 
 Attributes are packed as ``ints = [keepdim, *axes]`` (no axes: reduce everything),
 argmax as ``[keepdim, has_axis, axis]``, sum_to_shape as ``ints = shape``.
 """
 from libc.math cimport NAN
 from libc.string cimport memset
+from libc.stdint cimport int8_t, int16_t
 from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, FASTOP_INT32,
                                    FASTOP_INT64, FASTOP_FLOAT32, FASTOP_FLOAT64, FASTOP_BOOL,
-                                   itemsize_of)
-from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_ATTR, K_ERR_SHAPE,
+                                   FASTOP_INT8, FASTOP_INT16, itemsize_of)
+from fastop._core.kernel cimport (CKernel, make_kernel, accept_narrow_ints, K_OK, K_ERR_ATTR, K_ERR_SHAPE,
                                   get_num_threads, use_threads, normalize_axis)
 from fastop._core.parallel cimport parallel_run
 from fastop._core.kernel import bool_attr, int_attr, ints_attr
@@ -40,14 +42,16 @@ from fastop._core.reduce_impl cimport (fastop_sum_f32, fastop_sum_f64, fastop_ma
 
 __all__ = ["sum", "mean", "max", "argmax", "sum_to_shape"]
 
-# The element types these loops read: fastop's numeric dtypes, and bool (one byte,
-# 0 or 1) for sum.
+# The element types these loops read: fastop's numeric dtypes; uchar is uint8 and bool
+# (one byte, 0 or 1) for sum.
 ctypedef unsigned char uchar
 ctypedef fused reduce_t:
     float
     double
     int
     long long
+    int16_t
+    int8_t
     uchar
 
 cdef enum:
@@ -332,6 +336,10 @@ cdef inline int _dtype_of(reduce_t* tag) noexcept nogil:
         return FASTOP_FLOAT64
     elif reduce_t is int:
         return FASTOP_INT32
+    elif reduce_t is int16_t:
+        return FASTOP_INT16
+    elif reduce_t is int8_t:
+        return FASTOP_INT8
     elif reduce_t is uchar:
         return FASTOP_BOOL
     else:
@@ -371,6 +379,10 @@ cdef void _job_piece(void* ctx, int k) noexcept nogil:
         _job_range(j, lo, hi, <int*>NULL)
     elif j.dtype == FASTOP_INT64:
         _job_range(j, lo, hi, <long long*>NULL)
+    elif j.dtype == FASTOP_INT16:
+        _job_range(j, lo, hi, <int16_t*>NULL)
+    elif j.dtype == FASTOP_INT8:
+        _job_range(j, lo, hi, <int8_t*>NULL)
     else:
         _job_range(j, lo, hi, <uchar*>NULL)
 
@@ -510,7 +522,11 @@ cdef int _dispatch(int op, const fastop_view* x, fastop_view* out, const bint* r
         _reduce(op, &p, x, out, <int*>NULL)
     elif x.dtype == FASTOP_INT64:
         _reduce(op, &p, x, out, <long long*>NULL)
-    else:
+    elif x.dtype == FASTOP_INT16:
+        _reduce(op, &p, x, out, <int16_t*>NULL)
+    elif x.dtype == FASTOP_INT8:
+        _reduce(op, &p, x, out, <int8_t*>NULL)
+    else:                                  # bool, uint8
         _reduce(op, &p, x, out, <uchar*>NULL)
     return K_OK
 
@@ -765,8 +781,14 @@ cdef int _argmax_kernel(fastop_view** ins, int n_in, fastop_view** outs, int n_o
         _argmax(ins[0], outs[0], axis, <double*>NULL)
     elif ins[0].dtype == FASTOP_INT32:
         _argmax(ins[0], outs[0], axis, <int*>NULL)
-    else:
+    elif ins[0].dtype == FASTOP_INT64:
         _argmax(ins[0], outs[0], axis, <long long*>NULL)
+    elif ins[0].dtype == FASTOP_INT16:
+        _argmax(ins[0], outs[0], axis, <int16_t*>NULL)
+    elif ins[0].dtype == FASTOP_INT8:
+        _argmax(ins[0], outs[0], axis, <int8_t*>NULL)
+    else:                                  # uint8
+        _argmax(ins[0], outs[0], axis, <uchar*>NULL)
     return K_OK
 
 
@@ -793,6 +815,11 @@ sum_to_shape = make_kernel("sum_to_shape", ("x",), ("out",), _infer_sum_to_shape
                            NULL, _sum_to_shape_kernel, _sum_to_shape_kernel,
                            _sum_to_shape_kernel, _sum_to_shape_kernel, 0, ("shape",),
                            _pack_shape, 0)
+
+# uint8, int8 and int16 run the integer kernels (typed loops for each: reduce_t)
+for _kernel in (sum, max, argmax, sum_to_shape):
+    accept_narrow_ints(<CKernel>_kernel, (<CKernel>_kernel).fns[FASTOP_INT32])
+del _kernel
 
 # what their errors mean (CKernel.reasons)
 _AXES_ERROR = "each axis must be in [-ndim, ndim) of x (0 or -1 for a 0-D x), and given once"

@@ -16,7 +16,7 @@ from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, F
                                    view_is_contiguous, view_shape, DenseTensor, as_dense,
                                    dtype_from_code, shape_fits, view_element_offset,
                                    view_copy_meta)
-from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_ATTR, K_ERR_BROADCAST,
+from fastop._core.kernel cimport (CKernel, make_kernel, accept_narrow_ints, K_OK, K_ERR_ATTR, K_ERR_BROADCAST,
                                   K_ERR_DTYPE, K_ERR_SHAPE, K_ERR_VALUE, get_num_threads,
                                   use_threads, normalize_axis)
 from fastop._core.parallel cimport parallel_run
@@ -298,6 +298,8 @@ gather = make_kernel("gather", ("x", "index"), ("out",), _infer_gather,
 gather_grad = make_kernel("gather_grad", ("x", "index", "dout"), ("dx",),
                           _infer_gather_grad, NULL, NULL, NULL, _gather_grad_kernel,
                           _gather_grad_kernel, 0, ("axis",), _pack_axis, 0)
+# gather copies elements by itemsize: every integer dtype
+accept_narrow_ints(<CKernel>gather, _gather_kernel)
 for _k in (gather, gather_grad):
     (<CKernel>_k).reasons = {K_ERR_ATTR: "axis must be in [-ndim, ndim) of x",
                              K_ERR_VALUE: (IndexOutOfRangeError, "each index must be in "

@@ -8,13 +8,15 @@ cdef extern from "tensor_view.h":
     enum: FASTOP_MAX_ATTR_INTS
     enum:
         FASTOP_BOOL
+        FASTOP_UINT8
+        FASTOP_INT8
+        FASTOP_INT16
         FASTOP_INT32
         FASTOP_INT64
         FASTOP_FLOAT32
         FASTOP_FLOAT64
         FASTOP_NUM_COMPUTE_DTYPES
         FASTOP_FLOAT16
-        FASTOP_UINT8
         FASTOP_NUM_DTYPES
     ctypedef struct fastop_view:
         char* data
@@ -40,11 +42,11 @@ ctypedef fused floating_t:
 
 cdef inline ptrdiff_t itemsize_of(int dtype) noexcept nogil:
     """Bytes per element of a dtype code."""
-    if dtype == FASTOP_BOOL or dtype == FASTOP_UINT8:
+    if dtype == FASTOP_BOOL or dtype == FASTOP_UINT8 or dtype == FASTOP_INT8:
         return 1
     if dtype == FASTOP_INT32 or dtype == FASTOP_FLOAT32:
         return 4
-    if dtype == FASTOP_FLOAT16:
+    if dtype == FASTOP_FLOAT16 or dtype == FASTOP_INT16:
         return 2
     return 8
 

@@ -25,12 +25,14 @@ class DType:
     def is_storage_only(self) -> bool: ...
 
 bool_: DType
+uint8: DType
+int8: DType
+int16: DType
 int32: DType
 int64: DType
 float32: DType
 float64: DType
 float16: DType
-uint8: DType
 DTYPE_NAMES: tuple[str, ...]
 
 def as_dtype(dtype: Any) -> DType:

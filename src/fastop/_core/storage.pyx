@@ -44,14 +44,14 @@ cimport numpy as cnp
 cnp.import_array()
 
 __all__ = ["DType", "DenseTensor", "bool_", "int32", "int64", "float32", "float64",
-           "float16", "uint8", "DTYPE_NAMES", "as_dtype", "empty", "zeros", "from_numpy", "from_dlpack", "empty_cache",
+           "float16", "uint8", "int8", "int16", "DTYPE_NAMES", "as_dtype", "empty", "zeros", "from_numpy", "from_dlpack", "empty_cache",
            "take_view_shape",
            "MAX_NDIM"]
 
 MAX_NDIM = FASTOP_MAX_NDIM
 cdef ptrdiff_t ALIGNMENT = 64
 cdef const char* FORMATS[FASTOP_NUM_DTYPES]
-FORMATS[:] = [b"?", b"i", b"q", b"f", b"d", b"e", b"B"]
+FORMATS[:] = [b"?", b"B", b"b", b"h", b"i", b"q", b"f", b"d", b"e"]
 
 
 # --------------------------------------------------------------------------- dtypes
@@ -92,19 +92,21 @@ cdef class DType:
 
     @property
     def is_storage_only(self):
-        """Whether kernels compute in this dtype (False for float16 and uint8, which
-        tensors hold and `cast` converts, and ops compute in float32)."""
+        """Whether kernels compute in this dtype (False for float16, which tensors hold
+        and `cast` converts, and ops compute in float32)."""
         return self.code >= FASTOP_NUM_COMPUTE_DTYPES
 
 
 bool_ = DType(FASTOP_BOOL, "bool")
+uint8 = DType(FASTOP_UINT8, "uint8")
+int8 = DType(FASTOP_INT8, "int8")
+int16 = DType(FASTOP_INT16, "int16")
 int32 = DType(FASTOP_INT32, "int32")
 int64 = DType(FASTOP_INT64, "int64")
 float32 = DType(FASTOP_FLOAT32, "float32")
 float64 = DType(FASTOP_FLOAT64, "float64")
 float16 = DType(FASTOP_FLOAT16, "float16")
-uint8 = DType(FASTOP_UINT8, "uint8")
-cdef tuple DTYPES = (bool_, int32, int64, float32, float64, float16, uint8)
+cdef tuple DTYPES = (bool_, uint8, int8, int16, int32, int64, float32, float64, float16)
 DTYPE_NAMES = tuple([d.name for d in DTYPES])
 cdef dict _BY_NAME = {d.name: d for d in DTYPES}
 _BY_NAME.update({"bool_": bool_, "float": float32, "double": float64, "int": int64,
@@ -156,13 +158,17 @@ cdef int _code_from_format(const char* fmt, Py_ssize_t itemsize) except -1:
         return FASTOP_BOOL
     if c == b'B' and itemsize == 1:
         return FASTOP_UINT8
+    if c == b'b' and itemsize == 1:
+        return FASTOP_INT8
     if c == b'e' and itemsize == 2:
         return FASTOP_FLOAT16
     if c == b'f' and itemsize == 4:
         return FASTOP_FLOAT32
     if c == b'd' and itemsize == 8:
         return FASTOP_FLOAT64
-    if c in (b'i', b'l', b'q', b'h', b'b'):
+    if c in (b'i', b'l', b'q', b'h'):
+        if itemsize == 2:
+            return FASTOP_INT16
         if itemsize == 4:
             return FASTOP_INT32
         if itemsize == 8:
@@ -834,16 +840,16 @@ cdef void _fill_dltensor(DenseTensor t, DLTensor* dl, int64_t* dims) noexcept:
     dl.dtype.lanes = 1
     dl.dtype.bits = 8 * itemsize
     dl.dtype.code = (kDLBool if t.view.dtype == FASTOP_BOOL else
-                     kDLInt if t.view.dtype == FASTOP_INT32 or t.view.dtype == FASTOP_INT64
+                     kDLInt if FASTOP_INT8 <= t.view.dtype <= FASTOP_INT64
                      else kDLUInt if t.view.dtype == FASTOP_UINT8 else kDLFloat)
     dl.shape = dims
     dl.strides = strides
     dl.byte_offset = 0
 
 
-cdef int[FASTOP_NUM_DTYPES] _NPY_TYPES = [cnp.NPY_BOOL, cnp.NPY_INT32, cnp.NPY_INT64,
-                                         cnp.NPY_FLOAT32, cnp.NPY_FLOAT64, cnp.NPY_FLOAT16,
-                                         cnp.NPY_UINT8]
+cdef int[FASTOP_NUM_DTYPES] _NPY_TYPES = [cnp.NPY_BOOL, cnp.NPY_UINT8, cnp.NPY_INT8,
+                                         cnp.NPY_INT16, cnp.NPY_INT32, cnp.NPY_INT64,
+                                         cnp.NPY_FLOAT32, cnp.NPY_FLOAT64, cnp.NPY_FLOAT16]
 
 
 cdef DenseTensor memory_root(DenseTensor t):
@@ -1186,6 +1192,10 @@ cdef int _code_from_ndarray(cnp.ndarray arr) noexcept:
     if type_num == cnp.NPY_UINT8:
         return FASTOP_UINT8
     if cnp.PyTypeNum_ISSIGNED(type_num):
+        if cnp.PyArray_ITEMSIZE(arr) == 1:
+            return FASTOP_INT8
+        if cnp.PyArray_ITEMSIZE(arr) == 2:
+            return FASTOP_INT16
         if cnp.PyArray_ITEMSIZE(arr) == 4:
             return FASTOP_INT32
         if cnp.PyArray_ITEMSIZE(arr) == 8:
@@ -1344,6 +1354,10 @@ cdef int _code_from_dldtype(DLDataType dtype) except -1:
             return FASTOP_FLOAT32
         if dtype.code == kDLFloat and dtype.bits == 64:
             return FASTOP_FLOAT64
+        if dtype.code == kDLInt and dtype.bits == 8:
+            return FASTOP_INT8
+        if dtype.code == kDLInt and dtype.bits == 16:
+            return FASTOP_INT16
         if dtype.code == kDLInt and dtype.bits == 32:
             return FASTOP_INT32
         if dtype.code == kDLInt and dtype.bits == 64:

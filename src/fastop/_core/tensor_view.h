@@ -13,19 +13,23 @@
 /* room for a slice's (start, end, step) per dim plus flags */
 #define FASTOP_MAX_ATTR_INTS (4 * FASTOP_MAX_NDIM + 4)
 
-/* Codes below FASTOP_NUM_COMPUTE_DTYPES are the dtypes kernels compute in. float16 and
- * uint8 are storage dtypes: tensors hold them and `cast` converts them; an op without a
- * kernel for them computes in float32 (exact for every float16 and uint8 value). */
+/* Codes below FASTOP_NUM_COMPUTE_DTYPES are the dtypes kernels compute in, ordered
+ * bool, the integers (narrow to wide), the floats: a code below FASTOP_FLOAT32 is bool or
+ * an integer, one from FASTOP_FLOAT32 on a float. float16 is a storage dtype: tensors hold
+ * it and `cast` converts it; an op without a kernel for it computes in float32 (exact for
+ * every float16 value). */
 typedef enum {
     FASTOP_BOOL = 0,
-    FASTOP_INT32 = 1,
-    FASTOP_INT64 = 2,
-    FASTOP_FLOAT32 = 3,
-    FASTOP_FLOAT64 = 4,
-    FASTOP_NUM_COMPUTE_DTYPES = 5,
-    FASTOP_FLOAT16 = 5,
-    FASTOP_UINT8 = 6,
-    FASTOP_NUM_DTYPES = 7
+    FASTOP_UINT8 = 1,
+    FASTOP_INT8 = 2,
+    FASTOP_INT16 = 3,
+    FASTOP_INT32 = 4,
+    FASTOP_INT64 = 5,
+    FASTOP_FLOAT32 = 6,
+    FASTOP_FLOAT64 = 7,
+    FASTOP_NUM_COMPUTE_DTYPES = 8,
+    FASTOP_FLOAT16 = 8,
+    FASTOP_NUM_DTYPES = 9
 } fastop_dtype;
 
 typedef struct {

@@ -25,10 +25,10 @@ permutation, squeeze/unsqueeze the axes, slice ``[decrease bit mask, then per ax
 axis, start, end, step]``.
 """
 from libc.stddef cimport ptrdiff_t
-from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM,
+from fastop._core.storage cimport (fastop_view, fastop_attrs, FASTOP_MAX_NDIM, FASTOP_BOOL,
                                    FASTOP_MAX_ATTR_INTS, itemsize_of, view_is_contiguous,
                                    view_set_contiguous_strides)
-from fastop._core.kernel cimport (CKernel, make_kernel, K_OK, K_ERR_ATTR, K_ERR_BROADCAST,
+from fastop._core.kernel cimport (CKernel, make_kernel, accept_narrow_ints, K_OK, K_ERR_ATTR, K_ERR_BROADCAST,
                                   K_ERR_SHAPE, K_ERR_VALUE, K_ERR_LAYOUT, normalize_axis)
 from fastop._core.kernel import IndexOutOfRangeError, ints_attr, int_attr
 
@@ -481,6 +481,10 @@ broadcast_to = make_kernel("broadcast_to", ("x",), ("out",), _infer_broadcast_to
 expand_as = make_kernel("expand_as", ("x", "y"), ("out",), _infer_expand_as, _broadcast_view,
                         _broadcast_view, _broadcast_view, _broadcast_view, _broadcast_view,
                         0, (), None, 0, False, (), True, True)
+
+# views set pointers and strides alone: every integer dtype
+for _k in (reshape, transpose, squeeze, unsqueeze, slice, broadcast_to, expand_as):
+    accept_narrow_ints(<CKernel>_k, (<CKernel>_k).fns[FASTOP_BOOL])
 
 (<CKernel>reshape).reasons = {K_ERR_ATTR: "shape may hold one -1 (inferred) and 0 only "
                                           "where x has that dim (copied)",

@@ -15,7 +15,7 @@ and methods, ``fastop.<fn>``, gradient rules, optimizer steps, indexing). One pa
    Python and numpy scalars, arrays and lists by the one scalar rule, which may also
    cast a tensor of the op's dtype group (an int32 tensor times 2.5 computes in
    float32; the cast is an op of its own, so gradients flow through it); a tensor of a
-   storage dtype (float16, uint8) that the op has no kernel for is cast to float32;
+   storage dtype (float16) that the op has no kernel for is cast to float32;
 3. **kernel** — the kernel the plan chooses (:func:`fastop.ops._dispatch.kernel_dtype`,
    the same choice as the static executor's and the backward's): a Cython kernel runs
    through ``CKernel.run`` (views included), a Python kernel through the memoized

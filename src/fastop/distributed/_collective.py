@@ -42,9 +42,10 @@ class ReduceOp(enum.IntEnum):
     AVG = 4
 
 
-# MPI's name for each fastop/numpy dtype
+# MPI's name for each fastop/numpy dtype (new ones at the end: the header sends the index)
 _MPI_TYPES = {"bool": "C_BOOL", "int32": "INT32_T", "int64": "INT64_T",
-              "float32": "FLOAT", "float64": "DOUBLE"}
+              "float32": "FLOAT", "float64": "DOUBLE", "uint8": "UINT8_T", "int8": "INT8_T",
+              "int16": "INT16_T"}
 
 
 # The header each rank sends before a public collective: the collective, its op (all_reduce)

@@ -16,9 +16,10 @@ __all__ = ["add_note", "MapFetcher", "IterableFetcher", "make_fetcher", "direct_
            "map_leaves", "converter_for", "tensor_of_fresh_array", "batch_tensor"]
 
 # Arrays of these dtypes (fastop's) become Tensors without a copy; others are converted
-# (int8, int16, uint16, ... to int64), as fastop.to_tensor converts them.
-_SHARED_DTYPES = frozenset(np.dtype(t) for t in (np.bool_, np.int32, np.int64, np.float32,
-                                                  np.float64, np.float16, np.uint8))
+# (uint16, uint32, ... to int64), as fastop.to_tensor converts them.
+_SHARED_DTYPES = frozenset(np.dtype(t) for t in (np.bool_, np.uint8, np.int8, np.int16,
+                                                  np.int32, np.int64, np.float32,
+                                                  np.float64, np.float16))
 
 
 def add_note(exc: BaseException, note: str) -> None:

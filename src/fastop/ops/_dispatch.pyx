@@ -33,7 +33,8 @@ take their own default dtype (float32, int64, bool).
 from cpython.float cimport PyFloat_Check, PyFloat_CheckExact
 from cpython.long cimport (PyLong_Check, PyLong_CheckExact, PyLong_AsLongLongAndOverflow)
 from fastop._core.storage cimport (DenseTensor, DType, fastop_attrs, fastop_view,
-                                   FASTOP_BOOL, FASTOP_INT32, FASTOP_INT64, FASTOP_FLOAT32,
+                                   FASTOP_BOOL, FASTOP_UINT8, FASTOP_INT8, FASTOP_INT16,
+                                   FASTOP_INT32, FASTOP_INT64, FASTOP_FLOAT32,
                                    FASTOP_FLOAT64, FASTOP_NUM_COMPUTE_DTYPES,
                                    FASTOP_NUM_DTYPES, as_dense, check_initialised,
                                    dtype_code)
@@ -293,7 +294,8 @@ cdef class CallPlan:
         cdef int code = _kernel_dtype(self, tuple(inputs))
         kernel = self.kernels[code]
         if kernel is None:
-            raise TypeError(self.op.no_kernel_message(_DTYPE_NAMES[code]))
+            raise TypeError(self.op.no_kernel_message(_DTYPE_NAMES[code],
+                                                      _choosing_input(self, tuple(inputs))))
         return kernel, code
 
     # read-only views for tests and tools
@@ -352,6 +354,18 @@ cdef int _kernel_dtype_otherwise(CallPlan plan, tuple inputs) except -2:
     return FASTOP_FLOAT32
 
 
+cdef object _choosing_input(CallPlan plan, tuple inputs):
+    """The name of the input whose dtype _kernel_dtype chose the kernel by (None when no
+    input has a dtype): for the error of a dtype without a kernel."""
+    cdef Py_ssize_t i, n = min(len(inputs), len(plan.op.inputs))
+    if plan.dispatch_input < n and _input_dtype(inputs[plan.dispatch_input]) >= 0:
+        return plan.op.inputs[plan.dispatch_input].name
+    for i in range(n):
+        if _input_dtype(inputs[i]) >= 0:
+            return plan.op.inputs[i].name
+    return None
+
+
 def kernel_dtype(CallPlan plan, inputs) -> int:
     """The dtype code that chooses the op's kernel for `inputs` (see _kernel_dtype), for
     Python callers (the profiler, ``fastop.testing``)."""
@@ -365,7 +379,8 @@ cdef tuple run_kernel(CallPlan plan, tuple inputs, dict attrs, const fastop_attr
     cdef PythonKernel entry
     kernel = plan.kernels[code]
     if kernel is None:
-        raise TypeError(plan.op.no_kernel_message(_DTYPE_NAMES[code]))
+        raise TypeError(plan.op.no_kernel_message(_DTYPE_NAMES[code],
+                                                  _choosing_input(plan, inputs)))
     if isinstance(kernel, CKernel):
         if packed == NULL:
             (<CKernel>kernel).pack(attrs, &own)
@@ -424,7 +439,7 @@ cdef unsigned long long _reads_mask(tuple needs, tuple reads):
 
 # --------------------------------------------------------------------------- scalar rule
 
-# How an input takes part in the scalar rule (see group_dtype): a dtype code (0..4) for
+# How an input takes part in the scalar rule (see group_dtype): a dtype code (>= 0) for
 # a tensor or array, or one of these.
 cdef enum:
     KIND_ABSENT = -1
@@ -567,7 +582,7 @@ cpdef tuple convert_inputs(CallPlan plan, tuple inputs, InputMode mode):
       bools or numbers becomes one of its dtype; a Python or numpy scalar, or a list of
       numbers, is a scalar of the scalar rule (:func:`group_dtype`), which takes its
       natural dtype outside the op's dtype group (float32, int64, bool);
-    - a tensor of a storage dtype (float16, uint8) the op has no kernel for computes in
+    - a tensor of the storage dtype (float16) the op has no kernel for computes in
       float32, and a tensor of the dtype group is cast to the group's dtype (casts are
       ops of the mode, so gradients flow through them);
     - anything else, a list holding non-numbers, or a value that does not fit the dtype
@@ -701,17 +716,27 @@ cdef inline object _fitted(object op, Py_ssize_t i, object value, int dtype):
 
 cdef object _fitted_integer(object op, Py_ssize_t i, object value, int dtype):
     """_fitted for the other cases: a numpy scalar is its Python number; an integer must
-    fit an int32/int64 dtype."""
+    fit an integer dtype (uint8, int8, int16, int32, int64)."""
     cdef int overflow = 0
     cdef long long v
     if isinstance(value, np.generic):
         value = value.item()
-    if (dtype == FASTOP_INT32 or dtype == FASTOP_INT64) and PyLong_Check(value) \
+    if FASTOP_UINT8 <= dtype <= FASTOP_INT64 and PyLong_Check(value) \
             and not (value is True or value is False):
         v = PyLong_AsLongLongAndOverflow(value, &overflow)
-        if overflow or (dtype == FASTOP_INT32 and not -2147483648 <= v <= 2147483647):
+        if overflow or not _INT_MIN[dtype] <= v <= _INT_MAX[dtype]:
             raise OverflowError(_no_fit(op, i, value, dtype))
     return value
+
+
+# The range of each integer dtype, by code (uint8 .. int64; the others unused).
+cdef long long _INT_MIN[FASTOP_NUM_DTYPES]
+cdef long long _INT_MAX[FASTOP_NUM_DTYPES]
+for _code, _bounds in {FASTOP_UINT8: np.iinfo(np.uint8), FASTOP_INT8: np.iinfo(np.int8),
+                       FASTOP_INT16: np.iinfo(np.int16), FASTOP_INT32: np.iinfo(np.int32),
+                       FASTOP_INT64: np.iinfo(np.int64)}.items():
+    _INT_MIN[_code], _INT_MAX[_code] = int(_bounds.min), int(_bounds.max)
+del _code, _bounds
 
 
 cdef str _no_fit(object op, Py_ssize_t i, object value, int dtype):

@@ -783,9 +783,12 @@ class OpDef(OpBase):
             raise TypeError(self.no_kernel_message(dtype.name))
         return kernel
 
-    def no_kernel_message(self, dtype: str) -> str:
+    def no_kernel_message(self, dtype: str, input_name: str | None = None) -> str:
+        """The error of a call in a dtype the op has no kernel for: the op, the dtype, the
+        dtypes it has kernels for and, when known, the input whose dtype it is."""
+        whose = f" (the dtype of input '{input_name}')" if input_name else ""
         return (f"{self.name}: no kernel for dtype {dtype}; kernels exist for "
-                f"{self.dtypes or 'no dtype'}")
+                f"{self.dtypes or 'no dtype'}{whose}")
 
     def invoke(self, inputs: Sequence[Any], attrs: dict[str, Any]) -> tuple[DenseTensor, ...]:
         """Run the op's kernel on DenseTensors (per input a tensor, a list for a variadic

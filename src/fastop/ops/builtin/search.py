@@ -28,6 +28,9 @@ from fastop.ops.builtin._table import B
 __all__ = ["register", "samples"]
 
 NUMERIC = ("int32", "int64", "float32", "float64")
+# argmin, as the argmax kernel: every integer dtype too (PaddlePaddle's docs list uint8
+# and int16 for both)
+ARG_DTYPES = ("uint8", "int8", "int16", *NUMERIC)
 
 
 # -- argmin ---------------------------------------------------------------------------
@@ -156,7 +159,7 @@ def register(registry) -> None:
     registry.define(
         "fastop::argmin", inputs=["x"],
         attrs={"axis": AttrSpec("axis", object, None), "keepdim": False}, differentiable=(),
-        meta=argmin_meta, kernels=dict.fromkeys(NUMERIC, argmin_kernel),
+        meta=argmin_meta, kernels=dict.fromkeys(ARG_DTYPES, argmin_kernel),
         doc="int64 index of the first minimum along axis (flattened, C order, when axis "
             "is None); the first NaN counts as the minimum.")
     take_along_axis_grad = registry.define(
