@@ -16,15 +16,15 @@ __all__ = ["Layer", "ParamAttr", "Linear", "Sequential", "ReLU", "Tanh", "Sigmoi
            "L1Loss", "functional", "initializer", "LayerList", "LayerDict",
            "ParameterList", "Dropout", "Embedding", "LayerNorm", "BatchNorm1D", "GELU",
            "SiLU", "LeakyReLU", "Softplus", "ClipGradBase", "ClipGradByValue",
-           "ClipGradByNorm", "ClipGradByGlobalNorm", "Conv1D", "utils"]
+           "ClipGradByNorm", "ClipGradByGlobalNorm", "Conv1D", "Conv2D", "utils"]
 
 
 def __getattr__(name: str):
-    # fastop.nn.conv loads on first use of Conv1D: its bytecode alone is ~0.7 % of the
+    # fastop.nn.conv loads on first use of Conv1D/Conv2D: its bytecode alone is ~0.7 % of the
     # instructions of `import fastop` (callgrind), which most scripts never use
-    if name == "Conv1D":
-        from fastop.nn.conv import Conv1D
-        return Conv1D
+    if name in ("Conv1D", "Conv2D"):
+        from fastop.nn import conv
+        return getattr(conv, name)
     if name == "utils":                  # paddle.nn.utils.clip_grad_norm_ & co.
         from importlib import import_module
         return import_module("fastop.nn.utils")   # importing sets the attribute

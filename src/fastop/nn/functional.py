@@ -27,7 +27,7 @@ from fastop.tensor.manipulation import flatten as _flatten
 __all__ = ["linear", "relu", "tanh", "sigmoid", "softmax", "log_softmax", "flatten",
            "cross_entropy", "softmax_with_cross_entropy", "mse_loss", "l1_loss",
            "dropout", "layer_norm", "batch_norm", "embedding", "one_hot", "gelu", "silu",
-           "leaky_relu", "softplus", "conv1d", "relu_", "tanh_", "softmax_"]
+           "leaky_relu", "softplus", "conv1d", "conv2d", "relu_", "tanh_", "softmax_"]
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -449,8 +449,8 @@ def softplus(x: Any, beta: float = 1, threshold: float = 20, name: str | None = 
 
 
 def __getattr__(name: str):
-    # conv1d lives in fastop.nn.conv, loaded on first use (see fastop.nn.__getattr__)
-    if name == "conv1d":
-        from fastop.nn.conv import conv1d
-        return conv1d
+    # conv1d/conv2d live in fastop.nn.conv, loaded on first use (see fastop.nn.__getattr__)
+    if name in ("conv1d", "conv2d"):
+        from fastop.nn import conv
+        return getattr(conv, name)
     raise AttributeError(f"module 'fastop.nn.functional' has no attribute '{name}'")
