@@ -4,9 +4,9 @@ import importlib
 
 import pytest
 
-MODULES = ["fastop.initializer", "fastop.nn.container", "fastop.nn.functional",
-           "fastop.nn.layer", "fastop.nn.norm", "fastop.optimizer.optimizer",
-           "fastop.serialization"]
+MODULES = ["fastop.initializer", "fastop.nn.container", "fastop.nn.conv",
+           "fastop.nn.functional", "fastop.nn.layer", "fastop.nn.norm",
+           "fastop.optimizer.optimizer", "fastop.serialization"]
 
 
 @pytest.mark.parametrize("module", MODULES)

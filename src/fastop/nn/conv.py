@@ -200,7 +200,7 @@ def conv_nd(x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation:
     filters = B.reshape(filters, shape=[groups] + [1] * (ndim - 1) +
                         [kernel, out_channels // groups])
     out = B.matmul(windows, filters)                 # [N, groups, *out, O / groups]
-    out = B.transpose(out, perm=[0] + [a for a in axes] + [1, ndim + 2])
+    out = B.transpose(out, perm=[0] + axes + [1, ndim + 2])
     out = B.reshape(out, shape=[0] * (ndim + 1) + [out_channels])     # [N, *out, O]
     if bias is not None:
         out = B.add(out, bias)
