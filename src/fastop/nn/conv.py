@@ -209,15 +209,6 @@ def conv_nd(x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation:
     return B.transpose(out, perm=[0, ndim + 1] + list(range(1, ndim + 1)))
 
 
-def conv1d_padded(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
-                  dilation: Any = 1, groups: int = 1, data_format: str = "NCL",
-                  padding_mode: str = "zeros", who: str = "conv1d") -> Any:
-    """:func:`conv1d` with Conv1D's `padding_mode` ("zeros", "reflect", "replicate",
-    "circular")."""
-    return conv_nd(x, weight, bias, stride, padding, dilation, groups, data_format,
-                   padding_mode, who, 1)
-
-
 def conv1d(x: Any, weight: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
            dilation: Any = 1, groups: int = 1, data_format: str = "NCL",
            name: str | None = None) -> Any:
