@@ -53,7 +53,9 @@ def test_clip_grad_norm_then_step_trains_with_the_clipped_gradient():
     grads = [p.grad.numpy() for p in layer.parameters()]
     assert np.sqrt(sum((g ** 2).sum() for g in grads)) == pytest.approx(1.0, rel=1e-5)
     fastop.optimizer.SGD(0.1, parameters=layer.parameters()).step()
-    np.testing.assert_allclose(layer.weight.numpy(), w0 - 0.1 * grads[0], rtol=1e-6)
+    # float32 weights: an element near 0 carries the rounding of its float32 update
+    np.testing.assert_allclose(layer.weight.numpy(), w0 - 0.1 * grads[0], rtol=1e-6,
+                               atol=1e-7)
 
 
 @pytest.mark.parametrize("call,error,match", [
