@@ -54,20 +54,10 @@ __all__ = ["neg", "abs", "sign", "exp", "log", "sqrt", "square", "tanh", "sigmoi
            "equal", "not_equal", "less_than", "less_equal", "greater_than", "greater_equal",
            "where", "cast", "full_like"]
 
-# Every type an element can have; bool is stored as one byte (0 or 1), like numpy, and
-# shares uint8_t with uint8.
-ctypedef fused any_t:
-    uint8_t
-    int8_t
-    int16_t
-    int
-    long long
-    float
-    double
-
-# The types arithmetic computes in (this module's own numeric_t: storage.pxd's int, long
-# long, float and double, and the narrow integers uint8, int8 and int16, whose results
-# C's conversion back wraps, as numpy's arithmetic does).
+# Every type an element can have, and the types arithmetic computes in (this module's
+# own numeric_t: storage.pxd's int, long long, float and double, and the narrow integers
+# uint8, int8 and int16, whose results C's conversion back wraps, as numpy's arithmetic
+# does). bool is stored as one byte (0 or 1), like numpy, and shares uint8_t with uint8.
 ctypedef fused numeric_t:
     uint8_t
     int8_t
@@ -245,7 +235,7 @@ cdef inline int _binary_loop(int op, const numeric_t* a, const numeric_t* b, num
     return K_OK
 
 
-cdef inline void _compare_loop(int op, const any_t* a, const any_t* b, uint8_t* y,
+cdef inline void _compare_loop(int op, const numeric_t* a, const numeric_t* b, uint8_t* y,
                                ptrdiff_t n) noexcept nogil:
     cdef ptrdiff_t i
     if op == C_EQ:
@@ -268,7 +258,7 @@ cdef inline void _compare_loop(int op, const any_t* a, const any_t* b, uint8_t* 
             y[i] = a[i] >= b[i]
 
 
-cdef inline void _where_loop(const uint8_t* c, const any_t* x, const any_t* y, any_t* out,
+cdef inline void _where_loop(const uint8_t* c, const numeric_t* x, const numeric_t* y, numeric_t* out,
                              ptrdiff_t n) noexcept nogil:
     cdef ptrdiff_t i
     for i in range(n):
@@ -328,7 +318,7 @@ cdef inline void _cast_from(int src, const char* x, dst_t* y, ptrdiff_t n,
         _cast_loop(<const double*>x, y, n, to_bool)
 
 
-cdef inline void _fill_loop(any_t* y, any_t value, ptrdiff_t n) noexcept nogil:
+cdef inline void _fill_loop(numeric_t* y, numeric_t value, ptrdiff_t n) noexcept nogil:
     cdef ptrdiff_t i
     for i in range(n):
         y[i] = value
@@ -944,7 +934,7 @@ full_like = make_kernel("full_like", ("x",), ("out",), _infer_same, _k_full_like
                         ("fill_value",), _pack_fill)
 
 # The narrow integers (uint8, int8, int16) run the integer kernels: their loops are typed
-# for every integer (numeric_t, any_t), none computes through a wider dtype.
+# for every integer (numeric_t), none computes through a wider dtype.
 for _kernel in (neg, abs, sign, square, relu, add, subtract, multiply, pow, maximum,
                 minimum, equal, not_equal, less_than, less_equal, greater_than,
                 greater_equal, where, cast, full_like):
