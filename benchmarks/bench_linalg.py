@@ -20,27 +20,24 @@ def register(suite):
     rng = np.random.default_rng(0)
     torch = suite.torch
     sizes = (256, 512) if suite.quick else (256, 512, 1024, 2048)
-    for dtype in ("float32", "float64"):
-        for n in sizes:
-            a = rng.standard_normal((n, n)).astype(dtype)
-            b = rng.standard_normal((n, n)).astype(dtype)
-            fa, fb = from_numpy(a), from_numpy(b)
-            ta, tb = (torch.from_numpy(a), torch.from_numpy(b)) if torch else (None, None)
-            suite.add("linalg", f"matmul {dtype} {n}",
-                      fastop=lambda fa=fa, fb=fb: linalg.matmul(fa, fb),
-                      numpy=lambda a=a, b=b: a @ b,
-                      torch=(lambda ta=ta, tb=tb: torch.matmul(ta, tb)) if torch else None,
-                      target="≥ 0.95× numpy")
-    for m, k, n in MLP_PRODUCTS:
-        a = rng.standard_normal((m, k)).astype("float32")
-        b = rng.standard_normal((k, n)).astype("float32")
+
+    def add_matmul(name, m, k, n, dtype, target):
+        a = rng.standard_normal((m, k)).astype(dtype)
+        b = rng.standard_normal((k, n)).astype(dtype)
         fa, fb = from_numpy(a), from_numpy(b)
         ta, tb = (torch.from_numpy(a), torch.from_numpy(b)) if torch else (None, None)
-        suite.add("linalg", f"matmul float32 {m}x{k}x{n} (MLP layer)",
-                  fastop=lambda fa=fa, fb=fb: linalg.matmul(fa, fb),
-                  numpy=lambda a=a, b=b: a @ b,
-                  torch=(lambda ta=ta, tb=tb: torch.matmul(ta, tb)) if torch else None,
-                  target="≥ 0.95× numpy, ≥ 0.9× torch")
+        suite.add("linalg", name,
+                  fastop=lambda: linalg.matmul(fa, fb),
+                  numpy=lambda: a @ b,
+                  torch=(lambda: torch.matmul(ta, tb)) if torch else None,
+                  target=target)
+
+    for dtype in ("float32", "float64"):
+        for n in sizes:
+            add_matmul(f"matmul {dtype} {n}", n, n, n, dtype, "≥ 0.95× numpy")
+    for m, k, n in MLP_PRODUCTS:
+        add_matmul(f"matmul float32 {m}x{k}x{n} (MLP layer)", m, k, n, "float32",
+                   "≥ 0.95× numpy, ≥ 0.9× torch")
     for m, k, n in FC_SHAPES:
         x = rng.standard_normal((m, k)).astype("float32")
         w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype("float32")
